@@ -1,0 +1,27 @@
+// Type-aware lint: floating promises and non-exhaustive switches are bugs in a rate limiter.
+import js from "@eslint/js";
+import tseslint from "typescript-eslint";
+
+export default tseslint.config(
+  { ignores: ["**/dist/**", "**/node_modules/**", "coverage/**", "**/*.js", "**/*.mjs", "**/*.cjs"] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      "@typescript-eslint/no-floating-promises": "error",
+      "@typescript-eslint/switch-exhaustiveness-check": "error",
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+    },
+  },
+  {
+    // core stays pure: no I/O, no clock, no node:* modules.
+    files: ["packages/ratekeeper/src/core/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: ["node:*", "../stores/*", "../http/*", "../adapters/*", "../limiter*"] }],
+      "no-restricted-properties": ["error", { object: "Date", property: "now", message: "core takes the time as an argument" }],
+    },
+  },
+);

@@ -1,0 +1,61 @@
+import type { ResolvedLimit } from "../options.js";
+import type { Algorithm, LimitState } from "./types.js";
+
+/**
+ * The one state machine behind the token bucket, the leaky bucket (meter and queue) and GCRA.
+ *
+ * A bucket of `capacity` cost units drains `limit` units per `windowMs`, continuously and lazily
+ * (no background process). To stay in integers the level is kept in units of `cost x windowMs`:
+ * a request of cost `c` adds `c * windowMs`, and each millisecond drains `limit`. A request is
+ * admitted when it fits: `level + c * windowMs <= capacity * windowMs`.
+ *
+ * - token bucket: tokens = capacity - level; starts full (level 0), refills `limit` per window.
+ * - leaky bucket as a meter (`police`): the same bucket, seen from the other side (seed 001).
+ * - leaky bucket as a queue (`shape`): admits the same requests; a request waits `level / limit`
+ *   ms, the time for the queue ahead of it to drain (seed 000, seed 002).
+ * - GCRA: the virtual-scheduling form of the same bucket (ITU-T I.371) with capacity `burst + 1`;
+ *   a level of `x` is a theoretical arrival time `x / limit` ms ahead of now (seed 002).
+ *
+ * State: `a` = time of the last update (ms), `b` = level at that time (units x windowMs).
+ */
+export const bucket: Algorithm = {
+  init: () => ({ a: 0, b: 0, ring: null }),
+
+  check(s, nowMs, cost, lim, out) {
+    const level = levelAt(s, nowMs, lim);
+    const full = lim.capacity * lim.windowMs;
+    const after = level + cost * lim.windowMs;
+    if (after <= full) {
+      out.allowed = true;
+      out.remaining = Math.floor((full - after) / lim.windowMs);
+      out.retryAfterMs = 0;
+      out.resetAfterMs = Math.ceil(after / lim.limit);
+      out.delayMs = lim.shape ? Math.ceil(level / lim.limit) : 0;
+    } else {
+      out.allowed = false;
+      out.remaining = Math.floor((full - level) / lim.windowMs);
+      out.retryAfterMs = Math.ceil((after - full) / lim.limit);
+      out.resetAfterMs = Math.ceil(level / lim.limit);
+      out.delayMs = 0;
+    }
+  },
+
+  commit(s, nowMs, cost, lim) {
+    s.b = levelAt(s, nowMs, lim) + cost * lim.windowMs;
+    s.a = Math.max(nowMs, s.a);
+  },
+
+  refund(s, nowMs, cost, lim) {
+    s.b = Math.max(0, levelAt(s, nowMs, lim) - cost * lim.windowMs);
+    s.a = Math.max(nowMs, s.a);
+  },
+};
+
+/** The level at `nowMs`, after draining since the last update. Never multiplies a long idle time. */
+function levelAt(s: LimitState, nowMs: number, lim: ResolvedLimit): number {
+  const elapsed = nowMs - s.a;
+  if (elapsed <= 0) return s.b;
+  if (elapsed >= Math.ceil(s.b / lim.limit)) return 0;
+  return s.b - elapsed * lim.limit;
+}
+

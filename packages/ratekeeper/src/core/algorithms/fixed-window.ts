@@ -1,0 +1,48 @@
+import type { Outcome } from "../decision.js";
+import type { ResolvedLimit } from "../options.js";
+import type { Algorithm, LimitState } from "./types.js";
+
+/**
+ * Fixed window counters (seed 001, seed 002): one counter per window; the counter starts again
+ * at 0 when the window ends. Windows start at multiples of `windowMs` (`align: "clock"`) or at
+ * the key's first request (`align: "first-request"`).
+ *
+ * State: `a` = start of the current window (ms), `b` = cost admitted in it.
+ * Worst case: `2 * limit` in a span just over the boundary (seed 001's 12:00:59 / 12:01:00).
+ */
+export const fixedWindow: Algorithm = {
+  init: () => ({ a: 0, b: 0, ring: null }),
+
+  check(s, nowMs, cost, lim, out) {
+    const start = windowStart(s, nowMs, lim);
+    const count = s.a === start ? s.b : 0;
+    const endsIn = start + lim.windowMs - nowMs;
+    if (count + cost <= lim.limit) {
+      out.allowed = true;
+      out.remaining = lim.limit - count - cost;
+      out.retryAfterMs = 0;
+      out.resetAfterMs = endsIn;
+    } else {
+      out.allowed = false;
+      out.remaining = lim.limit - count;
+      out.retryAfterMs = endsIn; // the next window starts empty, and cost <= limit
+      out.resetAfterMs = endsIn;
+    }
+    out.delayMs = 0;
+  },
+
+  commit(s, nowMs, cost, lim) {
+    const start = windowStart(s, nowMs, lim);
+    s.b = (s.a === start ? s.b : 0) + cost;
+    s.a = start;
+  },
+
+  refund(s, nowMs, cost, lim) {
+    if (s.a === windowStart(s, nowMs, lim)) s.b = Math.max(0, s.b - cost);
+  },
+};
+
+function windowStart(s: LimitState, nowMs: number, lim: ResolvedLimit): number {
+  if (lim.alignFirst) return s.b > 0 && nowMs - s.a < lim.windowMs ? s.a : nowMs;
+  return nowMs - (nowMs % lim.windowMs);
+}

@@ -1,0 +1,81 @@
+import type { Algorithm, LimitState } from "./types.js";
+
+/**
+ * Sliding log (seed 001, seed 002, ClassDojo's first limiter): exact. Admits `cost` at `now` only
+ * if at most `limit - cost` admitted units have timestamps in `(now - windowMs, now]`. Rejected
+ * requests are not logged, so a client that keeps knocking is not locked out forever.
+ *
+ * No sorted set: the last `limit` admitted timestamps sit in a ring, oldest first, one entry per
+ * cost unit (8 bytes each). The `cost`-th oldest entry decides, so a decision reads one entry,
+ * not the whole log.
+ *
+ * State: `a` = total cost units ever admitted (n); `ring[p % limit]` holds the timestamp of unit p.
+ * Units p < n - limit have fallen out of the ring; positions p < 0 are empty.
+ */
+export const slidingLog: Algorithm = {
+  init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(lim.limit) }),
+
+  check(s, nowMs, cost, lim, out) {
+    const L = lim.limit;
+    const cutoff = nowMs - lim.windowMs; // a unit logged at t <= cutoff is outside the window
+    const free = freeUnits(s, L, cutoff);
+    out.delayMs = 0;
+    if (free >= cost) {
+      out.allowed = true;
+      out.remaining = free - cost;
+      out.retryAfterMs = 0;
+      out.resetAfterMs = lim.windowMs; // the units logged now are the last to leave
+      return;
+    }
+    // The cost-th oldest unit is inside the window: room comes when it leaves.
+    const decider = (s.ring as Float64Array)[(s.a - L + cost - 1) % L] as number;
+    const newest = (s.ring as Float64Array)[(s.a - 1) % L] as number;
+    out.allowed = false;
+    out.remaining = free;
+    out.retryAfterMs = decider + lim.windowMs - nowMs;
+    out.resetAfterMs = newest + lim.windowMs - nowMs;
+  },
+
+  commit(s, nowMs, cost, lim) {
+    const L = lim.limit;
+    const ring = s.ring as Float64Array;
+    // Keep the ring sorted even if a clock steps back: log such a unit at the newest time seen.
+    const t = s.a > 0 ? Math.max(nowMs, ring[(s.a - 1) % L] as number) : nowMs;
+    for (let i = 0; i < cost; i++) ring[(s.a + i) % L] = t;
+    s.a += cost;
+  },
+
+  refund(s, _nowMs, cost, lim) {
+    const L = lim.limit;
+    const ring = s.ring as Float64Array;
+    const c = Math.min(cost, s.a, L);
+    if (c === 0) return;
+    const n = s.a - c;
+    // The refunded units were the newest. Their slots now stand for units n-L .. n-L+c-1, whose
+    // timestamps were overwritten: where such a unit existed, assume it was as recent as the
+    // oldest unit still known (later than it really was), so the log never admits too much.
+    const oldestKnown = c < L ? (ring[(n + c) % L] as number) : (ring[n % L] as number);
+    for (let p = n - L; p < n - L + c; p++) {
+      if (p >= 0) ring[(p + L) % L] = oldestKnown;
+    }
+    s.a = n;
+  },
+};
+
+/**
+ * Cost units that could be admitted now: ring entries that are empty or outside the window.
+ * The ring is sorted, so a binary search over the positions finds the first unit still inside.
+ */
+function freeUnits(s: LimitState, L: number, cutoff: number): number {
+  const ring = s.ring as Float64Array;
+  const n = s.a;
+  // Positions n-L .. n-1, oldest first; j counts from the oldest. Empty (p < 0) is free.
+  let lo = Math.max(0, L - n); // first j whose position holds a unit
+  let hi = L;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((ring[(n - L + mid) % L] as number) <= cutoff) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}

@@ -1,0 +1,117 @@
+import type { ResolvedLimit } from "../options.js";
+import type { Algorithm, LimitState } from "./types.js";
+
+/**
+ * Sliding window counters (Figma's sub-window buckets; seed 001, seed 002) and, with
+ * `buckets: 1`, the weighted sliding tail (ClassDojo, Cloudflare; seed 001, seed 003).
+ *
+ * The window is cut into `buckets` sub-windows of `S = windowMs / buckets`, aligned to the clock.
+ * At `now` in sub-window `i` (at offset `r`), the count is the sum of sub-windows `i-buckets+1 .. i`
+ * plus, when `weighted`, the part of sub-window `i-buckets` still inside the window:
+ * `floor(count[i-buckets] * (S - r) / S)`, rounded down as in seed 001's sliding tail.
+ *
+ * State: `a` = index of the newest sub-window written; `ring[j % (buckets+1)]` = cost admitted in
+ * sub-window `j`, valid for `a - buckets <= j <= a`.
+ */
+export const slidingWindow: Algorithm = {
+  init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(lim.buckets + 1) }),
+
+  check(s, nowMs, cost, lim, out) {
+    const S = lim.windowMs / lim.buckets;
+    const r = nowMs % S;
+    const i = (nowMs - r) / S;
+    const used = usedAt(s, lim, i, r, 0);
+    out.delayMs = 0;
+    if (used + cost <= lim.limit) {
+      out.allowed = true;
+      out.remaining = lim.limit - used - cost;
+      out.retryAfterMs = 0;
+      out.resetAfterMs = waitMs(s, lim, i, r, lim.limit, cost);
+    } else {
+      out.allowed = false;
+      out.remaining = Math.max(0, lim.limit - used);
+      out.retryAfterMs = waitMs(s, lim, i, r, cost, 0);
+      out.resetAfterMs = waitMs(s, lim, i, r, lim.limit, 0);
+    }
+  },
+
+  commit(s, nowMs, cost, lim) {
+    const S = lim.windowMs / lim.buckets;
+    const i = Math.max((nowMs - (nowMs % S)) / S, s.a);
+    advance(s, lim, i);
+    const ring = s.ring as Float64Array;
+    const slot = i % (lim.buckets + 1);
+    ring[slot] = (ring[slot] as number) + cost;
+  },
+
+  refund(s, nowMs, cost, lim) {
+    const S = lim.windowMs / lim.buckets;
+    const i = (nowMs - (nowMs % S)) / S;
+    const ring = s.ring as Float64Array;
+    const M = lim.buckets + 1;
+    // Take the units back from the newest sub-windows still counted.
+    let left = cost;
+    for (let j = s.a; left > 0 && j > s.a - M && j > i - M + 1; j--) {
+      const slot = j % M;
+      const take = Math.min(left, ring[slot] as number);
+      ring[slot] = (ring[slot] as number) - take;
+      left -= take;
+    }
+  },
+};
+
+/** Cost admitted in sub-window `j` (0 for sub-windows not in the ring). */
+function countOf(s: LimitState, lim: ResolvedLimit, j: number): number {
+  return j <= s.a && j >= s.a - lim.buckets && j >= 0 ? ((s.ring as Float64Array)[j % (lim.buckets + 1)] as number) : 0;
+}
+
+/** The windowed count at sub-window `i`, offset `r`; `extra` units are added to sub-window `i`. */
+function usedAt(s: LimitState, lim: ResolvedLimit, i: number, r: number, extra: number): number {
+  const B = lim.buckets;
+  let used = extra;
+  for (let j = i - B + 1; j <= i; j++) used += countOf(s, lim, j);
+  if (lim.weighted) {
+    const S = lim.windowMs / B;
+    used += Math.floor((countOf(s, lim, i - B) * (S - r)) / S);
+  }
+  return used;
+}
+
+/**
+ * The earliest wait (ms) after which `cost` fits, with `extra` units added to the current
+ * sub-window `i` and no other requests. The count never grows with time, so this is exact:
+ * retrying after it succeeds. Walks at most `buckets + 1` sub-windows.
+ */
+function waitMs(s: LimitState, lim: ResolvedLimit, i: number, r: number, cost: number, extra: number): number {
+  const B = lim.buckets;
+  const S = lim.windowMs / B;
+  // Sum of the fully counted sub-windows i-B+1 .. i (with extra), shifted forward one at a time.
+  let full = extra;
+  for (let j = i - B + 1; j <= i; j++) full += countOf(s, lim, j);
+  for (let k = 0; k <= B + 1; k++) {
+    const cur = i + k;
+    if (k > 0) {
+      const leaving = cur - B; // left the fully counted range; now the partial one
+      full -= countOf(s, lim, leaving) + (leaving === i ? extra : 0);
+    }
+    const need = lim.limit - cost - full;
+    if (need < 0) continue;
+    const from = k === 0 ? r : 0;
+    const partial = lim.weighted ? countOf(s, lim, cur - B) + (cur - B === i ? extra : 0) : 0;
+    if (partial === 0) return cur * S + from - (i * S + r);
+    // floor(partial * (S - x) / S) <= need  <=>  x >= S - floor(((need + 1) * S - 1) / partial)
+    const x = Math.max(from, S - Math.floor(((need + 1) * S - 1) / partial));
+    if (x < S) return cur * S + x - (i * S + r);
+  }
+  return (B + 1) * S - r; // unreachable: after B+1 sub-windows nothing is counted
+}
+
+/** Moves the ring forward to sub-window `i`, clearing the sub-windows skipped. */
+function advance(s: LimitState, lim: ResolvedLimit, i: number): void {
+  if (i <= s.a) return;
+  const ring = s.ring as Float64Array;
+  const M = lim.buckets + 1;
+  if (i - s.a >= M) ring.fill(0);
+  else for (let j = s.a + 1; j <= i; j++) ring[j % M] = 0;
+  s.a = i;
+}

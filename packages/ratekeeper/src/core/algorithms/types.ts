@@ -1,0 +1,32 @@
+import type { Outcome } from "../decision.js";
+import type { ResolvedLimit } from "../options.js";
+
+/**
+ * The state one limit keeps for one key: two numbers and, for the log and the sub-window
+ * counters, a ring. Every algorithm uses this one shape (so the memory store's entries stay
+ * monomorphic); what `a`, `b` and `ring` mean is documented in each algorithm's file, and the
+ * Lua scripts store exactly these values.
+ */
+export interface LimitState {
+  a: number;
+  b: number;
+  ring: Float64Array | null;
+}
+
+/**
+ * An algorithm as a pure state transition over integer milliseconds. No I/O, no clock: `nowMs`
+ * is given. `check` never changes the state; `commit` applies an admitted cost.
+ */
+export interface Algorithm {
+  /** The state of a key never seen (or expired). */
+  init(lim: ResolvedLimit): LimitState;
+  /**
+   * Would `cost` be admitted at `nowMs`? Fills `out` as the decision would read if it were
+   * (remaining and resetAfterMs after the admission) or was not. Changes nothing.
+   */
+  check(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome): void;
+  /** Applies an admitted `cost`. Only call after `check` said allowed. */
+  commit(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit): void;
+  /** Gives back up to `cost` units admitted earlier (a request that should not count after all). */
+  refund(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit): void;
+}

@@ -1,0 +1,65 @@
+/**
+ * Why a decision came out as it did, when it was not a plain allow:
+ * - `limit`: a limit had no room for the cost.
+ * - `denial-cache`: answered locally from the store's cache of recent denials (no store call).
+ * - `store-error`: the store failed or timed out; the failure policy decided (`failOpen` / `failClosed`).
+ * - `insurance`: the store failed and the insurance store decided.
+ */
+export type DecisionReason = "limit" | "denial-cache" | "store-error" | "insurance";
+
+/** What one limit said, when a limiter has several. Times in integer milliseconds. */
+export interface LimitOutcome {
+  readonly name: string;
+  readonly allowed: boolean;
+  readonly limit: number;
+  readonly remaining: number;
+  readonly retryAfterMs: number;
+  readonly resetAfterMs: number;
+  readonly windowMs: number;
+}
+
+/**
+ * The answer to a consume or a peek. A denial is a decision, never an exception.
+ * All times are integer milliseconds.
+ */
+export interface Decision {
+  /** Whether the request may proceed (after `delayMs`, when shaping). */
+  readonly allowed: boolean;
+  /** The limit of the policy that decided. */
+  readonly limit: number;
+  /** Cost units that could still be admitted right now. */
+  readonly remaining: number;
+  /** 0 when allowed; otherwise how long until the same request would be allowed if nothing else happened. */
+  readonly retryAfterMs: number;
+  /** How long until the key is back to its full allowance with no further requests. */
+  readonly resetAfterMs: number;
+  /** Leaky bucket in `shape` mode: how long to hold the request before passing it on. */
+  readonly delayMs: number;
+  /** Set on denials and on decisions the store's failure policy made. */
+  readonly reason: DecisionReason | undefined;
+  /** Index (in the limiter's `limits`) of the limit that decided. */
+  readonly policy: number;
+  /** Name of the limit that decided. */
+  readonly policyName: string;
+  /** Window of the limit that decided, in ms (for headers such as `RateLimit-Policy`). */
+  readonly windowMs: number;
+  /** With several limits: what each said, in order. Absent with one limit. */
+  readonly limits: readonly LimitOutcome[] | undefined;
+}
+
+/**
+ * Scratch space an algorithm writes its verdict into: reused per call, so the hot path
+ * allocates nothing but the returned {@link Decision}.
+ */
+export interface Outcome {
+  allowed: boolean;
+  remaining: number;
+  retryAfterMs: number;
+  resetAfterMs: number;
+  delayMs: number;
+}
+
+/** A fresh scratch {@link Outcome}. */
+export function newOutcome(): Outcome {
+  return { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, delayMs: 0 };
+}

@@ -1,0 +1,230 @@
+import { describe, parseDuration, type Duration } from "./duration.js";
+import { RateLimitConfigError, type ConfigIssue } from "./errors.js";
+
+/** The algorithms ratekeeper implements; see docs/algorithms.md for their guarantees. */
+export const ALGORITHMS = ["fixed-window", "sliding-log", "sliding-window", "token-bucket", "leaky-bucket", "gcra"] as const;
+export type AlgorithmName = (typeof ALGORITHMS)[number];
+
+interface LimitBase {
+  /** Cost units admitted per `window`. Must be a positive integer. */
+  limit: number;
+  /** The window: integer milliseconds or `"500ms"`, `"10s"`, `"1m"`, `"1h"`, `"1d"`. */
+  window: Duration;
+  /** Name of this policy in `RateLimit-Policy` headers and metrics. @default "<limit>-per-<window>" */
+  name?: string;
+}
+/** Fixed window counters (seed 001, 002). */
+export interface FixedWindowSpec extends LimitBase {
+  algorithm: "fixed-window";
+  /** `"clock"`: windows start at multiples of `window`; `"first-request"`: at the key's first request. @default "clock" */
+  align?: "clock" | "first-request";
+}
+/** Sliding log: exact; rejected requests are not logged. */
+export interface SlidingLogSpec extends LimitBase {
+  algorithm: "sliding-log";
+}
+/** Sliding window counters (Figma) and the weighted sliding tail (ClassDojo, Cloudflare). */
+export interface SlidingWindowSpec extends LimitBase {
+  algorithm: "sliding-window";
+  /** Sub-windows per window; `window` must divide evenly. `1` is the sliding tail. @default 1 */
+  buckets?: number;
+  /** Count the oldest, partly expired sub-window in proportion to its part still inside the window (rounded down). @default true */
+  weighted?: boolean;
+}
+/** Token bucket: refills `limit` tokens per `window`, lazily. */
+export interface TokenBucketSpec extends LimitBase {
+  algorithm: "token-bucket";
+  /** The most tokens held. @default limit */
+  capacity?: number;
+}
+/** Leaky bucket as a meter (`police`) or as a queue (`shape`), leaking `limit` per `window`. */
+export interface LeakyBucketSpec extends LimitBase {
+  algorithm: "leaky-bucket";
+  /** The bucket's size in cost units. @default limit */
+  capacity?: number;
+  /** `"police"` rejects when full; `"shape"` admits with `delayMs`, the wait until its turn. @default "police" */
+  mode?: "police" | "shape";
+}
+/** Generic cell rate algorithm, as in redis-cell: one request per `window / limit`, plus `burst`. */
+export interface GcraSpec extends LimitBase {
+  algorithm: "gcra";
+  /** Requests allowed on top of the one per emission interval. @default 0 */
+  burst?: number;
+}
+/** One limit, as plain data: it can come from YAML, travel over gRPC, and go into Lua as ARGV. */
+export type LimitSpec = FixedWindowSpec | SlidingLogSpec | SlidingWindowSpec | TokenBucketSpec | LeakyBucketSpec | GcraSpec;
+
+/**
+ * A limit with every option resolved to integers: one flat shape for every algorithm, so the
+ * memory store, the Lua scripts and the reference models all read the same fields.
+ */
+export interface ResolvedLimit {
+  readonly algorithm: AlgorithmName;
+  /** Index of the algorithm in {@link ALGORITHMS}; what the Lua scripts receive. */
+  readonly algorithmId: number;
+  readonly name: string;
+  readonly limit: number;
+  readonly windowMs: number;
+  /**
+   * The most cost units one key can hold at once: `limit` for the windows and the log,
+   * `capacity` for token and leaky buckets, `burst + 1` for GCRA. Also the largest admissible cost.
+   */
+  readonly capacity: number;
+  /** sliding-window: sub-windows per window (1 elsewhere). */
+  readonly buckets: number;
+  /** sliding-window: weight the partly expired sub-window. */
+  readonly weighted: boolean;
+  /** fixed-window: windows start at the key's first request instead of the clock. */
+  readonly alignFirst: boolean;
+  /** leaky-bucket: report `delayMs` (the queue) instead of only metering. */
+  readonly shape: boolean;
+  /** gcra: the burst. */
+  readonly burst: number;
+}
+
+const KNOWN_OPTIONS: Readonly<Record<AlgorithmName, readonly string[]>> = {
+  "fixed-window": ["align"],
+  "sliding-log": [],
+  "sliding-window": ["buckets", "weighted"],
+  "token-bucket": ["capacity"],
+  "leaky-bucket": ["capacity", "mode"],
+  gcra: ["burst"],
+};
+const COMMON = ["algorithm", "limit", "window", "name"];
+
+/** The largest value the integer arithmetic stays exact for (also in Lua, whose numbers are doubles). */
+const MAX_EXACT = Number.MAX_SAFE_INTEGER;
+
+/**
+ * Checks one limit spec and resolves its defaults. Collects every problem instead of stopping at the first.
+ * @param path where the spec sits, for error messages (e.g. `limits[1]`)
+ * @throws RateLimitConfigError listing every problem with its path
+ */
+export function resolveLimit(spec: unknown, path = ""): ResolvedLimit {
+  const issues: ConfigIssue[] = [];
+  const resolved = collectLimit(spec, path, issues);
+  if (issues.length > 0 || resolved === undefined) throw new RateLimitConfigError(issues);
+  return resolved;
+}
+
+/** Like {@link resolveLimit}, for several limits on one key. */
+export function resolveLimits(specs: unknown, path = "limits"): ResolvedLimit[] {
+  const issues: ConfigIssue[] = [];
+  if (!Array.isArray(specs) || specs.length === 0) {
+    throw new RateLimitConfigError([{ path, message: `must be a non-empty array of limits (got ${describe(specs)})` }]);
+  }
+  const out: ResolvedLimit[] = [];
+  specs.forEach((s, i) => {
+    const r = collectLimit(s, `${path}[${i}]`, issues);
+    if (r) out.push(r);
+  });
+  if (issues.length > 0) throw new RateLimitConfigError(issues);
+  return out;
+}
+
+function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): ResolvedLimit | undefined {
+  const at = (field: string) => (path ? `${path}.${field}` : field);
+  if (typeof spec !== "object" || spec === null || Array.isArray(spec)) {
+    issues.push({ path: path || "options", message: `must be an object (got ${describe(spec)})` });
+    return undefined;
+  }
+  const o = spec as Record<string, unknown>;
+  const before = issues.length;
+  const algorithm = o.algorithm;
+  if (typeof algorithm !== "string" || !(ALGORITHMS as readonly string[]).includes(algorithm)) {
+    issues.push({ path: at("algorithm"), message: `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")} (got ${describe(algorithm)})` });
+    return undefined;
+  }
+  const alg = algorithm as AlgorithmName;
+  for (const k of Object.keys(o)) {
+    if (o[k] !== undefined && !COMMON.includes(k) && !KNOWN_OPTIONS[alg].includes(k)) {
+      const allowed = [...COMMON, ...KNOWN_OPTIONS[alg]].join(", ");
+      issues.push({ path: at(k), message: `unknown option for "${alg}" (known: ${allowed})` });
+    }
+  }
+  const limit = positiveInt(o.limit, at("limit"), issues);
+  let windowMs = 0;
+  try {
+    windowMs = parseDuration(o.window, at("window"));
+  } catch (e) {
+    issues.push(...(e as RateLimitConfigError).issues);
+  }
+  let capacity = limit;
+  let buckets = 1;
+  let weighted = true;
+  let alignFirst = false;
+  let shape = false;
+  let burst = 0;
+  switch (alg) {
+    case "fixed-window":
+      if (o.align !== undefined && o.align !== "clock" && o.align !== "first-request") {
+        issues.push({ path: at("align"), message: `must be "clock" or "first-request" (got ${describe(o.align)})` });
+      }
+      alignFirst = o.align === "first-request";
+      break;
+    case "sliding-log":
+      if (limit > 1_000_000) issues.push({ path: at("limit"), message: `must be at most 1000000 for sliding-log, which stores one timestamp per unit (got ${limit})` });
+      break;
+    case "sliding-window":
+      if (o.buckets !== undefined) buckets = positiveInt(o.buckets, at("buckets"), issues);
+      if (buckets > 1000) issues.push({ path: at("buckets"), message: `must be at most 1000 (got ${buckets})` });
+      if (o.weighted !== undefined && typeof o.weighted !== "boolean") {
+        issues.push({ path: at("weighted"), message: `must be true or false (got ${describe(o.weighted)})` });
+      }
+      weighted = o.weighted !== false;
+      if (windowMs > 0 && buckets > 0 && windowMs % buckets !== 0) {
+        issues.push({ path: at("buckets"), message: `must divide window (${windowMs} ms) into whole milliseconds (got ${buckets})` });
+      }
+      break;
+    case "token-bucket":
+    case "leaky-bucket":
+      if (o.capacity !== undefined) capacity = positiveInt(o.capacity, at("capacity"), issues);
+      if (alg === "leaky-bucket") {
+        if (o.mode !== undefined && o.mode !== "police" && o.mode !== "shape") {
+          issues.push({ path: at("mode"), message: `must be "police" or "shape" (got ${describe(o.mode)})` });
+        }
+        shape = o.mode === "shape";
+      }
+      break;
+    case "gcra":
+      if (o.burst !== undefined) {
+        if (typeof o.burst !== "number" || !Number.isSafeInteger(o.burst) || o.burst < 0) {
+          issues.push({ path: at("burst"), message: `must be a whole number >= 0 (got ${describe(o.burst)})` });
+        } else burst = o.burst;
+      }
+      capacity = burst + 1;
+      break;
+  }
+  // Buckets keep their level in units of (cost x windowMs), leaking `limit` per ms: keep it exact.
+  if (issues.length === before && capacity * windowMs > MAX_EXACT) {
+    issues.push({ path: at(alg === "gcra" ? "burst" : "capacity"), message: `times window (${windowMs} ms) must stay below 2^53 for exact arithmetic` });
+  }
+  let name = `${limit}-per-${typeof o.window === "string" ? o.window : `${windowMs}ms`}`;
+  if (o.name !== undefined) {
+    if (typeof o.name !== "string" || !/^[A-Za-z0-9_.:-]{1,64}$/.test(o.name)) {
+      issues.push({ path: at("name"), message: `must be 1-64 characters of letters, digits, "_", ".", ":" or "-" (got ${describe(o.name)})` });
+    } else name = o.name;
+  }
+  if (issues.length > before) return undefined;
+  return {
+    algorithm: alg,
+    algorithmId: ALGORITHMS.indexOf(alg),
+    name,
+    limit,
+    windowMs,
+    capacity,
+    buckets,
+    weighted,
+    alignFirst,
+    shape,
+    burst,
+  };
+}
+
+function positiveInt(v: unknown, path: string, issues: ConfigIssue[]): number {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0) {
+    issues.push({ path, message: `must be a positive whole number (got ${describe(v)})` });
+    return 0;
+  }
+  return v;
+}

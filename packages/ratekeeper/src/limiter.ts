@@ -1,0 +1,142 @@
+import type { Decision } from "./core/decision.js";
+import { describe } from "./core/duration.js";
+import { RateLimitConfigError, type ConfigIssue } from "./core/errors.js";
+import { resolveLimit, resolveLimits, type LimitSpec, type ResolvedLimit } from "./core/options.js";
+import { policyId } from "./core/policy-id.js";
+import { MemoryStore } from "./stores/memory.js";
+import type { BoundStore, Store } from "./store.js";
+
+interface CommonOptions {
+  /** Where state lives. @default a new `MemoryStore()` */
+  store?: Store;
+  /**
+   * Milliseconds since the epoch. Injected for tests and replays; without it the memory store
+   * reads `Date.now()` and the Redis store reads Redis's own clock (`TIME`).
+   */
+  clock?: () => number;
+  /**
+   * Separates limiters that share a store. By default it is derived from the limits, so two
+   * servers with the same policy share state and two different policies never do.
+   */
+  namespace?: string;
+}
+
+/**
+ * Options of {@link RateLimiter}: one limit (its fields inline), or several under `limits`.
+ * @example { algorithm: "sliding-window", limit: 100, window: "1m" }
+ * @example { limits: [{ algorithm: "fixed-window", limit: 100, window: "1m" }, { algorithm: "gcra", limit: 2, window: "1s" }] }
+ */
+export type RateLimiterOptions = (LimitSpec & CommonOptions & { limits?: undefined }) | (CommonOptions & { limits: LimitSpec[] });
+
+const COMMON_KEYS = new Set(["store", "clock", "namespace", "limits"]);
+
+/**
+ * Applies one or several limits to keys (a user, an IP, an API key, a route, or a mix).
+ * A denial is a {@link Decision}, never an exception; bad input throws a
+ * `RateLimitConfigError` or `RangeError` that names the field.
+ * @example
+ * const limiter = new RateLimiter({ algorithm: "sliding-window", limit: 100, window: "1m" });
+ * const d = await limiter.consume("user:42");
+ * if (!d.allowed) res.status(429).set("Retry-After", String(Math.ceil(d.retryAfterMs / 1000)));
+ */
+export class RateLimiter {
+  /** The limits, with every option resolved. */
+  readonly limits: readonly ResolvedLimit[];
+  /** The most cost one request may ask for: the smallest capacity of the limits. */
+  readonly maxCost: number;
+  readonly store: Store;
+  readonly namespace: string;
+  private readonly bound: BoundStore;
+  private readonly clock: (() => number) | undefined;
+
+  constructor(options: RateLimiterOptions) {
+    if (typeof options !== "object" || options === null) {
+      throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describe(options)})` }]);
+    }
+    const issues: ConfigIssue[] = [];
+    const o = options as unknown as Record<string, unknown>;
+    let limits: ResolvedLimit[] = [];
+    try {
+      if (o.limits !== undefined) {
+        for (const k of Object.keys(o)) {
+          if (!COMMON_KEYS.has(k) && o[k] !== undefined) issues.push({ path: k, message: "belongs inside each entry of limits, not beside it" });
+        }
+        limits = resolveLimits(o.limits);
+      } else {
+        const spec: Record<string, unknown> = {};
+        for (const k of Object.keys(o)) if (!COMMON_KEYS.has(k)) spec[k] = o[k];
+        limits = [resolveLimit(spec)];
+      }
+    } catch (e) {
+      if (!(e instanceof RateLimitConfigError)) throw e;
+      issues.push(...e.issues);
+    }
+    if (o.store !== undefined && (typeof o.store !== "object" || o.store === null || typeof (o.store as Store).bind !== "function")) {
+      issues.push({ path: "store", message: `must be a store such as new MemoryStore() or new RedisStore({ client }) (got ${describe(o.store)})` });
+    }
+    if (o.clock !== undefined && typeof o.clock !== "function") {
+      issues.push({ path: "clock", message: `must be a function returning milliseconds since the epoch (got ${describe(o.clock)})` });
+    }
+    if (o.namespace !== undefined && (typeof o.namespace !== "string" || o.namespace.length === 0 || o.namespace.length > 64)) {
+      issues.push({ path: "namespace", message: `must be a string of 1-64 characters (got ${describe(o.namespace)})` });
+    }
+    if (issues.length > 0) throw new RateLimitConfigError(issues);
+    this.limits = limits;
+    this.maxCost = Math.min(...limits.map((l) => l.capacity));
+    this.store = (o.store as Store | undefined) ?? new MemoryStore();
+    this.namespace = (o.namespace as string | undefined) ?? policyId(limits);
+    this.clock = o.clock as (() => number) | undefined;
+    this.bound = this.store.bind(limits, this.namespace);
+  }
+
+  /**
+   * Charges `cost` to `key` if every limit has room (all-or-nothing) and says whether the
+   * request may proceed.
+   * @param cost cost units of this request (seed 001: `GET /user` 1, `POST /user` 2) @default 1
+   * @throws RangeError (as a rejected promise) when `key` or `cost` is bad
+   */
+  async consume(key: string, cost = 1): Promise<Decision> {
+    if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
+    if (cost !== 1) this.checkCost(cost);
+    return this.bound.consume(key, cost, this.clock === undefined ? undefined : this.now());
+  }
+
+  /** The decision a request of `cost` (default 1) would get now, changing nothing. */
+  async peek(key: string, cost = 1): Promise<Decision> {
+    if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
+    if (cost !== 1) this.checkCost(cost);
+    return this.bound.peek(key, cost, this.clock === undefined ? undefined : this.now());
+  }
+
+  /** Gives back `cost` units charged earlier, for a request that should not count after all. */
+  async refund(key: string, cost = 1): Promise<void> {
+    if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
+    if (cost !== 1) this.checkCost(cost);
+    await this.bound.refund(key, cost, this.clock === undefined ? undefined : this.now());
+  }
+
+  /** Forgets the key: its next request starts afresh. */
+  async reset(key: string): Promise<void> {
+    if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
+    await this.bound.reset(key);
+  }
+
+  private now(): number {
+    const t = (this.clock as () => number)();
+    if (!Number.isFinite(t)) throw new RangeError(`clock: must return finite milliseconds since the epoch (got ${describe(t)})`);
+    return Math.floor(t);
+  }
+
+  private checkCost(cost: unknown): void {
+    if (typeof cost !== "number" || !Number.isSafeInteger(cost) || cost <= 0) {
+      throw new RangeError(`cost: must be a positive whole number of cost units (got ${describe(cost)})`);
+    }
+    if (cost > this.maxCost) {
+      throw new RangeError(`cost: ${cost} is more than this policy could ever admit (at most ${this.maxCost})`);
+    }
+  }
+
+  private badKey(key: unknown): never {
+    throw new RangeError(`key: must be a non-empty string of at most 1024 characters (got ${describe(key)})`);
+  }
+}
