@@ -18,7 +18,7 @@ export class RateLimitConfigError extends Error {
   readonly issues: readonly ConfigIssue[];
   constructor(issues: readonly ConfigIssue[], prefix?: string) {
     const lines = issues.map((i) => `${prefix ? `${prefix}: ` : ""}${i.path}: ${i.message}`);
-    super(lines.length === 1 ? (lines[0] as string) : `invalid rate limit configuration:\n  ${lines.join("\n  ")}`);
+    super(lines.length === 1 ? lines[0]! : `invalid rate limit configuration:\n  ${lines.join("\n  ")}`);
     this.issues = issues;
   }
 }

@@ -85,7 +85,7 @@ export class Evaluator {
    */
   combine(allowed: boolean): Decision {
     const n = this.limits.length;
-    const limits: LimitOutcome[] = new Array(n);
+    const limits = new Array<LimitOutcome>(n);
     let pick = -1;
     let ttl = 0;
     let delay = 0;

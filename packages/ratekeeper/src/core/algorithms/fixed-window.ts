@@ -1,4 +1,3 @@
-import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
 import type { Algorithm, LimitState } from "./types.js";
 
