@@ -1,0 +1,65 @@
+import type { NextFunction, Request, RequestHandler, Response } from "express";
+import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
+import { holdNode, nodeAccess, settleNode, writeNode } from "./node.js";
+
+/**
+ * `ratekeeper/express`: rate-limiting middleware for Express 4 and 5. Imports only Express's
+ * types; the client address is resolved by ratekeeper (`trustedProxies`), not by Express's
+ * `trust proxy` setting, so one policy behaves the same under every framework.
+ * @example
+ * import express from "express";
+ * import { rateLimit } from "ratekeeper/express";
+ * const app = express();
+ * app.use(rateLimit({ limiter: { algorithm: "sliding-window", limit: 100, window: "1m" } }));
+ */
+
+const expressAccess: RequestAccess<Request> = {
+  method: (req) => req.method,
+  path: (req) => req.path,
+  // Set when the middleware is mounted on a route (`app.post("/user", limit, handler)`).
+  route: (req) => (req.route !== undefined ? `${req.baseUrl}${(req.route as { path: string }).path}` : undefined),
+  remoteAddress: (req) => req.socket.remoteAddress,
+  header: nodeAccess.header,
+};
+
+/** Options of the Express middleware. */
+export interface ExpressRateLimitOptions extends RateLimitOptions<Request> {
+  /**
+   * Sends the refusal yourself (429, 403 or 503). Headers and `Retry-After` are already set;
+   * `result.problem` holds the default body.
+   * @example handler: (req, res, next, result) => res.status(result.status).json({ error: "slow down" })
+   */
+  handler?: (req: Request, res: Response, next: NextFunction, result: RateLimitResult) => void | Promise<void>;
+}
+
+/** The middleware, with its framework-neutral core attached. */
+export type ExpressRateLimit = RequestHandler & { readonly core: HttpRateLimiter<Request> };
+
+/**
+ * Creates Express middleware that limits requests.
+ * @throws RateLimitConfigError naming every bad option
+ * @example app.post("/user", rateLimit({ limiter, cost: { "GET /user": 1, "POST /user": 2 } }), handler)
+ */
+export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
+  const core = new HttpRateLimiter(options, expressAccess);
+  const handler = options.handler;
+  const run = async (req: Request, res: Response, next: NextFunction): Promise<void> => {
+    const result = await core.check(req);
+    if (!result.pass) {
+      if (handler === undefined) writeNode(result, res);
+      else {
+        for (const [k, v] of result.headers) res.setHeader(k, v);
+        await handler(req, res, next, result);
+      }
+      return;
+    }
+    writeNode(result, res);
+    if (result.delayMs > 0 && !(await holdNode(core, result, req, res))) return;
+    settleNode(core, result, req, res);
+    next();
+  };
+  const middleware: RequestHandler = (req, res, next) => {
+    run(req, res, next).catch(next);
+  };
+  return Object.assign(middleware, { core });
+}

@@ -1,0 +1,89 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from "fastify";
+import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
+import { holdNode, settleNode } from "./node.js";
+
+/**
+ * `ratekeeper/fastify`: rate limiting for Fastify 4 and 5, as a plugin (applies to every route
+ * of the instance it is registered on, parent included) or as an `onRequest` hook for one route.
+ * Imports only Fastify's types. The client address is resolved by ratekeeper (`trustedProxies`),
+ * not by Fastify's `trustProxy`, so one policy behaves the same under every framework.
+ * @example
+ * import Fastify from "fastify";
+ * import { rateLimitPlugin } from "ratekeeper/fastify";
+ * const app = Fastify();
+ * await app.register(rateLimitPlugin, { limiter: { algorithm: "gcra", limit: 10, window: "1s", burst: 5 } });
+ */
+
+const fastifyAccess: RequestAccess<FastifyRequest> = {
+  method: (req) => req.method,
+  path: (req) => {
+    const q = req.url.indexOf("?");
+    return q < 0 ? req.url : req.url.slice(0, q);
+  },
+  // The route pattern (`/user/:id`), known in onRequest; undefined when no route matched.
+  route: (req) => req.routeOptions.url,
+  remoteAddress: (req) => req.raw.socket.remoteAddress,
+  header: (req, name) => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v.join(", ") : v;
+  },
+};
+
+/** Options of the Fastify plugin and hook. */
+export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest> {
+  /**
+   * Sends the refusal yourself (429, 403 or 503); headers and `Retry-After` are already on the
+   * reply; `result.problem` holds the default body.
+   * @example handler: (req, reply, result) => reply.code(result.status).send({ error: "slow down" })
+   */
+  handler?: (req: FastifyRequest, reply: FastifyReply, result: RateLimitResult) => void | Promise<void>;
+}
+
+/** The hook, with its framework-neutral core attached. */
+export type FastifyRateLimitHook = onRequestHookHandler & { readonly core: HttpRateLimiter<FastifyRequest> };
+
+/**
+ * Creates an `onRequest` hook that limits requests: for one route
+ * (`app.post("/user", { onRequest: rateLimitHook(opts) }, handler)`) or globally (`app.addHook`).
+ * @throws RateLimitConfigError naming every bad option
+ */
+export function rateLimitHook(options: FastifyRateLimitOptions): FastifyRateLimitHook {
+  const core = new HttpRateLimiter(options, fastifyAccess);
+  const handler = options.handler;
+  // Fastify's rule for async hooks that answer early: call reply.send() and return the reply.
+  async function ratekeeperOnRequest(this: FastifyInstance, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+    const result = await core.check(req);
+    const h = result.headers;
+    for (let i = 0; i < h.length; i++) void reply.header((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+    if (!result.pass) {
+      if (handler !== undefined) await handler(req, reply, result);
+      else void reply.code(result.status).type(result.contentType).send(result.body);
+      return reply;
+    }
+    if (result.delayMs > 0 && !(await holdNode(core, result, req, reply.raw))) {
+      // The client left while queued: nothing to answer; end the exchange quietly.
+      void reply.code(499).send();
+      return reply;
+    }
+    settleNode(core, result, req, reply.raw);
+    return undefined;
+  }
+  return Object.assign(ratekeeperOnRequest as onRequestHookHandler, { core });
+}
+
+/**
+ * The plugin form: `app.register(rateLimitPlugin, options)`. Marked with `skip-override` (what
+ * fastify-plugin does) so its hook applies to the instance it is registered on rather than to a
+ * new encapsulated child; register it inside a child context to limit only that context.
+ */
+export function rateLimitPlugin(app: FastifyInstance, options: FastifyRateLimitOptions, done: (err?: Error) => void): void {
+  try {
+    app.addHook("onRequest", rateLimitHook(options));
+    done();
+  } catch (e) {
+    done(e instanceof Error ? e : new Error(String(e)));
+  }
+}
+// fastify-plugin's marker, set by hand so the library has no runtime dependency on it.
+(rateLimitPlugin as unknown as Record<symbol, unknown>)[Symbol.for("skip-override")] = true;
+(rateLimitPlugin as unknown as Record<symbol, unknown>)[Symbol.for("fastify.display-name")] = "ratekeeper";

@@ -1,0 +1,71 @@
+import type { Context, MiddlewareHandler } from "hono";
+import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
+
+/**
+ * `ratekeeper/hono`: rate-limiting middleware for Hono 4. Imports only Hono's types.
+ *
+ * The client address: Hono has no runtime-neutral socket, so by default it is read from the
+ * bindings of `@hono/node-server` (`c.env.incoming.socket.remoteAddress`); on other runtimes pass
+ * `getRemoteAddress` (e.g. `(c) => getConnInfo(c).remote.address`).
+ * @example
+ * import { Hono } from "hono";
+ * import { rateLimit } from "ratekeeper/hono";
+ * const app = new Hono();
+ * app.use(rateLimit({ limiter: { algorithm: "sliding-window", limit: 100, window: "1m" } }));
+ */
+
+/** The shape of `@hono/node-server`'s bindings that the default address reader needs. */
+interface NodeBindings {
+  incoming?: { socket?: { remoteAddress?: string } };
+}
+
+/** Options of the Hono middleware. */
+export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
+  /** Reads the socket peer's address. @default (c) => c.env.incoming.socket.remoteAddress (@hono/node-server) */
+  getRemoteAddress?: (c: Context) => string | undefined;
+  /**
+   * Builds the refusal yourself (429, 403 or 503); the rate-limit headers are added to it.
+   * `result.problem` holds the default body.
+   * @example handler: (c, result) => c.json({ error: "slow down" }, 429)
+   */
+  handler?: (c: Context, result: RateLimitResult) => Response | Promise<Response>;
+}
+
+/** The middleware, with its framework-neutral core attached. */
+export type HonoRateLimit = MiddlewareHandler & { readonly core: HttpRateLimiter<Context> };
+
+/**
+ * Creates Hono middleware that limits requests.
+ * @throws RateLimitConfigError naming every bad option
+ * @example app.post("/user", rateLimit({ limiter, cost: { "GET /user": 1, "POST /user": 2 } }), handler)
+ */
+export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
+  const getRemoteAddress =
+    options.getRemoteAddress ?? ((c: Context) => (c.env as NodeBindings | undefined)?.incoming?.socket?.remoteAddress);
+  const access: RequestAccess<Context> = {
+    method: (c) => c.req.method,
+    path: (c) => c.req.path,
+    route: () => undefined,
+    remoteAddress: getRemoteAddress,
+    header: (c, name) => c.req.header(name),
+  };
+  const core = new HttpRateLimiter(options, access);
+  const handler = options.handler;
+  const middleware: MiddlewareHandler = async function ratekeeper(c, next) {
+    const result = await core.check(c);
+    const h = result.headers;
+    if (!result.pass) {
+      const res = handler !== undefined ? await handler(c, result) : new Response(result.body, { status: result.status, headers: { "Content-Type": result.contentType } });
+      for (let i = 0; i < h.length; i++) res.headers.set((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+      return res;
+    }
+    for (let i = 0; i < h.length; i++) c.header((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+    if (result.delayMs > 0 && !(await core.hold(result, c.req.raw.signal, c))) {
+      // The client left while queued (its place was given back); nobody reads this answer.
+      return new Response(null, { status: 499 });
+    }
+    await next();
+    if (result.settles) core.settle(result, c.res.status, c);
+  };
+  return Object.assign(middleware, { core });
+}

@@ -1,0 +1,133 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
+
+/**
+ * `ratekeeper/node`: rate limiting for a plain `node:http` server.
+ * @example
+ * import http from "node:http";
+ * import { rateLimit } from "ratekeeper/node";
+ * const limit = rateLimit({ limiter: { algorithm: "sliding-window", limit: 100, window: "1m" } });
+ * http.createServer(async (req, res) => {
+ *   if (!(await limit(req, res))) return; // answered 429 (or the client left while shaped)
+ *   res.end("hello");
+ * }).listen(3000);
+ */
+
+/** How the core reads a `node:http` request (also used by the Express adapter). */
+export const nodeAccess: RequestAccess<IncomingMessage> = {
+  method: (req) => req.method ?? "GET",
+  path: (req) => {
+    const url = req.url ?? "/";
+    const q = url.indexOf("?");
+    return q < 0 ? url : url.slice(0, q);
+  },
+  route: () => undefined,
+  remoteAddress: (req) => req.socket.remoteAddress,
+  header: (req, name) => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v.join(", ") : v;
+  },
+};
+
+/** Options of the `node:http` adapter. */
+export interface NodeRateLimitOptions extends RateLimitOptions<IncomingMessage> {
+  /**
+   * Sends the refusal yourself (429, 403 or 503). The rate-limit headers and `Retry-After` are
+   * already set on `res`; `result.problem` holds the default body.
+   */
+  handler?: (req: IncomingMessage, res: ServerResponse, result: RateLimitResult) => void | Promise<void>;
+}
+
+/** A `node:http` rate limiter: resolves `true` to go on, `false` when it answered (or the client left). */
+export interface NodeRateLimit {
+  (req: IncomingMessage, res: ServerResponse): Promise<boolean>;
+  /** The framework-neutral core (its `limiter`, `clientIp()`). */
+  readonly core: HttpRateLimiter<IncomingMessage>;
+}
+
+/**
+ * Waits out a shaping delay on a `node:http` response; a client that disconnects meanwhile gives
+ * its place back. Resolves whether to go on.
+ */
+export async function holdNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitResult, req: Req, res: ServerResponse): Promise<boolean> {
+  if (result.delayMs <= 0) return true;
+  const ac = new AbortController();
+  const onClose = (): void => ac.abort();
+  res.once("close", onClose);
+  const ok = await core.hold(result, ac.signal, req);
+  res.off("close", onClose);
+  return ok;
+}
+
+/** With `countOnly`: refunds after the response according to its status (a client gone first counts as failed). */
+export function settleNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitResult, req: Req, res: ServerResponse): void {
+  if (!result.settles) return;
+  let finished = false;
+  res.once("finish", () => {
+    finished = true;
+    core.settle(result, res.statusCode, req);
+  });
+  res.once("close", () => {
+    if (!finished) core.settle(result, undefined, req);
+  });
+}
+
+/** Sets the headers and, for a refusal, sends the default problem+json body. */
+export function writeNode(result: RateLimitResult, res: ServerResponse): void {
+  const h = result.headers;
+  for (let i = 0; i < h.length; i++) res.setHeader((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+  if (!result.pass && result.body !== undefined) {
+    res.statusCode = result.status;
+    res.setHeader("Content-Type", result.contentType);
+    res.end(result.body);
+  }
+}
+
+/**
+ * Creates a rate limiter for `node:http`: `await limit(req, res)` is `true` when the request may go
+ * on (after any shaping delay), `false` when the limiter has answered it.
+ * @throws RateLimitConfigError naming every bad option
+ * @example
+ * const limit = rateLimit({ limits: [{ algorithm: "fixed-window", limit: 100, window: "1m" }], headers: "x-ratelimit" });
+ */
+export function rateLimit(options: NodeRateLimitOptions): NodeRateLimit {
+  const core = new HttpRateLimiter(options, nodeAccess);
+  const handler = options.handler;
+  const limit = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
+    const result = await core.check(req);
+    if (!result.pass) {
+      if (handler === undefined) writeNode(result, res);
+      else {
+        for (const [k, v] of result.headers) res.setHeader(k, v);
+        await handler(req, res, result);
+      }
+      return false;
+    }
+    writeNode(result, res);
+    if (result.delayMs > 0 && !(await holdNode(core, result, req, res))) return false;
+    settleNode(core, result, req, res);
+    return true;
+  };
+  return Object.assign(limit, { core });
+}
+
+/**
+ * Wraps a `node:http` request listener so that it only sees requests the limiter lets through.
+ * @example http.createServer(withRateLimit({ limiter }, (req, res) => res.end("ok")))
+ */
+export function withRateLimit(
+  options: NodeRateLimitOptions,
+  listener: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const limit = rateLimit(options);
+  const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    try {
+      if (await limit(req, res)) await listener(req, res);
+    } catch {
+      // check() never rejects; only a throwing custom handler or listener lands here: answer, never hang.
+      if (!res.headersSent) res.statusCode = 500;
+      res.end();
+    }
+  };
+  return (req, res) => void serve(req, res);
+}

@@ -1,0 +1,302 @@
+import { BlockList, isIP } from "node:net";
+import { RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
+import { describe } from "../core/duration.js";
+
+/**
+ * Client addresses, resolved safely.
+ *
+ * - Proxy headers are client input: anyone can send `X-Forwarded-For: 1.2.3.4`. They are read only
+ *   when the direct peer is a proxy the user named, and then from the right, skipping trusted hops
+ *   (each trusted proxy appends the address it saw; the leftmost entries are whatever the client
+ *   wrote). This is the rule of Express's `trust proxy` / proxy-addr and of nginx's
+ *   `real_ip_recursive on`.
+ * - `::ffff:1.2.3.4` (an IPv4 client on a dual-stack socket, RFC 4291 section 2.5.5.2) is the same
+ *   host as `1.2.3.4`.
+ * - One IPv6 host usually owns a whole /64 (RFC 4291 section 2.5.4; SLAAC privacy addresses,
+ *   RFC 8981, rotate inside it), so IPv6 clients are keyed by their prefix, /64 by default.
+ */
+
+/** Named ranges accepted in `trustedProxies`, as in proxy-addr. */
+const PRESETS: Readonly<Record<string, readonly string[]>> = {
+  loopback: ["127.0.0.0/8", "::1/128"],
+  linklocal: ["169.254.0.0/16", "fe80::/10"],
+  uniquelocal: ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"],
+};
+
+/**
+ * Normalises an address: strips an IPv6 zone (`fe80::1%eth0`), unwraps IPv4-mapped IPv6
+ * (`::ffff:1.2.3.4` -> `1.2.3.4`) and lower-cases IPv6. Returns `undefined` for anything that is
+ * not an IP address.
+ * @example normalizeIp("::ffff:10.0.0.1") // "10.0.0.1"
+ */
+export function normalizeIp(address: string | undefined): string | undefined {
+  if (address === undefined || address.length === 0) return undefined;
+  let a = address;
+  const v = isIP(a);
+  if (v === 4) return a;
+  if (v === 0) {
+    const zone = a.indexOf("%");
+    if (zone < 0) return undefined;
+    a = a.slice(0, zone);
+    if (isIP(a) !== 6) return undefined;
+  }
+  a = a.toLowerCase();
+  // IPv4-mapped: ::ffff:a.b.c.d, or its hex form ::ffff:0a00:0001 (as some stacks print it).
+  if (a.startsWith("::ffff:")) {
+    const tail = a.slice(7);
+    if (isIP(tail) === 4) return tail;
+    const m = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(tail);
+    if (m) {
+      const hi = parseInt(m[1] as string, 16);
+      const lo = parseInt(m[2] as string, 16);
+      return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+    }
+  }
+  return a;
+}
+
+/**
+ * Expands a valid IPv6 address into its eight 16-bit groups. Handles `::` and an embedded
+ * IPv4 tail (`::ffff:1.2.3.4`, `64:ff9b::1.2.3.4`).
+ * @throws RangeError when `address` is not an IPv6 address
+ * @example expandIpv6("2001:db8::1") // [0x2001, 0xdb8, 0, 0, 0, 0, 0, 1]
+ */
+export function expandIpv6(address: string): number[] {
+  const zone = address.indexOf("%");
+  const a = zone < 0 ? address : address.slice(0, zone);
+  if (isIP(a) !== 6) throw new RangeError(`address: not an IPv6 address (got ${describe(address)})`);
+  let text = a;
+  const groupsFromV4: number[] = [];
+  const lastColon = text.lastIndexOf(":");
+  const tail = text.slice(lastColon + 1);
+  if (tail.includes(".")) {
+    const o = tail.split(".").map(Number) as [number, number, number, number];
+    groupsFromV4.push((o[0] << 8) | o[1], (o[2] << 8) | o[3]);
+    text = text.slice(0, lastColon + 1) + "0";
+  }
+  const [headText, tailText] = text.split("::") as [string, string | undefined];
+  const parse = (s: string): number[] => (s.length === 0 ? [] : s.split(":").map((g) => parseInt(g, 16)));
+  let groups: number[];
+  if (tailText === undefined) groups = parse(headText);
+  else {
+    const head = parse(headText);
+    const rest = parse(tailText);
+    groups = [...head, ...new Array<number>(8 - head.length - rest.length).fill(0), ...rest];
+  }
+  if (groupsFromV4.length > 0) groups.splice(6, 2, ...groupsFromV4);
+  return groups;
+}
+
+/**
+ * The network prefix of an IPv6 address as `<address>/<bits>`, host bits zeroed, in the
+ * canonical compressed form (RFC 5952), e.g. `2001:db8:1:2::/64`.
+ * @example ipv6Prefix("2001:db8:1:2:a:b:c:d", 64) // "2001:db8:1:2::/64"
+ */
+export function ipv6Prefix(address: string, bits: number): string {
+  const g = expandIpv6(address);
+  for (let i = 0; i < 8; i++) {
+    const keep = Math.max(0, Math.min(16, bits - i * 16));
+    g[i] = keep === 16 ? (g[i] as number) : keep === 0 ? 0 : (g[i] as number) & ((0xffff << (16 - keep)) & 0xffff);
+  }
+  return `${compressIpv6(g)}/${bits}`;
+}
+
+/** RFC 5952 section 4: lower-case hex, no leading zeros, the longest run (>= 2) of zero groups as `::`. */
+function compressIpv6(g: readonly number[]): string {
+  let bestStart = -1;
+  let bestLen = 0;
+  for (let i = 0; i < 8; ) {
+    if (g[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && g[j] === 0) j++;
+    if (j - i > bestLen && j - i >= 2) {
+      bestStart = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = g.map((x) => x.toString(16));
+  if (bestStart < 0) return hex.join(":");
+  return `${hex.slice(0, bestStart).join(":")}::${hex.slice(bestStart + bestLen).join(":")}`;
+}
+
+/**
+ * A set of addresses and CIDR ranges (or the names `loopback`, `linklocal`, `uniquelocal`),
+ * checked with node:net's `BlockList`.
+ */
+export class AddressSet {
+  private readonly list = new BlockList();
+  readonly size: number;
+
+  /**
+   * @param entries addresses (`10.0.0.1`, `::1`) and ranges (`10.0.0.0/8`, `2001:db8::/32`)
+   * @param field the option's name, for error messages
+   * @throws RateLimitConfigError naming each bad entry
+   */
+  constructor(entries: readonly string[], field: string) {
+    const issues: ConfigIssue[] = [];
+    if (!Array.isArray(entries)) {
+      throw new RateLimitConfigError([{ path: field, message: `must be an array of addresses or CIDR ranges (got ${describe(entries)})` }]);
+    }
+    let n = 0;
+    entries.forEach((raw, i) => {
+      const preset = typeof raw === "string" ? PRESETS[raw] : undefined;
+      for (const e of preset ?? [raw]) {
+        if (!this.add(e)) {
+          issues.push({ path: `${field}[${i}]`, message: `must be an IP address, a CIDR range or one of loopback, linklocal, uniquelocal (got ${describe(raw)})` });
+          return;
+        }
+        n++;
+      }
+    });
+    if (issues.length > 0) throw new RateLimitConfigError(issues);
+    this.size = n;
+  }
+
+  private add(entry: unknown): boolean {
+    if (typeof entry !== "string") return false;
+    const slash = entry.indexOf("/");
+    const addr = normalizeIp(slash < 0 ? entry : entry.slice(0, slash));
+    if (addr === undefined) return false;
+    const type = isIP(addr) === 4 ? "ipv4" : "ipv6";
+    if (slash < 0) {
+      this.list.addAddress(addr, type);
+      return true;
+    }
+    const bitsText = entry.slice(slash + 1);
+    const bits = Number(bitsText);
+    if (!/^\d{1,3}$/.test(bitsText) || bits > (type === "ipv4" ? 32 : 128)) return false;
+    this.list.addSubnet(addr, bits, type);
+    return true;
+  }
+
+  /** Whether a normalised address (see {@link normalizeIp}) is in the set. */
+  has(address: string): boolean {
+    return this.list.check(address, address.includes(":") ? "ipv6" : "ipv4");
+  }
+}
+
+/**
+ * The addresses a proxy header lists, left (client) to right (nearest proxy). Accepts
+ * `X-Forwarded-For: a, b` and RFC 7239 `Forwarded: for=a;proto=https, for="[b]:443"`.
+ * Entries keep their original text (ports and brackets removed); invalid ones become "".
+ */
+export function parseForwardedChain(value: string, format: "x-forwarded-for" | "forwarded"): string[] {
+  const out: string[] = [];
+  for (const element of value.split(",")) {
+    let text = element.trim();
+    if (format === "forwarded") {
+      const m = /(?:^|;)\s*for\s*=\s*("[^"]*"|[^;]*)/i.exec(text);
+      text = m ? (m[1] as string).trim().replace(/^"|"$/g, "") : "";
+    }
+    out.push(stripPort(text));
+  }
+  return out;
+}
+
+/** `[2001:db8::1]:443` -> `2001:db8::1`; `1.2.3.4:80` -> `1.2.3.4`; otherwise unchanged. */
+function stripPort(text: string): string {
+  if (text.startsWith("[")) {
+    const end = text.indexOf("]");
+    return end < 0 ? "" : text.slice(1, end);
+  }
+  const colon = text.indexOf(":");
+  if (colon > 0 && colon === text.lastIndexOf(":")) return text.slice(0, colon);
+  return text;
+}
+
+/** Options of {@link ClientIpResolver}. */
+export interface ClientIpOptions {
+  /**
+   * Proxies whose forwarding header is believed: addresses, CIDR ranges, or `loopback`,
+   * `linklocal`, `uniquelocal`. Without it, proxy headers are ignored and the client is the
+   * socket's peer.
+   * @default [] (trust nobody)
+   * @example ["10.0.0.0/8", "loopback"]
+   */
+  trustedProxies?: readonly string[];
+  /**
+   * Which header the trusted proxies write. Only one is read, so a client cannot smuggle an
+   * address through the other one.
+   * @default "x-forwarded-for"
+   */
+  forwardedHeader?: "x-forwarded-for" | "forwarded";
+  /**
+   * IPv6 clients are keyed by this prefix length, so one host cannot rotate through its /64.
+   * `128` keys each address on its own.
+   * @default 64
+   */
+  ipv6Subnet?: number;
+}
+
+/**
+ * Resolves the client's address from the socket's peer and, behind trusted proxies, the
+ * forwarding header read from the right.
+ * @example
+ * const r = new ClientIpResolver({ trustedProxies: ["10.0.0.0/8"] });
+ * r.resolve("10.0.0.5", "6.6.6.6, 203.0.113.9") // "203.0.113.9"
+ */
+export class ClientIpResolver {
+  private readonly trusted: AddressSet | undefined;
+  readonly header: "x-forwarded-for" | "forwarded";
+  readonly ipv6Subnet: number;
+
+  constructor(options: ClientIpOptions = {}) {
+    const issues: ConfigIssue[] = [];
+    const subnet = options.ipv6Subnet ?? 64;
+    if (!Number.isInteger(subnet) || subnet < 1 || subnet > 128) {
+      issues.push({ path: "ipv6Subnet", message: `must be a whole number from 1 to 128 (got ${describe(options.ipv6Subnet)})` });
+    }
+    const header = options.forwardedHeader ?? "x-forwarded-for";
+    if (header !== "x-forwarded-for" && header !== "forwarded") {
+      issues.push({ path: "forwardedHeader", message: `must be "x-forwarded-for" or "forwarded" (got ${describe(options.forwardedHeader)})` });
+    }
+    let trusted: AddressSet | undefined;
+    if (options.trustedProxies !== undefined) {
+      try {
+        trusted = new AddressSet(options.trustedProxies, "trustedProxies");
+      } catch (e) {
+        if (!(e instanceof RateLimitConfigError)) throw e;
+        issues.push(...e.issues);
+      }
+    }
+    if (issues.length > 0) throw new RateLimitConfigError(issues);
+    this.trusted = trusted !== undefined && trusted.size > 0 ? trusted : undefined;
+    this.header = header;
+    this.ipv6Subnet = subnet;
+  }
+
+  /** Whether any proxy is trusted (so the forwarding header needs reading). */
+  get trustsProxies(): boolean {
+    return this.trusted !== undefined;
+  }
+
+  /**
+   * The client's address (normalised, not yet grouped), or `undefined` when the peer address
+   * is unknown.
+   * @param peer the socket's remote address
+   * @param forwarded the forwarding header's value (several header lines joined by ","), if any
+   */
+  resolve(peer: string | undefined, forwarded: string | undefined): string | undefined {
+    let hop = normalizeIp(peer);
+    if (hop === undefined || this.trusted === undefined || forwarded === undefined || !this.trusted.has(hop)) return hop;
+    const chain = parseForwardedChain(forwarded, this.header);
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const next = normalizeIp(chain[i]);
+      // A trusted proxy that forwarded something unparseable: stop at the last address we can vouch for.
+      if (next === undefined) return hop;
+      hop = next;
+      if (!this.trusted.has(hop)) return hop;
+    }
+    return hop;
+  }
+
+  /** The rate-limit identity of an address: IPv4 as is, IPv6 as its prefix (`2001:db8::/64`). */
+  group(ip: string): string {
+    if (!ip.includes(":") || this.ipv6Subnet === 128) return ip;
+    return ipv6Prefix(ip, this.ipv6Subnet);
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * Bodies of the responses the middleware itself sends, as RFC 9457 problem details
+ * (`application/problem+json`). A 429 uses the problem type that the IETF RateLimit draft
+ * (draft-ietf-httpapi-ratelimit-headers-10, "Problem Types") registers for a client over its
+ * quota, with its `violated-policies` member naming the policies that denied.
+ */
+
+/** The media type of the bodies (RFC 9457 section 3). */
+export const PROBLEM_CONTENT_TYPE = "application/problem+json";
+
+/** Problem type of the IETF RateLimit draft: the client exceeded a quota policy. */
+export const QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/** A problem details object (RFC 9457 section 3.1) with the members this library sends. */
+export interface ProblemDetails {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  /** Seconds, equal to `Retry-After`. */
+  "retry-after"?: number;
+  /** Names of the policies that denied (the draft's extension member). */
+  "violated-policies"?: string[];
+}
+
+/** The 429 body for a denial. */
+export function tooManyRequests(retryAfterSeconds: number, violated: readonly string[]): ProblemDetails {
+  return {
+    type: QUOTA_EXCEEDED,
+    title: "Too Many Requests",
+    status: 429,
+    detail: `Rate limit exceeded (${violated.join(", ")}); retry after ${retryAfterSeconds} s.`,
+    "retry-after": retryAfterSeconds,
+    "violated-policies": [...violated],
+  };
+}
+
+/** The 403 body for a client on the deny list. RFC 9457 `about:blank`: the status says it all. */
+export function forbidden(): ProblemDetails {
+  return { type: "about:blank", title: "Forbidden", status: 403, detail: "This client is not allowed." };
+}
+
+/** The 503 body when the store failed and the middleware was told to deny (`onStoreError: "deny"`). */
+export function unavailable(): ProblemDetails {
+  return { type: "about:blank", title: "Service Unavailable", status: 503, detail: "The rate limiter is unavailable; try again later." };
+}
