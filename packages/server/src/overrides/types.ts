@@ -31,3 +31,120 @@ export interface OverrideLookup {
   /** The live (not expired at `nowMs`) override for `domain` and `key`, if any. */
   get(domain: string, key: string, nowMs: number): Override | undefined;
 }
+
+/**
+ * An override as the store holds it: with the change-feed `version` it was written at (a
+ * per-store counter that only grows; version order is commit order) and its write time.
+ */
+export interface StoredOverride extends Override {
+  /** Store-wide change counter at the write; caches resume their change feed from it. */
+  readonly version: number;
+  /** When it was last written, ms since the epoch (the writer's clock). */
+  readonly updatedAtMs: number;
+}
+
+/** One entry of the change feed: an upsert (`override` set) or a deletion (`override` undefined). */
+export interface OverrideChange {
+  readonly version: number;
+  readonly domain: string;
+  readonly key: string;
+  /** The override as written, or undefined when it was deleted (or its expiry was purged). */
+  readonly override: StoredOverride | undefined;
+}
+
+/** A page of the change feed, oldest first. */
+export interface ChangeBatch {
+  readonly changes: readonly OverrideChange[];
+  /**
+   * Deletions at or below this version have been forgotten (tombstones are purged after a
+   * retention period). A reader whose last seen version is below it must reload everything.
+   */
+  readonly horizon: number;
+}
+
+/** Options for {@link OverrideStore.list}. */
+export interface ListOverridesOptions {
+  /** Only this domain. */
+  readonly domain?: string | undefined;
+  /** Only keys starting with this prefix. */
+  readonly keyPrefix?: string | undefined;
+  /** Opaque cursor from a previous page's `nextCursor`. */
+  readonly cursor?: string | undefined;
+  /** Page size. @default 100 (at most 1000) */
+  readonly limit?: number | undefined;
+  /** Leave out overrides expired at this time (ms since the epoch). */
+  readonly liveAtMs?: number | undefined;
+}
+
+/** A page of overrides in a stable order (domain, then key, byte-wise). */
+export interface OverridePage {
+  readonly items: readonly StoredOverride[];
+  /** Pass as `cursor` to get the next page; undefined on the last page. */
+  readonly nextCursor: string | undefined;
+}
+
+/** What a change-feed subscriber is told: something changed at or after `version`. */
+export interface ChangeSignal {
+  /** The version the change was written at, when known. */
+  readonly version?: number | undefined;
+  /** Set after the feed was interrupted and restored: the subscriber must resynchronise. */
+  readonly resync?: boolean | undefined;
+}
+
+/**
+ * The durable configuration store behind the overrides (seed 004's "Configuration Store"):
+ * SQLite in a file (embedded default) or PostgreSQL (shared by many instances). The hot path
+ * never calls it: an {@link OverrideLookup} cache loads everything and follows `changesSince`.
+ */
+export interface OverrideStore {
+  /** `"sqlite"` or `"postgres"`. */
+  readonly kind: "sqlite" | "postgres";
+  /** Where it lives, with any password removed (for logs). */
+  readonly description: string;
+  /** The override for `domain` and `key`, expired or not; undefined when there is none. */
+  get(domain: string, key: string): Promise<StoredOverride | undefined>;
+  /**
+   * Creates an override; fails with {@link OverrideConflictError} when a live one already
+   * exists (an expired one is replaced). `nowMs` decides what is expired.
+   */
+  create(override: Override, nowMs: number): Promise<StoredOverride>;
+  /** Replaces an existing override; undefined (and nothing written) when there is none. */
+  update(override: Override): Promise<StoredOverride | undefined>;
+  /** Creates or replaces. */
+  put(override: Override): Promise<StoredOverride>;
+  /** Creates or replaces many in one transaction (bulk import); returns how many were written. */
+  putMany(overrides: readonly Override[]): Promise<number>;
+  /** Deletes; false when there was none. */
+  delete(domain: string, key: string): Promise<boolean>;
+  /** A page of overrides, in a stable order (keyset paging: no row is skipped or repeated). */
+  list(options?: ListOverridesOptions): Promise<OverridePage>;
+  /** The highest version written so far (0 for an empty store). */
+  currentVersion(): Promise<number>;
+  /** Changes with a version above `afterVersion`, oldest first, at most `limit`. */
+  changesSince(afterVersion: number, limit: number): Promise<ChangeBatch>;
+  /**
+   * Turns overrides expired at `nowMs` into deletions on the change feed, and forgets
+   * deletions older than `tombstoneRetentionMs`. Returns how many of each.
+   */
+  purge(nowMs: number, tombstoneRetentionMs: number): Promise<{ expired: number; tombstones: number }>;
+  /**
+   * The change feed: calls `listener` when something changed (in this process or, for
+   * PostgreSQL, in any instance; for SQLite, another process's writes are found by polling).
+   * @returns a function that unsubscribes
+   */
+  watch(listener: (signal: ChangeSignal) => void): () => void;
+  /** Stops the feed and closes connections. */
+  close(): Promise<void>;
+}
+
+/** Thrown by {@link OverrideStore.create} when a live override already exists for the key. */
+export class OverrideConflictError extends Error {
+  override readonly name = "OverrideConflictError";
+  readonly code = "ERR_RATEKEEPER_OVERRIDE_EXISTS";
+  constructor(
+    readonly domain: string,
+    readonly key: string,
+  ) {
+    super(`an override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)} already exists`);
+  }
+}

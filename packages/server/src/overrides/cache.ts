@@ -1,0 +1,227 @@
+import type { ChangeSignal, Override, OverrideLookup, OverrideStore, StoredOverride } from "./types.js";
+
+/** Options for {@link OverrideCache}. */
+export interface OverrideCacheOptions {
+  /** Wall clock, ms since the epoch (inject a manual one in tests). @default Date.now */
+  readonly clock?: () => number;
+  /** Rows read per query while loading and following the change feed. @default 10000 */
+  readonly pageSize?: number;
+  /**
+   * How often to drop expired overrides from memory and (with `purgeStore`) turn them into
+   * deletions in the store, in ms. 0 disables the timer (call {@link OverrideCache.purge}).
+   * @default 60000
+   */
+  readonly purgeIntervalMs?: number;
+  /** Whether the periodic purge also cleans the store (any one instance doing it is enough). @default true */
+  readonly purgeStore?: boolean;
+  /** How long deletions stay on the change feed before they are forgotten, in ms. @default 3600000 */
+  readonly tombstoneRetentionMs?: number;
+  /**
+   * Belt and braces: how often to read the change feed even without a signal, in ms. 0 disables it.
+   * @default 30000
+   */
+  readonly resyncIntervalMs?: number;
+  /** Told about background failures (the cache keeps serving what it has and retries). */
+  readonly onError?: (error: unknown, during: "sync" | "purge") => void;
+}
+
+/**
+ * The in-memory copy of every override, answering {@link OverrideLookup.get} synchronously:
+ * seed 004 caches configuration "since the information does not change often and making a disk
+ * read every time is expensive". Unlike the seed's read-through cache it holds *all*
+ * overrides (loaded page by page at start), so a miss is an answer too and the database is
+ * never on the hot path. It then follows the store's change feed: on every signal (a local
+ * write, a PostgreSQL NOTIFY, a SQLite poll, a reconnect) it reads the changes after the last
+ * version it has applied.
+ * @example
+ * const cache = await OverrideCache.start(store);
+ * cache.get("api", "user_id=241531", Date.now());
+ */
+export class OverrideCache implements OverrideLookup {
+  /** domain -> key -> override. Two levels so the hot path does not build a joined string. */
+  private byDomain = new Map<string, Map<string, StoredOverride>>();
+  /** Entries with an expiry, so the purge does not walk a million permanent overrides. */
+  private expiring = new Set<StoredOverride>();
+  private count = 0;
+  private appliedVersion = 0;
+  private dirty = false;
+  private loop: Promise<void> | undefined;
+  private readonly clock: () => number;
+  private readonly pageSize: number;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private unwatch: (() => void) | undefined;
+  private lastSyncAtMs = 0;
+
+  private constructor(
+    private readonly store: OverrideStore,
+    private readonly options: OverrideCacheOptions,
+  ) {
+    this.clock = options.clock ?? Date.now;
+    this.pageSize = options.pageSize ?? 10_000;
+  }
+
+  /**
+   * Loads every override from `store`, then follows its change feed until {@link close}.
+   * The timers are unref()'d: the cache never keeps a process alive.
+   */
+  static async start(store: OverrideStore, options: OverrideCacheOptions = {}): Promise<OverrideCache> {
+    const cache = new OverrideCache(store, options);
+    await cache.refresh();
+    cache.unwatch = store.watch((s) => cache.onSignal(s));
+    const purgeMs = options.purgeIntervalMs ?? 60_000;
+    if (purgeMs > 0) cache.every(purgeMs, () => cache.purge().catch((e: unknown) => options.onError?.(e, "purge")));
+    const resyncMs = options.resyncIntervalMs ?? 30_000;
+    if (resyncMs > 0) cache.every(resyncMs, () => cache.refresh().catch((e: unknown) => options.onError?.(e, "sync")));
+    return cache;
+  }
+
+  private every(ms: number, fn: () => unknown): void {
+    const t = setInterval(fn, ms);
+    t.unref();
+    this.timers.push(t);
+  }
+
+  private onSignal(signal: ChangeSignal): void {
+    // A signal for a version already applied (our own write, already read back) needs no query.
+    if (!signal.resync && signal.version !== undefined && signal.version <= this.appliedVersion) return;
+    this.refresh().catch((e: unknown) => this.options.onError?.(e, "sync"));
+  }
+
+  /** The live override for `domain` and `key` at `nowMs`, if any. O(1), no I/O. */
+  get(domain: string, key: string, nowMs: number): Override | undefined {
+    const o = this.byDomain.get(domain)?.get(key);
+    if (o === undefined) return undefined;
+    if (o.expiresAtMs !== undefined && o.expiresAtMs <= nowMs) return undefined;
+    return o;
+  }
+
+  /** How many overrides are held (expired ones not yet purged included). */
+  get size(): number {
+    return this.count;
+  }
+
+  /** The highest change-feed version applied. */
+  get version(): number {
+    return this.appliedVersion;
+  }
+
+  /** When the cache last finished reading the change feed, ms since the epoch (for readiness). */
+  get lastSyncMs(): number {
+    return this.lastSyncAtMs;
+  }
+
+  /**
+   * Reads the change feed up to now. Concurrent calls share the work, and a call made while a
+   * read is under way gets one more pass after it, so a caller that awaits `refresh()` after
+   * its own write always finds that write applied (the admin API relies on this).
+   */
+  refresh(): Promise<void> {
+    this.dirty = true;
+    if (!this.loop) {
+      this.loop = this.drain().finally(() => {
+        this.loop = undefined;
+      });
+    }
+    return this.loop;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.dirty) {
+      this.dirty = false;
+      await this.catchUp();
+    }
+    this.lastSyncAtMs = this.clock();
+  }
+
+  private async catchUp(): Promise<void> {
+    for (;;) {
+      const batch = await this.store.changesSince(this.appliedVersion, this.pageSize);
+      if (this.appliedVersion > 0 && batch.horizon > this.appliedVersion) {
+        // Deletions we never saw were forgotten: rebuild from scratch (into new maps, so the
+        // hot path keeps answering from the old ones meanwhile).
+        await this.reload();
+        return;
+      }
+      for (const c of batch.changes) this.apply(this.byDomain, c.domain, c.key, c.override);
+      const last = batch.changes[batch.changes.length - 1];
+      if (last) this.appliedVersion = last.version;
+      if (batch.changes.length < this.pageSize) return;
+    }
+  }
+
+  private async reload(): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const fresh = new Map<string, Map<string, StoredOverride>>();
+      const savedExpiring = this.expiring;
+      const savedCount = this.count;
+      this.expiring = new Set();
+      this.count = 0;
+      let version = 0;
+      let firstHorizon: number | undefined;
+      let horizonMoved = false;
+      for (;;) {
+        const batch = await this.store.changesSince(version, this.pageSize);
+        firstHorizon ??= batch.horizon;
+        if (batch.horizon !== firstHorizon) horizonMoved = true;
+        for (const c of batch.changes) this.apply(fresh, c.domain, c.key, c.override);
+        const last = batch.changes[batch.changes.length - 1];
+        if (last) version = last.version;
+        if (batch.changes.length < this.pageSize) break;
+      }
+      if (horizonMoved && attempt < 3) {
+        this.expiring = savedExpiring;
+        this.count = savedCount;
+        continue;
+      }
+      this.byDomain = fresh;
+      this.appliedVersion = version;
+      return;
+    }
+  }
+
+  private apply(into: Map<string, Map<string, StoredOverride>>, domain: string, key: string, change: StoredOverride | undefined): void {
+    // An override already expired is as good as deleted: do not spend memory on it.
+    const o = change?.expiresAtMs !== undefined && change.expiresAtMs <= this.clock() ? undefined : change;
+    let keys = into.get(domain);
+    const old = keys?.get(key);
+    if (old !== undefined) {
+      this.expiring.delete(old);
+      if (o === undefined) {
+        keys?.delete(key);
+        this.count--;
+        if (keys?.size === 0) into.delete(domain);
+        return;
+      }
+    }
+    if (o === undefined) return;
+    if (!keys) {
+      keys = new Map();
+      into.set(domain, keys);
+    }
+    keys.set(key, o);
+    if (old === undefined) this.count++;
+    if (o.expiresAtMs !== undefined) this.expiring.add(o);
+  }
+
+  /**
+   * Drops overrides expired at the clock's now from memory and, with `purgeStore` (default),
+   * turns them into deletions in the store and forgets old deletions there.
+   */
+  async purge(): Promise<void> {
+    const nowMs = this.clock();
+    for (const o of this.expiring) {
+      if (o.expiresAtMs !== undefined && o.expiresAtMs <= nowMs) this.apply(this.byDomain, o.domain, o.key, undefined);
+    }
+    if (this.options.purgeStore ?? true) {
+      await this.store.purge(nowMs, this.options.tombstoneRetentionMs ?? 3_600_000);
+    }
+  }
+
+  /** Stops following the store (the store itself stays open; close it separately). */
+  close(): void {
+    this.unwatch?.();
+    this.unwatch = undefined;
+    for (const t of this.timers) clearInterval(t);
+    this.timers.length = 0;
+  }
+}

@@ -1,0 +1,148 @@
+import { createReadStream } from "node:fs";
+import { createInterface } from "node:readline";
+import { Readable, type Writable } from "node:stream";
+import { once } from "node:events";
+import { parseOverride, toDocument } from "./schema.js";
+import type { Override, OverrideStore } from "./types.js";
+
+/** One bad line of an import. */
+export interface ImportProblem {
+  /** 1-based line number. */
+  readonly line: number;
+  /** Path within the line's document, e.g. `limits[0].window`, or `(line)` for unreadable JSON. */
+  readonly path: string;
+  readonly message: string;
+}
+
+/** Options for {@link importOverrides}. */
+export interface ImportOptions {
+  /** Wall clock for `ttl` fields, ms since the epoch. @default Date.now() */
+  readonly nowMs?: number;
+  /** Overrides written per transaction. @default 10000 */
+  readonly batchSize?: number;
+  /** Only validate; write nothing. @default false */
+  readonly dryRun?: boolean;
+  /** Stop collecting problems after this many (the count still covers every line). @default 100 */
+  readonly maxProblems?: number;
+  /** Called after each batch is written, with the running total. */
+  readonly onProgress?: (written: number) => void;
+}
+
+/** What an import did. */
+export interface ImportResult {
+  /** Non-blank lines read. */
+  readonly lines: number;
+  /** Overrides written (0 when any line was bad, or on a dry run). */
+  readonly written: number;
+  /** The first `maxProblems` problems, with line numbers. */
+  readonly problems: readonly ImportProblem[];
+  /** Lines with at least one problem. */
+  readonly badLines: number;
+}
+
+/** Where import lines come from: a file path (read twice: validate, then write) or a stream (held in memory). */
+export type ImportSource = { readonly path: string } | { readonly stream: Readable };
+
+async function* lines(openStream: () => Readable): AsyncGenerator<[number, string]> {
+  const rl = createInterface({ input: openStream(), crlfDelay: Infinity });
+  let n = 0;
+  for await (const line of rl) {
+    n++;
+    if (line.trim() !== "") yield [n, line];
+  }
+}
+
+/**
+ * Imports overrides from JSON lines (one document per line, as `overrides export` writes; see
+ * `parseOverride` for the shape). Every line is validated first, and nothing is written unless
+ * every line is good; then the overrides are written in transactions of `batchSize` (a bulk
+ * `INSERT ... SELECT FROM unnest(...)` on PostgreSQL), so a million lines take seconds, not
+ * a million round trips. The last line for a (domain, key) wins.
+ * @example await importOverrides(store, { path: "overrides.jsonl" })
+ */
+export async function importOverrides(store: OverrideStore, source: ImportSource, options: ImportOptions = {}): Promise<ImportResult> {
+  const nowMs = options.nowMs ?? Date.now();
+  const batchSize = options.batchSize ?? 10_000;
+  const maxProblems = options.maxProblems ?? 100;
+  let open: () => Readable;
+  if ("path" in source) {
+    const path = source.path;
+    open = () => createReadStream(path, { encoding: "utf8" });
+  } else {
+    // A stream can be read once: keep its lines (about 100 bytes each) for the second pass.
+    const held: string[] = [];
+    const rl = createInterface({ input: source.stream, crlfDelay: Infinity });
+    for await (const line of rl) held.push(line);
+    open = () => Readable.from(held.map((l) => `${l}\n`));
+  }
+
+  const problems: ImportProblem[] = [];
+  let count = 0;
+  let badLines = 0;
+  const parse = (n: number, line: string): Override | undefined => {
+    let doc: unknown;
+    try {
+      doc = JSON.parse(line);
+    } catch (e) {
+      badLines++;
+      if (problems.length < maxProblems) problems.push({ line: n, path: "(line)", message: `not valid JSON: ${(e as Error).message}` });
+      return undefined;
+    }
+    const r = parseOverride(doc, { nowMs });
+    if (r.ok) return r.override;
+    badLines++;
+    for (const i of r.issues) if (problems.length < maxProblems) problems.push({ line: n, path: i.path, message: i.message });
+    return undefined;
+  };
+
+  for await (const [n, line] of lines(open)) {
+    count++;
+    parse(n, line);
+  }
+  if (badLines > 0 || options.dryRun) return { lines: count, written: 0, problems, badLines };
+
+  let written = 0;
+  let batch: Override[] = [];
+  for await (const [n, line] of lines(open)) {
+    const o = parse(n, line);
+    if (o) batch.push(o);
+    if (batch.length >= batchSize) {
+      written += await store.putMany(batch);
+      batch = [];
+      options.onProgress?.(written);
+    }
+  }
+  if (batch.length > 0) {
+    written += await store.putMany(batch);
+    options.onProgress?.(written);
+  }
+  return { lines: count, written, problems, badLines };
+}
+
+/** Options for {@link exportOverrides}. */
+export interface ExportOptions {
+  /** Only this domain. */
+  readonly domain?: string | undefined;
+  /** Leave out overrides expired at this time (ms since the epoch). @default Date.now() */
+  readonly liveAtMs?: number;
+}
+
+/**
+ * Writes every live override as JSON lines, in (domain, key) order, page by page (keyset
+ * paging, so concurrent writes never make it skip or repeat a row). Returns how many.
+ * @example await exportOverrides(store, process.stdout)
+ */
+export async function exportOverrides(store: OverrideStore, out: Writable, options: ExportOptions = {}): Promise<number> {
+  let cursor: string | undefined;
+  let n = 0;
+  const liveAtMs = options.liveAtMs ?? Date.now();
+  do {
+    const page = await store.list({ domain: options.domain, cursor, limit: 1000, liveAtMs });
+    let chunk = "";
+    for (const o of page.items) chunk += `${JSON.stringify(toDocument(o))}\n`;
+    n += page.items.length;
+    if (chunk !== "" && !out.write(chunk)) await once(out, "drain");
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return n;
+}

@@ -1,0 +1,507 @@
+import pg from "pg";
+import { serializePolicy } from "./schema.js";
+import { PolicyInterner, decodeCursor, encodeCursor, pageSize, rowToChange, rowToOverride, type OverrideRow } from "./rows.js";
+import {
+  OverrideConflictError,
+  type ChangeBatch,
+  type ChangeSignal,
+  type ListOverridesOptions,
+  type Override,
+  type OverridePage,
+  type OverrideStore,
+  type StoredOverride,
+} from "./types.js";
+
+/** The NOTIFY channel every instance LISTENs on. */
+export const NOTIFY_CHANNEL = "ratekeeper_overrides";
+/**
+ * Advisory lock taken by every write transaction (and by migrations). Writes are admin actions,
+ * rare next to checks; serialising them makes version order equal commit order, so a cache that
+ * resumes the change feed from its last version can never skip a change that committed late.
+ */
+const WRITE_LOCK_ID = 0x726b6f76; // "rkov"
+/** NOTIFY payloads must stay under 8000 bytes (https://www.postgresql.org/docs/current/sql-notify.html). */
+const MAX_PAYLOAD_BYTES = 7900;
+/** Rows per INSERT in {@link PostgresOverrideStore.putMany}: one statement of array parameters (unnest). */
+const BULK_ROWS = 5000;
+
+/** What the notification connection went through, for logs and metrics. */
+export type ListenerEvent =
+  | { readonly type: "connected"; readonly backendPid: number; readonly reconnects: number }
+  | { readonly type: "lost"; readonly error: Error | undefined }
+  | { readonly type: "connect-failed"; readonly error: Error; readonly retryInMs: number };
+
+/** Options for {@link PostgresOverrideStore}. */
+export interface PostgresOverrideStoreOptions {
+  /** `postgres://user:password@host:port/database` (any libpq-style URL `pg` accepts). */
+  readonly connectionString: string;
+  /** Pool size for reads and writes (the LISTEN connection is extra). @default 4 */
+  readonly maxConnections?: number;
+  /**
+   * How often to prove the LISTEN connection alive with `SELECT 1`, in ms. A connection dropped
+   * without a FIN (a dead NAT entry) sends no 'error' or 'end'; the keepalive query notices it.
+   * @default 5000
+   */
+  readonly keepaliveIntervalMs?: number;
+  /** How long the keepalive query may take before the connection counts as lost, in ms. @default 3000 */
+  readonly keepaliveTimeoutMs?: number;
+  /** Reconnect backoff: first and largest wait, in ms (doubling in between). @default [100, 5000] */
+  readonly reconnectDelayMs?: readonly [number, number];
+  /** `application_name` of the connections (the LISTEN one gets a `-listen` suffix). @default "ratekeeper" */
+  readonly applicationName?: string;
+  /** Wall clock for `updatedAtMs`, ms since the epoch. @default Date.now */
+  readonly clock?: () => number;
+  /** Told when the notification connection is established, lost or fails to come back. */
+  readonly onListenerEvent?: (event: ListenerEvent) => void;
+}
+
+const COLUMNS = "domain, key, policy, expires_at_ms, note, version, updated_at_ms, deleted";
+
+/**
+ * Migrations, applied in order under the advisory lock (two instances starting at once do not
+ * race on CREATE) and recorded in `ratekeeper_meta.schema`, so opening is idempotent. Keys use
+ * the "C" collation: byte-wise order, the same as SQLite's BINARY, for stable cursors.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS ratekeeper_overrides (
+     domain text COLLATE "C" NOT NULL,
+     key text COLLATE "C" NOT NULL,
+     policy text NOT NULL,
+     expires_at_ms bigint,
+     note text,
+     version bigint NOT NULL,
+     updated_at_ms bigint NOT NULL,
+     deleted boolean NOT NULL DEFAULT false,
+     PRIMARY KEY (domain, key)
+   );
+   CREATE INDEX IF NOT EXISTS ratekeeper_overrides_version ON ratekeeper_overrides (version);
+   CREATE INDEX IF NOT EXISTS ratekeeper_overrides_expiry ON ratekeeper_overrides (expires_at_ms) WHERE expires_at_ms IS NOT NULL AND NOT deleted;
+   CREATE SEQUENCE IF NOT EXISTS ratekeeper_overrides_version_seq;
+   INSERT INTO ratekeeper_meta (name, value) VALUES ('horizon', 0) ON CONFLICT (name) DO NOTHING;`,
+];
+
+/**
+ * The shared configuration store: PostgreSQL, for many service instances. Every write runs in
+ * a transaction that takes one advisory lock, draws versions from a sequence, and ends with
+ * `pg_notify('ratekeeper_overrides', ...)`, delivered to every LISTENing instance at commit.
+ * The LISTEN connection is watched ('error', 'end', and a keepalive query); when it is lost it
+ * is reconnected with backoff and subscribers are told to resynchronise from their last
+ * version, so nothing written in between is missed.
+ * @example
+ * const store = await PostgresOverrideStore.open({ connectionString: "postgres://postgres@127.0.0.1/ratekeeper" });
+ */
+export class PostgresOverrideStore implements OverrideStore {
+  readonly kind = "postgres" as const;
+  readonly description: string;
+  private readonly pool: pg.Pool;
+  private readonly clock: () => number;
+  private readonly policies = new PolicyInterner();
+  private readonly listeners = new Set<(s: ChangeSignal) => void>();
+  private listenClient: pg.Client | undefined;
+  private listenConnecting = false;
+  private keepaliveTimer: NodeJS.Timeout | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private backoffMs: number;
+  private closed = false;
+  private reconnects = 0;
+  private connectedOnce = false;
+  /** Backend pid of the LISTEN connection while connected (for operations and tests). */
+  listenBackendPid: number | undefined;
+
+  private constructor(private readonly options: PostgresOverrideStoreOptions) {
+    this.description = redact(options.connectionString);
+    this.clock = options.clock ?? Date.now;
+    this.backoffMs = options.reconnectDelayMs?.[0] ?? 100;
+    this.pool = new pg.Pool({
+      connectionString: options.connectionString,
+      max: options.maxConnections ?? 4,
+      application_name: options.applicationName ?? "ratekeeper",
+      keepAlive: true,
+    });
+    // An idle pooled connection that dies emits 'error' on the pool; without a handler Node
+    // would crash. The next query simply gets a fresh connection.
+    this.pool.on("error", () => undefined);
+  }
+
+  /** Connects and creates or upgrades the schema. */
+  static async open(options: PostgresOverrideStoreOptions): Promise<PostgresOverrideStore> {
+    const store = new PostgresOverrideStore(options);
+    try {
+      await store.migrate();
+    } catch (e) {
+      await store.pool.end().catch(() => undefined);
+      throw e;
+    }
+    return store;
+  }
+
+  private async migrate(): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("SELECT pg_advisory_xact_lock($1)", [WRITE_LOCK_ID]);
+      await client.query("CREATE TABLE IF NOT EXISTS ratekeeper_meta (name text PRIMARY KEY, value bigint NOT NULL)");
+      await client.query("INSERT INTO ratekeeper_meta (name, value) VALUES ('schema', 0) ON CONFLICT (name) DO NOTHING");
+      const { rows } = await client.query<{ value: string }>("SELECT value FROM ratekeeper_meta WHERE name = 'schema'");
+      const current = Number(rows[0]?.value ?? 0);
+      for (let i = current; i < MIGRATIONS.length; i++) await client.query(MIGRATIONS[i] as string);
+      await client.query("UPDATE ratekeeper_meta SET value = $1 WHERE name = 'schema' AND value < $1", [MIGRATIONS.length]);
+      await client.query("COMMIT");
+    } catch (e) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw e;
+    } finally {
+      client.release();
+    }
+  }
+
+  /**
+   * Runs `fn` in a write transaction under the advisory lock; `fn` returns its result and the
+   * NOTIFY payload (undefined: nothing changed, no notification).
+   */
+  private async write<T>(fn: (c: pg.PoolClient) => Promise<{ result: T; notify: Record<string, unknown> | undefined }>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("SELECT pg_advisory_xact_lock($1)", [WRITE_LOCK_ID]);
+      const { result, notify } = await fn(client);
+      if (notify !== undefined) await client.query("SELECT pg_notify($1, $2)", [NOTIFY_CHANNEL, payload(notify)]);
+      await client.query("COMMIT");
+      const version = typeof notify?.v === "number" ? notify.v : undefined;
+      // Tell this process's subscribers at once; other instances hear the NOTIFY.
+      if (version !== undefined) this.emit({ version });
+      return result;
+    } catch (e) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw e;
+    } finally {
+      client.release();
+    }
+  }
+
+  private async upsert(c: pg.PoolClient, o: Override, nowMs: number): Promise<StoredOverride> {
+    const { rows } = await c.query<{ version: string }>(
+      `INSERT INTO ratekeeper_overrides (${COLUMNS})
+       VALUES ($1, $2, $3, $4, $5, nextval('ratekeeper_overrides_version_seq'), $6, false)
+       ON CONFLICT (domain, key) DO UPDATE SET policy = EXCLUDED.policy, expires_at_ms = EXCLUDED.expires_at_ms,
+         note = EXCLUDED.note, version = EXCLUDED.version, updated_at_ms = EXCLUDED.updated_at_ms, deleted = false
+       RETURNING version`,
+      [o.domain, o.key, serializePolicy(o.policy), o.expiresAtMs ?? null, o.note ?? null, nowMs],
+    );
+    return { ...o, version: Number(rows[0]?.version), updatedAtMs: nowMs };
+  }
+
+  private async liveRow(c: pg.PoolClient | pg.Pool, domain: string, key: string): Promise<OverrideRow | undefined> {
+    const { rows } = await c.query<OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE domain = $1 AND key = $2 AND NOT deleted`, [domain, key]);
+    return rows[0];
+  }
+
+  async get(domain: string, key: string): Promise<StoredOverride | undefined> {
+    const row = await this.liveRow(this.pool, domain, key);
+    return row ? rowToOverride(row, this.policies) : undefined;
+  }
+
+  create(override: Override, nowMs: number): Promise<StoredOverride> {
+    return this.write(async (c) => {
+      const row = await this.liveRow(c, override.domain, override.key);
+      if (row && (row.expires_at_ms === null || Number(row.expires_at_ms) > nowMs)) throw new OverrideConflictError(override.domain, override.key);
+      const result = await this.upsert(c, override, this.clock());
+      return { result, notify: { v: result.version, d: override.domain, k: override.key } };
+    });
+  }
+
+  update(override: Override): Promise<StoredOverride | undefined> {
+    return this.write(async (c) => {
+      if (!(await this.liveRow(c, override.domain, override.key))) return { result: undefined, notify: undefined };
+      const result = await this.upsert(c, override, this.clock());
+      return { result, notify: { v: result.version, d: override.domain, k: override.key } };
+    });
+  }
+
+  put(override: Override): Promise<StoredOverride> {
+    return this.write(async (c) => {
+      const result = await this.upsert(c, override, this.clock());
+      return { result, notify: { v: result.version, d: override.domain, k: override.key } };
+    });
+  }
+
+  putMany(overrides: readonly Override[]): Promise<number> {
+    if (overrides.length === 0) return Promise.resolve(0);
+    // ON CONFLICT DO UPDATE may not touch one row twice in a statement: the last line for a key wins.
+    const unique = new Map<string, Override>();
+    for (const o of overrides) unique.set(`${o.domain}\u0000${o.key}`, o);
+    const all = [...unique.values()];
+    return this.write(async (c) => {
+      const nowMs = this.clock();
+      let top = 0;
+      for (let i = 0; i < all.length; i += BULK_ROWS) {
+        const batch = all.slice(i, i + BULK_ROWS);
+        // One statement per batch with array parameters: far fewer round trips than row-by-row INSERTs.
+        const { rows } = await c.query<{ v: string | null }>(
+          `WITH w AS (
+             INSERT INTO ratekeeper_overrides (${COLUMNS})
+             SELECT d, k, p, e, n, nextval('ratekeeper_overrides_version_seq'), $6, false
+               FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) AS t(d, k, p, e, n)
+             ON CONFLICT (domain, key) DO UPDATE SET policy = EXCLUDED.policy, expires_at_ms = EXCLUDED.expires_at_ms,
+               note = EXCLUDED.note, version = EXCLUDED.version, updated_at_ms = EXCLUDED.updated_at_ms, deleted = false
+             RETURNING version)
+           SELECT max(version) AS v FROM w`,
+          [
+            batch.map((o) => o.domain),
+            batch.map((o) => o.key),
+            batch.map((o) => serializePolicy(o.policy)),
+            batch.map((o) => o.expiresAtMs ?? null),
+            batch.map((o) => o.note ?? null),
+            nowMs,
+          ],
+        );
+        top = Math.max(top, Number(rows[0]?.v ?? 0));
+      }
+      return { result: all.length, notify: { v: top, n: all.length } };
+    });
+  }
+
+  delete(domain: string, key: string): Promise<boolean> {
+    return this.write(async (c) => {
+      const { rows } = await c.query<{ version: string }>(
+        `UPDATE ratekeeper_overrides SET deleted = true, version = nextval('ratekeeper_overrides_version_seq'), updated_at_ms = $3
+         WHERE domain = $1 AND key = $2 AND NOT deleted RETURNING version`,
+        [domain, key, this.clock()],
+      );
+      const row = rows[0];
+      return { result: row !== undefined, notify: row ? { v: Number(row.version), d: domain, k: key } : undefined };
+    });
+  }
+
+  async list(options: ListOverridesOptions = {}): Promise<OverridePage> {
+    const limit = pageSize(options.limit);
+    const where: string[] = ["NOT deleted"];
+    const args: unknown[] = [];
+    const arg = (v: unknown) => {
+      args.push(v);
+      return `$${args.length}`;
+    };
+    if (options.domain !== undefined) where.push(`domain = ${arg(options.domain)}`);
+    if (options.keyPrefix !== undefined && options.keyPrefix !== "") {
+      const p = arg(options.keyPrefix);
+      where.push(`key >= ${p} AND starts_with(key, ${p})`);
+    }
+    if (options.liveAtMs !== undefined) where.push(`(expires_at_ms IS NULL OR expires_at_ms > ${arg(options.liveAtMs)})`);
+    if (options.cursor !== undefined) {
+      const [d, k] = decodeCursor(options.cursor);
+      where.push(`(domain, key) > (${arg(d)}, ${arg(k)})`);
+    }
+    const { rows } = await this.pool.query<OverrideRow>(
+      `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE ${where.join(" AND ")} ORDER BY domain, key LIMIT ${arg(limit + 1)}`,
+      args,
+    );
+    const more = rows.length > limit;
+    const items = rows.slice(0, limit).map((r) => rowToOverride(r, this.policies));
+    const lastItem = items[items.length - 1];
+    return { items, nextCursor: more && lastItem ? encodeCursor(lastItem.domain, lastItem.key) : undefined };
+  }
+
+  async currentVersion(): Promise<number> {
+    const { rows } = await this.pool.query<{ v: string }>(
+      `SELECT greatest((SELECT coalesce(max(version), 0) FROM ratekeeper_overrides), (SELECT value FROM ratekeeper_meta WHERE name = 'horizon')) AS v`,
+    );
+    return Number(rows[0]?.v ?? 0);
+  }
+
+  async changesSince(afterVersion: number, limit: number): Promise<ChangeBatch> {
+    const { rows } = await this.pool.query<OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE version > $1 ORDER BY version LIMIT $2`, [
+      afterVersion,
+      limit,
+    ]);
+    // The horizon is read after the rows: a purge in between can only make it look newer
+    // (a needless reload), never hide a forgotten deletion.
+    const h = await this.pool.query<{ value: string }>(`SELECT value FROM ratekeeper_meta WHERE name = 'horizon'`);
+    return { changes: rows.map((r) => rowToChange(r, this.policies)), horizon: Number(h.rows[0]?.value ?? 0) };
+  }
+
+  purge(nowMs: number, tombstoneRetentionMs: number): Promise<{ expired: number; tombstones: number }> {
+    return this.write(async (c) => {
+      const exp = await c.query<{ v: string | null; n: string }>(
+        `WITH x AS (
+           UPDATE ratekeeper_overrides SET deleted = true, version = nextval('ratekeeper_overrides_version_seq'), updated_at_ms = $2
+           WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= $1 AND NOT deleted RETURNING version)
+         SELECT max(version) AS v, count(*) AS n FROM x`,
+        [nowMs, this.clock()],
+      );
+      const tomb = await c.query<{ v: string | null; n: string }>(
+        `WITH x AS (DELETE FROM ratekeeper_overrides WHERE deleted AND updated_at_ms < $1 RETURNING version)
+         SELECT max(version) AS v, count(*) AS n FROM x`,
+        [nowMs - tombstoneRetentionMs],
+      );
+      const tv = tomb.rows[0]?.v;
+      if (tv !== null && tv !== undefined) {
+        await c.query(`UPDATE ratekeeper_meta SET value = greatest(value, $1) WHERE name = 'horizon'`, [tv]);
+      }
+      const expired = Number(exp.rows[0]?.n ?? 0);
+      const ev = exp.rows[0]?.v;
+      return {
+        result: { expired, tombstones: Number(tomb.rows[0]?.n ?? 0) },
+        notify: expired > 0 && ev ? { v: Number(ev), n: expired } : undefined,
+      };
+    });
+  }
+
+  watch(listener: (signal: ChangeSignal) => void): () => void {
+    this.listeners.add(listener);
+    if (!this.listenClient && !this.listenConnecting && !this.reconnectTimer) void this.connectListener();
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0) this.stopListener();
+    };
+  }
+
+  /** Whether the LISTEN connection is up (for readiness and metrics). */
+  get listening(): boolean {
+    return this.listenClient !== undefined;
+  }
+
+  private emit(signal: ChangeSignal): void {
+    for (const l of this.listeners) {
+      try {
+        l(signal);
+      } catch {
+        // A subscriber's failure must not stop the others.
+      }
+    }
+  }
+
+  private async connectListener(): Promise<void> {
+    if (this.closed || this.listeners.size === 0) return;
+    this.listenConnecting = true;
+    const client = new pg.Client({
+      connectionString: this.options.connectionString,
+      application_name: `${this.options.applicationName ?? "ratekeeper"}-listen`,
+      keepAlive: true,
+    });
+    let lost = false;
+    const onLost = (error?: Error) => {
+      if (lost) return;
+      lost = true;
+      this.listenerLost(client, error);
+    };
+    client.on("error", (e) => onLost(e));
+    client.on("end", () => onLost(undefined));
+    client.on("notification", (msg) => {
+      if (msg.channel !== NOTIFY_CHANNEL) return;
+      let version: number | undefined;
+      try {
+        const v = (JSON.parse(msg.payload ?? "{}") as { v?: unknown }).v;
+        if (typeof v === "number") version = v;
+      } catch {
+        // A payload we did not write (someone ran NOTIFY by hand): still a reason to look.
+      }
+      this.emit({ version });
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
+      const { rows } = await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+      if (lost || this.closed) {
+        await client.end().catch(() => undefined);
+        return;
+      }
+      this.listenClient = client;
+      this.listenBackendPid = rows[0]?.pid;
+      this.backoffMs = this.options.reconnectDelayMs?.[0] ?? 100;
+      if (this.connectedOnce) this.reconnects++;
+      this.connectedOnce = true;
+      this.options.onListenerEvent?.({ type: "connected", backendPid: this.listenBackendPid ?? 0, reconnects: this.reconnects });
+      this.startKeepalive(client);
+      // Whatever was written while nobody listened (before the first LISTEN, or during an
+      // outage) sent its NOTIFY into the void: subscribers catch up from their last version.
+      this.emit({ resync: true });
+    } catch (e) {
+      lost = true;
+      await client.end().catch(() => undefined);
+      this.scheduleReconnect(e instanceof Error ? e : new Error(String(e)));
+    } finally {
+      this.listenConnecting = false;
+    }
+  }
+
+  private startKeepalive(client: pg.Client): void {
+    const intervalMs = this.options.keepaliveIntervalMs ?? 5000;
+    const timeoutMs = this.options.keepaliveTimeoutMs ?? 3000;
+    this.keepaliveTimer = setInterval(() => {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`keepalive query took over ${timeoutMs} ms`)), timeoutMs);
+      });
+      Promise.race([client.query("SELECT 1"), timeout])
+        .catch((e: unknown) => {
+          if (this.listenClient === client) this.listenerLost(client, e instanceof Error ? e : new Error(String(e)));
+        })
+        .finally(() => clearTimeout(timer));
+    }, intervalMs);
+    this.keepaliveTimer.unref();
+  }
+
+  private listenerLost(client: pg.Client, error: Error | undefined): void {
+    if (this.listenClient !== client) return;
+    this.listenClient = undefined;
+    this.listenBackendPid = undefined;
+    if (this.keepaliveTimer) clearInterval(this.keepaliveTimer);
+    this.keepaliveTimer = undefined;
+    client.removeAllListeners("notification");
+    client.on("error", () => undefined);
+    void client.end().catch(() => undefined);
+    this.options.onListenerEvent?.({ type: "lost", error });
+    if (!this.closed && this.listeners.size > 0) this.scheduleReconnect(undefined);
+  }
+
+  private scheduleReconnect(error: Error | undefined): void {
+    if (this.closed || this.reconnectTimer) return;
+    const waitMs = this.backoffMs;
+    this.backoffMs = Math.min(this.backoffMs * 2, this.options.reconnectDelayMs?.[1] ?? 5000);
+    if (error) this.options.onListenerEvent?.({ type: "connect-failed", error, retryInMs: waitMs });
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      void this.connectListener();
+    }, waitMs);
+    this.reconnectTimer.unref();
+  }
+
+  private stopListener(): void {
+    if (this.keepaliveTimer) clearInterval(this.keepaliveTimer);
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.keepaliveTimer = undefined;
+    this.reconnectTimer = undefined;
+    const client = this.listenClient;
+    this.listenClient = undefined;
+    this.listenBackendPid = undefined;
+    if (client) {
+      client.removeAllListeners();
+      client.on("error", () => undefined);
+      void client.end().catch(() => undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.listeners.clear();
+    this.stopListener();
+    await this.pool.end();
+  }
+}
+
+function payload(p: Record<string, unknown>): string {
+  const full = JSON.stringify(p);
+  if (Buffer.byteLength(full, "utf8") <= MAX_PAYLOAD_BYTES) return full;
+  // The key is only informative (receivers read the change feed): drop it rather than fail.
+  return JSON.stringify({ v: p.v });
+}
+
+function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "postgres://(unparsable URL)";
+  }
+}

@@ -1,0 +1,181 @@
+import { z } from "zod";
+import { RateLimitConfigError, parseDuration, resolveLimits, type ConfigIssue, type LimitSpec } from "ratekeeper";
+import type { Override, StoredOverride } from "./types.js";
+
+/** Longest domain accepted, in characters. */
+export const MAX_DOMAIN_LENGTH = 256;
+/**
+ * Longest key accepted, in characters. Keeps a PostgreSQL NOTIFY payload naming the key well
+ * under its 8000-byte limit (https://www.postgresql.org/docs/current/sql-notify.html).
+ */
+export const MAX_KEY_LENGTH = 2048;
+/** Longest note accepted, in characters. */
+export const MAX_NOTE_LENGTH = 1024;
+
+// PostgreSQL text cannot hold U+0000, and the cache joins nothing with it, but forbid it so both
+// backends accept exactly the same keys.
+const noNul = (s: string) => !s.includes("\u0000");
+const text = (max: number) =>
+  z
+    .string()
+    .min(1, "must not be empty")
+    .max(max, `must be at most ${max} characters`)
+    .refine(noNul, "must not contain U+0000");
+
+/**
+ * The JSON document of one override, as the admin API takes it and as `overrides import`
+ * reads it (one per line). Either `limits` (a policy of its own, the library's spec objects,
+ * the same as a rule in the rules file) or `policy: "blocked" | "unlimited"`; an optional
+ * expiry as `expiresAtMs` (ms since the epoch) or `ttl` (a duration from now).
+ * @example {"domain":"api","key":"user_id=241531","limits":[{"algorithm":"fixed-window","limit":5,"window":"1s"}]}
+ * @example {"domain":"api","key":"ip=203.0.113.9","policy":"blocked","ttl":"1h","note":"abuse, ticket 42"}
+ */
+export const overrideDocumentSchema = z.strictObject({
+  domain: text(MAX_DOMAIN_LENGTH).optional(),
+  key: text(MAX_KEY_LENGTH).optional(),
+  limits: z.array(z.unknown()).optional(),
+  policy: z.enum(["blocked", "unlimited"]).optional(),
+  expiresAtMs: z.number().int("must be a whole number of ms since the epoch").positive().max(8.64e15).nullable().optional(),
+  ttl: z.union([z.number(), z.string()]).optional(),
+  note: z.string().max(MAX_NOTE_LENGTH, `must be at most ${MAX_NOTE_LENGTH} characters`).nullable().optional(),
+});
+
+/** The shape accepted by {@link parseOverride}. */
+export type OverrideDocument = z.input<typeof overrideDocumentSchema>;
+
+/** The result of {@link parseOverride}: an override, or every problem with its path. */
+export type ParseResult = { ok: true; override: Override } | { ok: false; issues: ConfigIssue[] };
+
+/** Where the domain and key come from when not in the document (e.g. the URL of a PUT). */
+export interface ParseContext {
+  /** Wall clock for `ttl`, ms since the epoch. */
+  readonly nowMs: number;
+  /** Domain fixed by the caller; the document may repeat it but not contradict it. */
+  readonly domain?: string | undefined;
+  /** Key fixed by the caller; the document may repeat it but not contradict it. */
+  readonly key?: string | undefined;
+  /** Forces the policy (block / unblock): the document may not carry `limits` or `policy`. */
+  readonly policy?: Override["policy"] | undefined;
+}
+
+/**
+ * Validates one override document with zod (shape) and the library's `resolveLimits`
+ * (algorithms and options, exactly as the rules file), collecting every problem with its path,
+ * e.g. `limits[0].window: must be a positive whole number of milliseconds ...`.
+ * @example parseOverride(JSON.parse(line), { nowMs: Date.now() })
+ */
+export function parseOverride(input: unknown, ctx: ParseContext): ParseResult {
+  const issues: ConfigIssue[] = [];
+  const parsed = overrideDocumentSchema.safeParse(input);
+  if (!parsed.success) {
+    for (const i of parsed.error.issues) issues.push({ path: formatPath(i.path) || "(body)", message: zodMessage(i) });
+    return { ok: false, issues };
+  }
+  const doc = parsed.data;
+  const domain = pick("domain", doc.domain, ctx.domain, issues);
+  const key = pick("key", doc.key, ctx.key, issues);
+
+  let policy: Override["policy"] | undefined;
+  if (ctx.policy !== undefined) {
+    if (doc.limits !== undefined) issues.push({ path: "limits", message: "not allowed here (the policy is set by the endpoint)" });
+    if (doc.policy !== undefined) issues.push({ path: "policy", message: "not allowed here (the policy is set by the endpoint)" });
+    policy = ctx.policy;
+  } else if (doc.limits !== undefined && doc.policy !== undefined) {
+    issues.push({ path: "policy", message: 'give either "limits" or "policy", not both' });
+  } else if (doc.limits !== undefined) {
+    try {
+      resolveLimits(doc.limits, "limits");
+      policy = { limits: doc.limits as LimitSpec[] };
+    } catch (e) {
+      if (!(e instanceof RateLimitConfigError)) throw e;
+      issues.push(...e.issues);
+    }
+  } else if (doc.policy !== undefined) {
+    policy = doc.policy;
+  } else {
+    issues.push({ path: "limits", message: 'required: a non-empty array of limits, or "policy": "blocked" | "unlimited"' });
+  }
+
+  let expiresAtMs: number | undefined = doc.expiresAtMs ?? undefined;
+  if (doc.ttl !== undefined) {
+    if (doc.expiresAtMs !== undefined && doc.expiresAtMs !== null) {
+      issues.push({ path: "ttl", message: 'give either "ttl" or "expiresAtMs", not both' });
+    } else {
+      try {
+        expiresAtMs = ctx.nowMs + parseDuration(doc.ttl, "ttl");
+      } catch (e) {
+        if (!(e instanceof RateLimitConfigError)) throw e;
+        issues.push(...e.issues);
+      }
+    }
+  }
+  if (issues.length > 0 || domain === undefined || key === undefined || policy === undefined) return { ok: false, issues };
+  const note = doc.note ?? undefined;
+  return { ok: true, override: { domain, key, policy, expiresAtMs, note } };
+}
+
+function pick(field: "domain" | "key", inDoc: string | undefined, fixed: string | undefined, issues: ConfigIssue[]): string | undefined {
+  if (fixed !== undefined) {
+    if (inDoc !== undefined && inDoc !== fixed) issues.push({ path: field, message: `must match the URL (${JSON.stringify(fixed)}) when given` });
+    const max = field === "domain" ? MAX_DOMAIN_LENGTH : MAX_KEY_LENGTH;
+    if (fixed.length === 0 || fixed.length > max || !noNul(fixed)) issues.push({ path: field, message: `must be 1-${max} characters without U+0000` });
+    return fixed;
+  }
+  if (inDoc === undefined) issues.push({ path: field, message: "required" });
+  return inDoc;
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = "";
+  for (const p of path) out += typeof p === "number" ? `[${p}]` : out ? `.${String(p)}` : String(p);
+  return out;
+}
+
+function zodMessage(issue: z.core.$ZodIssue): string {
+  if (issue.code === "unrecognized_keys") return `unknown field(s) ${issue.keys.map((k) => JSON.stringify(k)).join(", ")}`;
+  return issue.message;
+}
+
+/** The policy as stored: `"blocked"`, `"unlimited"` or the JSON of `{ limits }`. */
+export function serializePolicy(policy: Override["policy"]): string {
+  return typeof policy === "string" ? policy : JSON.stringify({ limits: policy.limits });
+}
+
+/**
+ * Reads a stored policy. `intern` (optional) shares one frozen object between the many
+ * overrides that carry the same policy text, so a million overrides do not hold a million copies.
+ */
+export function deserializePolicy(text: string, intern?: Map<string, Override["policy"]>): Override["policy"] {
+  if (text === "blocked" || text === "unlimited") return text;
+  const hit = intern?.get(text);
+  if (hit !== undefined) return hit;
+  const parsed = JSON.parse(text) as { limits: LimitSpec[] };
+  const policy = deepFreeze({ limits: parsed.limits });
+  intern?.set(text, policy);
+  return policy;
+}
+
+function deepFreeze<T>(o: T): T {
+  if (typeof o === "object" && o !== null) {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
+
+/**
+ * The JSON document of an override (what export writes and import reads back). With
+ * `withMeta`, also `version` and `updatedAtMs` (the admin API's answers).
+ */
+export function toDocument(o: Override | StoredOverride, withMeta = false): Record<string, unknown> {
+  const doc: Record<string, unknown> = { domain: o.domain, key: o.key };
+  if (typeof o.policy === "string") doc.policy = o.policy;
+  else doc.limits = o.policy.limits;
+  if (o.expiresAtMs !== undefined) doc.expiresAtMs = o.expiresAtMs;
+  if (o.note !== undefined) doc.note = o.note;
+  if (withMeta && "version" in o) {
+    doc.version = o.version;
+    doc.updatedAtMs = o.updatedAtMs;
+  }
+  return doc;
+}

@@ -1,0 +1,304 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "better-sqlite3";
+import { serializePolicy } from "./schema.js";
+import { PolicyInterner, decodeCursor, encodeCursor, pageSize, rowToChange, rowToOverride, type OverrideRow } from "./rows.js";
+import {
+  OverrideConflictError,
+  type ChangeBatch,
+  type ChangeSignal,
+  type ListOverridesOptions,
+  type Override,
+  type OverridePage,
+  type OverrideStore,
+  type StoredOverride,
+} from "./types.js";
+
+/** Options for {@link SqliteOverrideStore}. */
+export interface SqliteOverrideStoreOptions {
+  /** The database file (created with its folder when missing), or `":memory:"`. */
+  readonly path: string;
+  /**
+   * How often to look for writes made by another process (e.g. `ratekeeper overrides import`)
+   * while someone watches, in ms. Writes through this store are signalled at once.
+   * @default 1000
+   */
+  readonly pollIntervalMs?: number;
+  /** Wall clock for `updatedAtMs`, ms since the epoch. @default Date.now */
+  readonly clock?: () => number;
+}
+
+/**
+ * Migrations, applied in order and recorded in SQLite's `user_version`, so opening is idempotent
+ * and a newer build can add steps. Rows are never removed by a delete at first: they become
+ * tombstones (`deleted = 1`) with a new version, so a cache following the change feed sees the
+ * deletion; tombstones are forgotten after a retention period (see `purge`).
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS ratekeeper_overrides (
+     domain TEXT NOT NULL,
+     key TEXT NOT NULL,
+     policy TEXT NOT NULL,
+     expires_at_ms INTEGER,
+     note TEXT,
+     version INTEGER NOT NULL,
+     updated_at_ms INTEGER NOT NULL,
+     deleted INTEGER NOT NULL DEFAULT 0,
+     PRIMARY KEY (domain, key)
+   ) WITHOUT ROWID;
+   CREATE INDEX IF NOT EXISTS ratekeeper_overrides_version ON ratekeeper_overrides (version);
+   CREATE INDEX IF NOT EXISTS ratekeeper_overrides_expiry ON ratekeeper_overrides (expires_at_ms) WHERE expires_at_ms IS NOT NULL AND deleted = 0;
+   CREATE TABLE IF NOT EXISTS ratekeeper_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+   INSERT OR IGNORE INTO ratekeeper_meta (name, value) VALUES ('version', 0), ('horizon', 0);`,
+];
+
+const COLUMNS = "domain, key, policy, expires_at_ms, note, version, updated_at_ms, deleted";
+
+/**
+ * The embedded default configuration store: one SQLite file (WAL mode), no server, survives
+ * restarts. Writes are serialised by SQLite, so the version counter in `ratekeeper_meta` gives
+ * the change feed in commit order.
+ * @example
+ * const store = new SqliteOverrideStore({ path: "./data/overrides.db" });
+ * await store.put({ domain: "api", key: "user_id=241531", policy: { limits: [{ algorithm: "fixed-window", limit: 5, window: "1s" }] } });
+ */
+export class SqliteOverrideStore implements OverrideStore {
+  readonly kind = "sqlite" as const;
+  readonly description: string;
+  private readonly db: Database.Database;
+  private readonly clock: () => number;
+  private readonly pollIntervalMs: number;
+  private readonly policies = new PolicyInterner();
+  private readonly listeners = new Set<(s: ChangeSignal) => void>();
+  private pollTimer: NodeJS.Timeout | undefined;
+  private lastSignalled = 0;
+  private readonly stmt: ReturnType<SqliteOverrideStore["prepare"]>;
+
+  constructor(options: SqliteOverrideStoreOptions) {
+    this.description = `sqlite:${options.path}`;
+    this.clock = options.clock ?? Date.now;
+    this.pollIntervalMs = options.pollIntervalMs ?? 1000;
+    if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
+    this.db = new Database(options.path);
+    // WAL: readers (another process exporting) do not block the writer; busy_timeout: a second
+    // process importing waits for the lock instead of failing at once.
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("busy_timeout = 5000");
+    this.db.pragma("synchronous = NORMAL");
+    this.migrate();
+    this.stmt = this.prepare();
+    this.lastSignalled = this.versionNow();
+  }
+
+  private migrate(): void {
+    const current = this.db.pragma("user_version", { simple: true }) as number;
+    for (let i = current; i < MIGRATIONS.length; i++) {
+      this.db.transaction(() => {
+        this.db.exec(MIGRATIONS[i] as string);
+        this.db.pragma(`user_version = ${i + 1}`);
+      }).immediate();
+    }
+  }
+
+  private prepare() {
+    const db = this.db;
+    return {
+      get: db.prepare<[string, string], OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE domain = ? AND key = ? AND deleted = 0`),
+      bump: db.prepare<[number], { value: number }>(`UPDATE ratekeeper_meta SET value = value + ? WHERE name = 'version' RETURNING value`),
+      version: db.prepare<[], { value: number }>(`SELECT value FROM ratekeeper_meta WHERE name = 'version'`),
+      horizon: db.prepare<[], { value: number }>(`SELECT value FROM ratekeeper_meta WHERE name = 'horizon'`),
+      upsert: db.prepare(
+        `INSERT INTO ratekeeper_overrides (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)
+         ON CONFLICT (domain, key) DO UPDATE SET policy = excluded.policy, expires_at_ms = excluded.expires_at_ms,
+           note = excluded.note, version = excluded.version, updated_at_ms = excluded.updated_at_ms, deleted = 0`,
+      ),
+      tombstone: db.prepare(`UPDATE ratekeeper_overrides SET deleted = 1, version = ?, updated_at_ms = ? WHERE domain = ? AND key = ? AND deleted = 0`),
+      changes: db.prepare<[number, number], OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE version > ? ORDER BY version LIMIT ?`),
+      expired: db.prepare<[number], { domain: string; key: string }>(
+        `SELECT domain, key FROM ratekeeper_overrides WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? AND deleted = 0`,
+      ),
+      oldTombstones: db.prepare<[number], { v: number | null; n: number }>(
+        `SELECT max(version) AS v, count(*) AS n FROM ratekeeper_overrides WHERE deleted = 1 AND updated_at_ms < ?`,
+      ),
+      dropTombstones: db.prepare(`DELETE FROM ratekeeper_overrides WHERE deleted = 1 AND updated_at_ms < ?`),
+      setHorizon: db.prepare(`UPDATE ratekeeper_meta SET value = max(value, ?) WHERE name = 'horizon'`),
+    };
+  }
+
+  private versionNow(): number {
+    return this.stmt.version.get()?.value ?? 0;
+  }
+
+  private write(o: Override, version: number, nowMs: number): StoredOverride {
+    this.stmt.upsert.run(o.domain, o.key, serializePolicy(o.policy), o.expiresAtMs ?? null, o.note ?? null, version, nowMs);
+    return { ...o, version, updatedAtMs: nowMs };
+  }
+
+  private nextVersion(n = 1): number {
+    return (this.stmt.bump.get(n) as { value: number }).value;
+  }
+
+  private signal(version: number): void {
+    if (version > this.lastSignalled) this.lastSignalled = version;
+    for (const l of this.listeners) l({ version });
+  }
+
+  get(domain: string, key: string): Promise<StoredOverride | undefined> {
+    const row = this.stmt.get.get(domain, key);
+    return Promise.resolve(row ? rowToOverride(row, this.policies) : undefined);
+  }
+
+  create(override: Override, nowMs: number): Promise<StoredOverride> {
+    const out = this.db
+      .transaction(() => {
+        const row = this.stmt.get.get(override.domain, override.key);
+        if (row && (row.expires_at_ms === null || Number(row.expires_at_ms) > nowMs)) throw new OverrideConflictError(override.domain, override.key);
+        return this.write(override, this.nextVersion(), this.clock());
+      })
+      .immediate();
+    this.signal(out.version);
+    return Promise.resolve(out);
+  }
+
+  update(override: Override): Promise<StoredOverride | undefined> {
+    const out = this.db
+      .transaction(() => {
+        if (!this.stmt.get.get(override.domain, override.key)) return undefined;
+        return this.write(override, this.nextVersion(), this.clock());
+      })
+      .immediate();
+    if (out) this.signal(out.version);
+    return Promise.resolve(out);
+  }
+
+  put(override: Override): Promise<StoredOverride> {
+    const out = this.db.transaction(() => this.write(override, this.nextVersion(), this.clock())).immediate();
+    this.signal(out.version);
+    return Promise.resolve(out);
+  }
+
+  putMany(overrides: readonly Override[]): Promise<number> {
+    if (overrides.length === 0) return Promise.resolve(0);
+    const last = this.db
+      .transaction(() => {
+        const top = this.nextVersion(overrides.length);
+        let v = top - overrides.length;
+        const nowMs = this.clock();
+        for (const o of overrides) this.write(o, ++v, nowMs);
+        return top;
+      })
+      .immediate();
+    this.signal(last);
+    return Promise.resolve(overrides.length);
+  }
+
+  delete(domain: string, key: string): Promise<boolean> {
+    const version = this.db
+      .transaction(() => {
+        if (!this.stmt.get.get(domain, key)) return 0;
+        const v = this.nextVersion();
+        this.stmt.tombstone.run(v, this.clock(), domain, key);
+        return v;
+      })
+      .immediate();
+    if (version > 0) this.signal(version);
+    return Promise.resolve(version > 0);
+  }
+
+  list(options: ListOverridesOptions = {}): Promise<OverridePage> {
+    const limit = pageSize(options.limit);
+    const where: string[] = ["deleted = 0"];
+    const args: (string | number)[] = [];
+    if (options.domain !== undefined) {
+      where.push("domain = ?");
+      args.push(options.domain);
+    }
+    if (options.keyPrefix !== undefined && options.keyPrefix !== "") {
+      // The range keeps the primary key usable; substr checks the prefix exactly (BINARY collation).
+      where.push("key >= ? AND substr(key, 1, ?) = ?");
+      args.push(options.keyPrefix, options.keyPrefix.length, options.keyPrefix);
+    }
+    if (options.liveAtMs !== undefined) {
+      where.push("(expires_at_ms IS NULL OR expires_at_ms > ?)");
+      args.push(options.liveAtMs);
+    }
+    if (options.cursor !== undefined) {
+      const [d, k] = decodeCursor(options.cursor);
+      where.push("(domain, key) > (?, ?)");
+      args.push(d, k);
+    }
+    const rows = this.db
+      .prepare<(string | number)[], OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE ${where.join(" AND ")} ORDER BY domain, key LIMIT ?`)
+      .all(...args, limit + 1);
+    const more = rows.length > limit;
+    const items = rows.slice(0, limit).map((r) => rowToOverride(r, this.policies));
+    const lastItem = items[items.length - 1];
+    return Promise.resolve({ items, nextCursor: more && lastItem ? encodeCursor(lastItem.domain, lastItem.key) : undefined });
+  }
+
+  currentVersion(): Promise<number> {
+    return Promise.resolve(this.versionNow());
+  }
+
+  changesSince(afterVersion: number, limit: number): Promise<ChangeBatch> {
+    // One read transaction, so the horizon and the rows agree.
+    return Promise.resolve(
+      this.db.transaction(() => {
+        const rows = this.stmt.changes.all(afterVersion, limit);
+        const horizon = this.stmt.horizon.get()?.value ?? 0;
+        return { changes: rows.map((r) => rowToChange(r, this.policies)), horizon };
+      })(),
+    );
+  }
+
+  purge(nowMs: number, tombstoneRetentionMs: number): Promise<{ expired: number; tombstones: number }> {
+    const result = this.db
+      .transaction(() => {
+        const expiredRows = this.stmt.expired.all(nowMs);
+        let v = expiredRows.length > 0 ? this.nextVersion(expiredRows.length) - expiredRows.length : 0;
+        const at = this.clock();
+        for (const r of expiredRows) this.stmt.tombstone.run(++v, at, r.domain, r.key);
+        const cutoff = nowMs - tombstoneRetentionMs;
+        const old = this.stmt.oldTombstones.get(cutoff);
+        if (old && old.n > 0 && old.v !== null) {
+          this.stmt.setHorizon.run(old.v);
+          this.stmt.dropTombstones.run(cutoff);
+        }
+        return { expired: expiredRows.length, tombstones: old?.n ?? 0, version: v };
+      })
+      .immediate();
+    if (result.expired > 0) this.signal(result.version);
+    return Promise.resolve({ expired: result.expired, tombstones: result.tombstones });
+  }
+
+  watch(listener: (signal: ChangeSignal) => void): () => void {
+    this.listeners.add(listener);
+    if (!this.pollTimer) {
+      // Another process (an import) may write to the file: look at the version counter now and then.
+      this.pollTimer = setInterval(() => {
+        try {
+          const v = this.versionNow();
+          if (v !== this.lastSignalled) this.signal(v);
+        } catch {
+          // A busy or closed database: the next tick tries again.
+        }
+      }, this.pollIntervalMs);
+      this.pollTimer.unref();
+    }
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0 && this.pollTimer) {
+        clearInterval(this.pollTimer);
+        this.pollTimer = undefined;
+      }
+    };
+  }
+
+  close(): Promise<void> {
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.pollTimer = undefined;
+    this.listeners.clear();
+    if (this.db.open) this.db.close();
+    return Promise.resolve();
+  }
+}

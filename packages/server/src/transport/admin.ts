@@ -1,0 +1,339 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ConfigIssue } from "ratekeeper";
+import { parseOverride, toDocument } from "../overrides/schema.js";
+import { OverrideConflictError, type Override, type OverrideStore } from "../overrides/types.js";
+
+/** What the admin API needs from the service to peek at and reset a key's counters. */
+export interface AdminKeyOps {
+  /**
+   * The decision a cost-1 check of `key` in `domain` would get now, changing nothing (any JSON
+   * value); undefined when no rule or override applies to it.
+   */
+  peek(domain: string, key: string): Promise<unknown>;
+  /** Forgets the key's counters; false when no rule or override applies to it. */
+  reset(domain: string, key: string): Promise<boolean>;
+}
+
+/** Everything {@link createAdminHandler} works with. */
+export interface AdminContext {
+  /**
+   * The bearer token callers must send (`Authorization: Bearer <token>`); from `--admin-token`
+   * or `RATEKEEPER_ADMIN_TOKEN`. Empty or undefined: the admin API is off and answers 404.
+   */
+  readonly token: string | undefined;
+  /** The configuration store; undefined: the override routes answer 404 (peek and reset still work). */
+  readonly store: OverrideStore | undefined;
+  /**
+   * The instance's override cache: awaited after each write so the next check through this
+   * instance already sees the change (read-your-writes); other instances follow the change feed.
+   */
+  readonly cache?: { refresh(): Promise<void> } | undefined;
+  /** Peek and reset; undefined: those routes answer 404. */
+  readonly keys?: AdminKeyOps | undefined;
+  /** Wall clock for `ttl` and for what counts as expired, ms since the epoch. @default Date.now */
+  readonly clock?: (() => number) | undefined;
+  /** Largest request body, in bytes; larger gets 413. @default 1048576 */
+  readonly maxBodyBytes?: number | undefined;
+  /** Told about every change made (for the audit log). */
+  readonly onChange?: ((entry: AdminAuditEntry) => void) | undefined;
+}
+
+/** One change made through the admin API, for the audit log. */
+export interface AdminAuditEntry {
+  readonly action: "create" | "replace" | "delete" | "block" | "unblock" | "reset";
+  readonly domain: string;
+  readonly key: string;
+}
+
+/** The routes' prefix. */
+export const ADMIN_PREFIX = "/v1/admin/";
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly issues?: readonly ConfigIssue[],
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The admin API, mounted by the HTTP transport under `/v1/admin/`. Returns a handler that
+ * answers and resolves `true` for admin routes, and resolves `false` (touching nothing) for
+ * any other URL. Every route needs `Authorization: Bearer <token>`, compared in constant time
+ * over SHA-256 digests (equal lengths, so `timingSafeEqual` leaks neither content nor length).
+ *
+ * Routes (`{key}` percent-encoded, so keys may contain `/`):
+ * - `GET    /v1/admin/overrides?domain=&prefix=&limit=&cursor=&expired=true`: a page, with `nextCursor`
+ * - `POST   /v1/admin/overrides`: create (409 when a live one exists)
+ * - `GET    /v1/admin/overrides/{domain}/{key}`: read
+ * - `PUT    /v1/admin/overrides/{domain}/{key}`: create (201) or replace (200)
+ * - `DELETE /v1/admin/overrides/{domain}/{key}`: delete (204)
+ * - `GET    /v1/admin/keys/{domain}/{key}`: peek at the key's decision
+ * - `POST   /v1/admin/keys/{domain}/{key}/reset`: forget its counters
+ * - `POST   /v1/admin/keys/{domain}/{key}/block`: `{ttl?|expiresAtMs?, note?}`: an override with policy "blocked"
+ * - `POST   /v1/admin/keys/{domain}/{key}/unblock`: removes that block
+ * @example
+ * const admin = createAdminHandler({ token: process.env.RATEKEEPER_ADMIN_TOKEN, store, cache, keys });
+ * http.createServer(async (req, res) => { if (!(await admin(req, res))) { res.statusCode = 404; res.end(); } });
+ */
+export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+  const expected = ctx.token ? sha256(ctx.token) : undefined;
+  const clock = ctx.clock ?? Date.now;
+  const maxBodyBytes = ctx.maxBodyBytes ?? 1024 * 1024;
+
+  return async function adminHandler(req, res) {
+    const url = new URL(req.url ?? "/", "http://admin.invalid");
+    if (!url.pathname.startsWith(ADMIN_PREFIX)) return false;
+    try {
+      if (!expected) throw new HttpError(404, "not_found", "the admin API is off (no admin token is configured)");
+      if (!authorized(req.headers.authorization, expected)) {
+        res.setHeader("WWW-Authenticate", 'Bearer realm="ratekeeper-admin"');
+        throw new HttpError(401, "unauthorized", "missing or wrong bearer token");
+      }
+      await route(req, res, url);
+    } catch (e) {
+      // Unread body (401, 413, 404 before reading): drain it so the connection can be reused.
+      if (!req.readableEnded) req.resume();
+      if (res.headersSent) {
+        res.destroy();
+        return true;
+      }
+      if (e instanceof HttpError) send(res, e.status, { error: e.code, message: e.message, ...(e.issues ? { issues: e.issues } : {}) });
+      else send(res, 500, { error: "internal", message: e instanceof Error ? e.message : String(e) });
+    }
+    return true;
+  };
+
+  async function route(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    const parts = url.pathname
+      .slice(ADMIN_PREFIX.length)
+      .split("/")
+      .map((p) => {
+        try {
+          return decodeURIComponent(p);
+        } catch {
+          throw new HttpError(400, "bad_request", `path: bad percent-encoding in ${JSON.stringify(p)}`);
+        }
+      });
+    const method = req.method ?? "GET";
+    const [resource, domain, key, action, ...rest] = parts;
+    if (rest.length > 0) throw notFound(url);
+
+    if (resource === "overrides") {
+      const store = ctx.store;
+      if (!store) throw new HttpError(404, "not_found", "no overrides store is configured (start with --overrides URL)");
+      if (domain === undefined || domain === "") {
+        if (method === "GET") return list(res, store, url);
+        if (method === "POST") return create(req, res, store);
+        throw methodNotAllowed(res, "GET, POST");
+      }
+      if (key === undefined || key === "" || action !== undefined) throw notFound(url);
+      if (method === "GET") return read(res, store, domain, key);
+      if (method === "PUT") return replace(req, res, store, domain, key);
+      if (method === "DELETE") return remove(req, res, store, domain, key);
+      throw methodNotAllowed(res, "GET, PUT, DELETE");
+    }
+
+    if (resource === "keys" && domain && key) {
+      if (action === undefined) {
+        if (method !== "GET") throw methodNotAllowed(res, "GET");
+        const keys = needKeys();
+        const decision = await keys.peek(domain, key);
+        if (decision === undefined) throw new HttpError(404, "not_found", `no rule or override applies to ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
+        return send(res, 200, { domain, key, decision, override: summary(await ctx.store?.get(domain, key)) });
+      }
+      if (method !== "POST") throw methodNotAllowed(res, "POST");
+      if (action === "reset") {
+        await readJson(req, true);
+        if (!(await needKeys().reset(domain, key))) {
+          throw new HttpError(404, "not_found", `no rule or override applies to ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
+        }
+        ctx.onChange?.({ action: "reset", domain, key });
+        return send(res, 200, { domain, key, reset: true });
+      }
+      if (action === "block") return block(req, res, needStore(), domain, key);
+      if (action === "unblock") return unblock(req, res, needStore(), domain, key);
+    }
+    throw notFound(url);
+  }
+
+  function needKeys(): AdminKeyOps {
+    if (!ctx.keys) throw new HttpError(404, "not_found", "peek and reset are not available in this service");
+    return ctx.keys;
+  }
+  function needStore(): OverrideStore {
+    if (!ctx.store) throw new HttpError(404, "not_found", "no overrides store is configured (start with --overrides URL)");
+    return ctx.store;
+  }
+
+  async function list(res: ServerResponse, store: OverrideStore, url: URL): Promise<void> {
+    const q = url.searchParams;
+    const limitText = q.get("limit");
+    const limit = limitText === null ? undefined : Number(limitText);
+    if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000)) {
+      throw new HttpError(400, "bad_request", `limit: must be a whole number from 1 to 1000 (got ${JSON.stringify(limitText)})`);
+    }
+    const expired = q.get("expired");
+    if (expired !== null && expired !== "true" && expired !== "false") {
+      throw new HttpError(400, "bad_request", `expired: must be true or false (got ${JSON.stringify(expired)})`);
+    }
+    let page;
+    try {
+      page = await store.list({
+        domain: q.get("domain") ?? undefined,
+        keyPrefix: q.get("prefix") ?? undefined,
+        cursor: q.get("cursor") ?? undefined,
+        limit,
+        liveAtMs: expired === "true" ? undefined : clock(),
+      });
+    } catch (e) {
+      if (e instanceof RangeError) throw new HttpError(400, "bad_request", e.message);
+      throw e;
+    }
+    send(res, 200, { items: page.items.map((o) => toDocument(o, true)), nextCursor: page.nextCursor ?? null });
+  }
+
+  async function create(req: IncomingMessage, res: ServerResponse, store: OverrideStore): Promise<void> {
+    const o = validate(await readJson(req, false), {});
+    try {
+      const stored = await store.create(o, clock());
+      await settle();
+      ctx.onChange?.({ action: "create", domain: o.domain, key: o.key });
+      res.setHeader("Location", `${ADMIN_PREFIX}overrides/${encodeURIComponent(o.domain)}/${encodeURIComponent(o.key)}`);
+      send(res, 201, toDocument(stored, true));
+    } catch (e) {
+      if (e instanceof OverrideConflictError) throw new HttpError(409, "conflict", `${e.message}; PUT to replace it`);
+      throw e;
+    }
+  }
+
+  async function read(res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
+    const o = await store.get(domain, key);
+    if (!o || (o.expiresAtMs !== undefined && o.expiresAtMs <= clock())) {
+      throw new HttpError(404, "not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
+    }
+    send(res, 200, toDocument(o, true));
+  }
+
+  async function replace(req: IncomingMessage, res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
+    const o = validate(await readJson(req, false), { domain, key });
+    const updated = await store.update(o);
+    const stored = updated ?? (await store.put(o));
+    await settle();
+    ctx.onChange?.({ action: updated ? "replace" : "create", domain, key });
+    send(res, updated ? 200 : 201, toDocument(stored, true));
+  }
+
+  async function remove(req: IncomingMessage, res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
+    await readJson(req, true);
+    if (!(await store.delete(domain, key))) throw new HttpError(404, "not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
+    await settle();
+    ctx.onChange?.({ action: "delete", domain, key });
+    res.statusCode = 204;
+    res.end();
+  }
+
+  async function block(req: IncomingMessage, res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
+    const o = validate((await readJson(req, true)) ?? {}, { domain, key, policy: "blocked" });
+    const stored = await store.put(o);
+    await settle();
+    ctx.onChange?.({ action: "block", domain, key });
+    send(res, 200, toDocument(stored, true));
+  }
+
+  async function unblock(req: IncomingMessage, res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
+    await readJson(req, true);
+    const o = await store.get(domain, key);
+    if (!o || o.policy !== "blocked" || (o.expiresAtMs !== undefined && o.expiresAtMs <= clock())) {
+      throw new HttpError(404, "not_found", `${JSON.stringify(key)} in domain ${JSON.stringify(domain)} is not blocked`);
+    }
+    await store.delete(domain, key);
+    await settle();
+    ctx.onChange?.({ action: "unblock", domain, key });
+    send(res, 200, { domain, key, blocked: false });
+  }
+
+  function validate(body: unknown, fixed: { domain?: string; key?: string; policy?: Override["policy"] }): Override {
+    const r = parseOverride(body, { nowMs: clock(), ...fixed });
+    if (!r.ok) {
+      const first = r.issues[0];
+      const message = r.issues.length === 1 && first ? `${first.path}: ${first.message}` : `${r.issues.length} problems: ${r.issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`;
+      throw new HttpError(400, "bad_request", message, r.issues);
+    }
+    return r.override;
+  }
+
+  /** Brings this instance's cache up to date with a write just made (read-your-writes). */
+  async function settle(): Promise<void> {
+    // The write is durable already; a cache that cannot catch up now will on the next signal.
+    await ctx.cache?.refresh().catch(() => undefined);
+  }
+
+  async function readJson(req: IncomingMessage, optional: boolean): Promise<unknown> {
+    const declared = Number(req.headers["content-length"] ?? NaN);
+    if (Number.isFinite(declared) && declared > maxBodyBytes) {
+      req.resume();
+      throw new HttpError(413, "payload_too_large", `body: at most ${maxBodyBytes} bytes (got ${declared})`);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req) {
+      const b = chunk as Buffer;
+      size += b.length;
+      if (size > maxBodyBytes) {
+        req.resume();
+        throw new HttpError(413, "payload_too_large", `body: at most ${maxBodyBytes} bytes`);
+      }
+      chunks.push(b);
+    }
+    const text = Buffer.concat(chunks).toString("utf8");
+    if (text.trim() === "") {
+      if (optional) return undefined;
+      throw new HttpError(400, "bad_request", "body: required (a JSON override)");
+    }
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (e) {
+      throw new HttpError(400, "bad_request", `body: not valid JSON (${(e as Error).message})`);
+    }
+  }
+}
+
+function summary(o: Override | undefined): Record<string, unknown> | null {
+  return o ? toDocument(o) : null;
+}
+
+function sha256(s: string): Buffer {
+  return createHash("sha256").update(s, "utf8").digest();
+}
+
+/** Constant-time bearer check: both sides hashed to 32 bytes first, so lengths never differ. */
+function authorized(header: string | undefined, expected: Buffer): boolean {
+  if (header === undefined) return false;
+  const m = /^Bearer[ \t]+(\S+)\s*$/i.exec(header);
+  const given = sha256(m?.[1] ?? "");
+  // Always compare (even when the header was malformed) so timing does not tell the two apart.
+  return timingSafeEqual(given, expected) && m !== null;
+}
+
+function notFound(url: URL): HttpError {
+  return new HttpError(404, "not_found", `no admin route ${url.pathname}`);
+}
+
+function methodNotAllowed(res: ServerResponse, allow: string): HttpError {
+  res.setHeader("Allow", allow);
+  return new HttpError(405, "method_not_allowed", `use ${allow}`);
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader("Content-Type", "application/json; charset=utf-8");
+  res.setHeader("Content-Length", Buffer.byteLength(text));
+  res.setHeader("Cache-Control", "no-store");
+  res.end(text);
+}
