@@ -47,16 +47,22 @@ export const slidingLog: Algorithm = {
 
   refund(s, _nowMs, cost, lim) {
     const L = lim.limit;
+    const W = lim.windowMs;
     const ring = s.ring as Float64Array;
     const c = Math.min(cost, s.a, L);
     if (c === 0) return;
     const n = s.a - c;
-    // The refunded units were the newest. Their slots now stand for units n-L .. n-L+c-1, whose
-    // timestamps were overwritten: where such a unit existed, assume it was as recent as the
-    // oldest unit still known (later than it really was), so the log never admits too much.
-    const oldestKnown = c < L ? (ring[(n + c) % L] as number) : (ring[n % L] as number);
-    for (let p = n - L; p < n - L + c; p++) {
-      if (p >= 0) ring[(p + L) % L] = oldestKnown;
+    // The refunded units n .. n+c-1 were the newest. Their slots now stand again for units
+    // n-L .. n-L+c-1, whose timestamps the refunded units overwrote. A commit only overwrites units
+    // that are outside the window (commit follows a check that found them free), so unit n-L+i was
+    // logged at or before (time of unit n+i) - window. Restoring it as
+    // min(that bound, oldest unit still known) keeps the ring sorted, is never earlier than the truth,
+    // and is outside the window at every time from its overwrite on, exactly like the truth: the log
+    // then decides as if the refunded units had never been admitted.
+    const oldestKnown = c < L ? (ring[(n + c) % L] as number) : Number.POSITIVE_INFINITY;
+    for (let i = 0; i < c; i++) {
+      const p = n - L + i;
+      if (p >= 0) ring[p % L] = Math.min((ring[(n + i) % L] as number) - W, oldestKnown);
     }
     s.a = n;
   },

@@ -49,9 +49,11 @@ export const slidingWindow: Algorithm = {
     const i = (nowMs - (nowMs % S)) / S;
     const ring = s.ring as Float64Array;
     const M = lim.buckets + 1;
-    // Take the units back from the newest sub-windows still counted.
+    // Take the units back from the newest sub-windows still counted, the partly counted oldest one
+    // (i - buckets) included: the refunded units are the newest ones, so this is exactly the state
+    // the key would have without them. Sub-windows older than that never count again.
     let left = cost;
-    for (let j = s.a; left > 0 && j > s.a - M && j > i - M + 1; j--) {
+    for (let j = s.a; left > 0 && j > s.a - M && j >= i - lim.buckets; j--) {
       const slot = j % M;
       const take = Math.min(left, ring[slot] as number);
       ring[slot] = (ring[slot] as number) - take;
