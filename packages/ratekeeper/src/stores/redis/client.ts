@@ -1,0 +1,48 @@
+import { RateLimitConfigError } from "../../core/errors.js";
+import { describe } from "../../core/duration.js";
+import { ioredisShim, type IoRedisLike } from "./ioredis.js";
+import { nodeRedisShim, type NodeRedisLike } from "./node-redis.js";
+
+export type { IoRedisLike } from "./ioredis.js";
+export type { NodeRedisLike } from "./node-redis.js";
+
+/**
+ * A Redis client the store accepts: an ioredis `Redis` or `Cluster`, or a node-redis (`redis`
+ * package) client or cluster. Both libraries are optional peers: the store only calls the few
+ * methods named here, found by shape at runtime, and never imports either library.
+ */
+export type RedisClientLike = IoRedisLike | NodeRedisLike;
+
+/** The three commands the store sends, whatever the client library. */
+export interface RedisShim {
+  /** `EVALSHA sha numkeys keys... args...` */
+  evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>;
+  /** `EVAL script numkeys keys... args...` */
+  eval(script: string, keys: string[], args: string[]): Promise<unknown>;
+  /** `DEL keys...` (one slot: the keys share a hash tag). */
+  del(keys: string[]): Promise<unknown>;
+}
+
+/**
+ * Picks the shim by shape: node-redis names the command `evalSha`, ioredis `evalsha`.
+ * @throws RateLimitConfigError naming `client` when it is neither
+ */
+export function shimFor(client: unknown): RedisShim {
+  const c = client as Record<string, unknown> | null;
+  if (c !== null && typeof c === "object") {
+    if (typeof c.evalSha === "function") return nodeRedisShim(client as NodeRedisLike);
+    if (typeof c.evalsha === "function") return ioredisShim(client as IoRedisLike);
+  }
+  throw new RateLimitConfigError([
+    {
+      path: "client",
+      message: `must be an ioredis Redis or Cluster, or a node-redis client or cluster (got ${describe(client)})`,
+    },
+  ]);
+}
+
+/** Whether a Redis error says the script is not in the server's script cache. */
+export function isNoScript(err: unknown): boolean {
+  const msg = err instanceof Error ? err.message : String(err);
+  return msg.startsWith("NOSCRIPT") || msg.includes(" NOSCRIPT ") || msg.includes("NOSCRIPT No matching script");
+}

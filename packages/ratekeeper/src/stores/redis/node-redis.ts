@@ -1,0 +1,17 @@
+import type { RedisShim } from "./client.js";
+
+/** The part of a node-redis (`redis` package, v4 and later) client or cluster the store uses. */
+export interface NodeRedisLike {
+  evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  del(keys: string[]): Promise<unknown>;
+}
+
+/** node-redis: options objects; a cluster routes by the first of `keys`. */
+export function nodeRedisShim(client: NodeRedisLike): RedisShim {
+  return {
+    evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
+    eval: (script, keys, args) => client.eval(script, { keys, arguments: args }),
+    del: (keys) => client.del(keys),
+  };
+}

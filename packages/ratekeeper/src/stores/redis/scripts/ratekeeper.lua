@@ -1,0 +1,479 @@
+--[[
+ratekeeper.lua: every algorithm of packages/ratekeeper/src/core/algorithms/, for one key and all
+its limits, in one atomic call. Each function below mirrors its TypeScript twin operation for
+operation (same integer arithmetic, same order), so decisions are bit-identical to MemoryStore;
+the differential test (test/redis-differential.test.ts) holds the two together.
+Lua numbers are IEEE doubles like JS numbers, so + - * / math.floor math.ceil agree to the bit.
+JS `%` is C fmod (sign of the dividend), so it is written math.fmod here, never Lua's `%`.
+
+KEYS[i]   state of limit i (i = 1..N); all KEYS share one hash tag (one Redis Cluster slot).
+ARGV[1]   mode: "c" consume (check every limit; if all admit, charge all), "p" peek (no writes),
+          "r" refund (give back cost on every limit whose key still exists; keeps the TTLs)
+ARGV[2]   nowMs: integer milliseconds since the epoch, or "" to read the server clock (TIME)
+ARGV[3]   cost: integer cost units, 1 <= cost <= the smallest capacity
+ARGV[4]   minTtlMs: integer ms, the least PEXPIRE given to a written key (0: exactly resetAfterMs)
+ARGV[5..] per limit i, 8 entries from 5 + (i-1)*8 (ResolvedLimit in core/options.ts):
+          algorithmId (index in ALGORITHMS: 0 fixed-window, 1 sliding-log, 2 sliding-window,
+          3 token-bucket, 4 leaky-bucket, 5 gcra), limit (units), windowMs (ms),
+          capacity (units), buckets (sub-windows), weighted (0/1), alignFirst (0/1), shape (0/1)
+Reply     consume / peek: 5*N integers, per limit in order:
+          allowed (0/1), remaining (units), retryAfterMs (ms), resetAfterMs (ms), delayMs (ms)
+          refund: the integer 0
+
+State, one string per limit (LimitState {a, b, ring} of core/algorithms/types.ts):
+- fixed-window, token/leaky bucket, gcra: a, b.
+- sliding-window: a, then ring[0..buckets] (buckets+1 counts).
+  These numbers are stored as 6-byte integers (struct "i6") when every one of them is a whole
+  number in [0, 2^47) (ms timestamps until the year 6429, counts, levels), else as 8-byte
+  doubles: a key's value is then 12 bytes, which keeps a bucket or counter key under 100 bytes
+  of Redis memory (MEMORY USAGE). The length tells the two encodings apart.
+- sliding-log: header "<ddd" = n (= a, units ever admitted), h (search hint: a position whose
+  predecessors were all outside the window at the last commit), newest (timestamp of unit n-1);
+  then ring slot j (timestamp of unit p, j = p mod limit) at byte 24 + 8*j. Only the slots a
+  decision needs are read (GETRANGE) and written (SETRANGE): no sorted set, O(1) calls in the
+  steady state, O(log limit) at worst.
+A key that does not exist is the fresh state (a = 0, b = 0, empty ring).
+Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fresh one after it.
+]]
+
+local mode = ARGV[1]
+local now
+if ARGV[2] == "" then
+  -- Server time, so app servers with skewed clocks agree. Effects replication (default since
+  -- Redis 5) makes writes after a non-deterministic command legal; older servers need this call.
+  if redis.replicate_commands then redis.replicate_commands() end
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[2])
+end
+local cost = tonumber(ARGV[3])
+local minTtl = tonumber(ARGV[4])
+local fmod, floor, ceil, max, min = math.fmod, math.floor, math.ceil, math.max, math.min
+local pack, unpack_ = struct.pack, struct.unpack
+
+local I6_LIMIT = 140737488355328 -- 2^47: struct "i6" is signed
+
+-- Packs the numbers of `vals` (a Lua array) as i6 when all fit, else as doubles.
+local function encode(vals)
+  local n = #vals
+  for k = 1, n do
+    local v = vals[k]
+    if not (v >= 0 and v < I6_LIMIT and floor(v) == v) then
+      return pack("<" .. string.rep("d", n), unpack(vals))
+    end
+  end
+  return pack("<" .. string.rep("i6", n), unpack(vals))
+end
+
+-- Unpacks `n` numbers written by encode() (the trailing position struct.unpack adds is ignored).
+local function decode(raw, n)
+  if #raw == 6 * n then return { unpack_("<" .. string.rep("i6", n), raw) } end
+  return { unpack_("<" .. string.rep("d", n), raw) }
+end
+
+local function ttlOf(resetAfterMs)
+  return max(resetAfterMs, minTtl, 1)
+end
+
+-- ---------------------------------------------------------------- fixed-window.ts
+local function fwStart(s, L)
+  if L.alignFirst then
+    if s.b > 0 and now - s.a < L.windowMs then return s.a end
+    return now
+  end
+  return now - fmod(now, L.windowMs)
+end
+
+local function fwCheck(s, L, out)
+  local start = fwStart(s, L)
+  local count = 0
+  if s.a == start then count = s.b end
+  local endsIn = start + L.windowMs - now
+  if count + cost <= L.limit then
+    out[1] = 1; out[2] = L.limit - count - cost; out[3] = 0; out[4] = endsIn
+  else
+    out[1] = 0; out[2] = L.limit - count; out[3] = endsIn; out[4] = endsIn
+  end
+  out[5] = 0
+end
+
+local function fwCommit(s, L)
+  local start = fwStart(s, L)
+  local count = 0
+  if s.a == start then count = s.b end
+  s.b = count + cost
+  s.a = start
+end
+
+local function fwRefund(s, L)
+  if s.a == fwStart(s, L) then s.b = max(0, s.b - cost) end
+end
+
+-- ---------------------------------------------------------------- bucket.ts
+local function levelAt(s, L)
+  local elapsed = now - s.a
+  if elapsed <= 0 then return s.b end
+  if elapsed >= ceil(s.b / L.limit) then return 0 end
+  return s.b - elapsed * L.limit
+end
+
+local function bkCheck(s, L, out)
+  local level = levelAt(s, L)
+  local full = L.capacity * L.windowMs
+  local after = level + cost * L.windowMs
+  if after <= full then
+    out[1] = 1
+    out[2] = floor((full - after) / L.windowMs)
+    out[3] = 0
+    out[4] = ceil(after / L.limit)
+    if L.shape then out[5] = ceil(level / L.limit) else out[5] = 0 end
+  else
+    out[1] = 0
+    out[2] = floor((full - level) / L.windowMs)
+    out[3] = ceil((after - full) / L.limit)
+    out[4] = ceil(level / L.limit)
+    out[5] = 0
+  end
+end
+
+local function bkCommit(s, L)
+  s.b = levelAt(s, L) + cost * L.windowMs
+  s.a = max(now, s.a)
+end
+
+local function bkRefund(s, L)
+  s.b = max(0, levelAt(s, L) - cost * L.windowMs)
+  s.a = max(now, s.a)
+end
+
+-- ---------------------------------------------------------------- sliding-window.ts
+-- s.ring is 1-based here: TS ring[j] is s.ring[j + 1].
+local function countOf(s, L, j)
+  if j <= s.a and j >= s.a - L.buckets and j >= 0 then
+    return s.ring[fmod(j, L.buckets + 1) + 1]
+  end
+  return 0
+end
+
+local function usedAt(s, L, i, r, extra)
+  local B = L.buckets
+  local used = extra
+  for j = i - B + 1, i do used = used + countOf(s, L, j) end
+  if L.weighted then
+    local S = L.windowMs / B
+    used = used + floor(countOf(s, L, i - B) * (S - r) / S)
+  end
+  return used
+end
+
+local function waitMs(s, L, i, r, c, extra)
+  local B = L.buckets
+  local S = L.windowMs / B
+  local full = extra
+  for j = i - B + 1, i do full = full + countOf(s, L, j) end
+  for k = 0, B + 1 do
+    local cur = i + k
+    if k > 0 then
+      local leaving = cur - B
+      local x = 0
+      if leaving == i then x = extra end
+      full = full - (countOf(s, L, leaving) + x)
+    end
+    local need = L.limit - c - full
+    if need >= 0 then
+      local from = 0
+      if k == 0 then from = r end
+      local partial = 0
+      if L.weighted then
+        partial = countOf(s, L, cur - B)
+        if cur - B == i then partial = partial + extra end
+      end
+      if partial == 0 then return cur * S + from - (i * S + r) end
+      local x = max(from, S - floor(((need + 1) * S - 1) / partial))
+      if x < S then return cur * S + x - (i * S + r) end
+    end
+  end
+  return (B + 1) * S - r
+end
+
+local function swCheck(s, L, out)
+  local S = L.windowMs / L.buckets
+  local r = fmod(now, S)
+  local i = (now - r) / S
+  local used = usedAt(s, L, i, r, 0)
+  out[5] = 0
+  if used + cost <= L.limit then
+    out[1] = 1
+    out[2] = L.limit - used - cost
+    out[3] = 0
+    out[4] = waitMs(s, L, i, r, L.limit, cost)
+  else
+    out[1] = 0
+    out[2] = max(0, L.limit - used)
+    out[3] = waitMs(s, L, i, r, cost, 0)
+    out[4] = waitMs(s, L, i, r, L.limit, 0)
+  end
+end
+
+local function swCommit(s, L)
+  local S = L.windowMs / L.buckets
+  local i = max((now - fmod(now, S)) / S, s.a)
+  -- advance(s, lim, i)
+  if i > s.a then
+    local M = L.buckets + 1
+    if i - s.a >= M then
+      for j = 1, M do s.ring[j] = 0 end
+    else
+      for j = s.a + 1, i do s.ring[fmod(j, M) + 1] = 0 end
+    end
+    s.a = i
+  end
+  local slot = fmod(i, L.buckets + 1) + 1
+  s.ring[slot] = s.ring[slot] + cost
+end
+
+local function swRefund(s, L)
+  local S = L.windowMs / L.buckets
+  local i = (now - fmod(now, S)) / S
+  local M = L.buckets + 1
+  local left = cost
+  local j = s.a
+  while left > 0 and j > s.a - M and j > i - M + 1 do
+    -- TS reads ring[negative] as undefined there, which turns `left` into NaN and ends the loop.
+    if j < 0 then break end
+    local slot = fmod(j, M) + 1
+    local take = min(left, s.ring[slot])
+    s.ring[slot] = s.ring[slot] - take
+    left = left - take
+    j = j - 1
+  end
+end
+
+-- ---------------------------------------------------------------- sliding-log.ts
+-- Positions are unit numbers p; slot p mod limit lives at byte 24 + 8 * slot. s.cache holds the
+-- slots read or written by this call (by slot, so two positions sharing a slot never disagree).
+local function slRead(s, L, p)
+  local slot = fmod(p, L.limit)
+  local v = s.cache[slot]
+  if v == nil then
+    local off = 24 + 8 * slot
+    v = unpack_("<d", redis.call("GETRANGE", s.key, off, off + 7))
+    s.cache[slot] = v
+  end
+  return v
+end
+
+-- Reads positions p and p+1 with one GETRANGE when their slots are adjacent.
+local function slPrefetch2(s, L, p)
+  local slot = fmod(p, L.limit)
+  if slot + 1 < L.limit and s.cache[slot] == nil and s.cache[slot + 1] == nil then
+    local off = 24 + 8 * slot
+    local a, b = unpack_("<dd", redis.call("GETRANGE", s.key, off, off + 15))
+    s.cache[slot] = a
+    s.cache[slot + 1] = b
+  end
+end
+
+-- freeUnits(): the first position q in [max(0, n-L), n) whose unit is inside the window (or n);
+-- the ring is sorted, so q is unique whatever the search path. Starts from the hint h.
+local function slFirstInside(s, L, cutoff)
+  local n, Lim = s.a, L.limit
+  local lo = max(0, n - Lim)
+  local hi = n
+  local h = s.h
+  if h > lo and h <= n then
+    if h < n then slPrefetch2(s, L, h - 1) end
+    if slRead(s, L, h - 1) <= cutoff then lo = h else hi = h - 1 end
+  end
+  -- Gallop from lo (steady traffic: q is at or next to the hint), then bisect.
+  local step = 1
+  while lo < hi do
+    local p = min(lo + step - 1, hi - 1)
+    if slRead(s, L, p) <= cutoff then
+      lo = p + 1
+      step = step * 2
+    else
+      hi = p
+      break
+    end
+  end
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    if slRead(s, L, mid) <= cutoff then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+local function slCheck(s, L, out)
+  local Lim = L.limit
+  local cutoff = now - L.windowMs
+  local q = slFirstInside(s, L, cutoff)
+  s.q = q
+  local free = q - (s.a - Lim)
+  out[5] = 0
+  if free >= cost then
+    out[1] = 1; out[2] = free - cost; out[3] = 0; out[4] = L.windowMs
+    return
+  end
+  local decider = slRead(s, L, s.a - Lim + cost - 1)
+  out[1] = 0
+  out[2] = free
+  out[3] = decider + L.windowMs - now
+  out[4] = s.newest + L.windowMs - now
+end
+
+local function slWriteRun(s, L, p, count, t)
+  -- Writes `count` copies of t at positions p .. p+count-1: at most two SETRANGEs (wrap-around).
+  local Lim = L.limit
+  local slot = fmod(p, Lim)
+  local first = min(count, Lim - slot)
+  local cell = pack("<d", t)
+  redis.call("SETRANGE", s.key, 24 + 8 * slot, string.rep(cell, first))
+  if count > first then redis.call("SETRANGE", s.key, 24, string.rep(cell, count - first)) end
+  for k = 0, count - 1 do s.cache[fmod(p + k, Lim)] = t end
+end
+
+local function slCommit(s, L)
+  local t = now
+  if s.a > 0 then t = max(now, s.newest) end
+  slWriteRun(s, L, s.a, cost, t)
+  s.a = s.a + cost
+  s.h = s.q
+  s.newest = t
+end
+
+local function slRefund(s, L)
+  local Lim = L.limit
+  local c = min(cost, s.a, Lim)
+  if c == 0 then return false end
+  local n = s.a - c
+  -- Slots for positions n-L .. n-L+c-1 get the timestamp of the oldest unit still known.
+  local firstP = max(n - Lim, 0)
+  local lastP = n - Lim + c - 1
+  if lastP >= firstP then
+    -- TS: c < L ? ring[(n + c) % L] : ring[n % L]; both are slot (n + c) mod L (c == L there).
+    local oldestKnown = slRead(s, L, s.a)
+    slWriteRun(s, L, firstP, lastP - firstP + 1, oldestKnown)
+  end
+  s.a = n
+  s.h = 0
+  if n > 0 then s.newest = slRead(s, L, n - 1) else s.newest = 0 end
+  return true
+end
+
+-- ---------------------------------------------------------------- load / store
+local N = #KEYS
+local limits, states = {}, {}
+for i = 1, N do
+  local o = 5 + (i - 1) * 8
+  local L = {
+    alg = tonumber(ARGV[o]),
+    limit = tonumber(ARGV[o + 1]),
+    windowMs = tonumber(ARGV[o + 2]),
+    capacity = tonumber(ARGV[o + 3]),
+    buckets = tonumber(ARGV[o + 4]),
+    weighted = ARGV[o + 5] == "1",
+    alignFirst = ARGV[o + 6] == "1",
+    shape = ARGV[o + 7] == "1",
+  }
+  limits[i] = L
+  local key = KEYS[i]
+  local s = { key = key, a = 0, b = 0, exists = false }
+  if L.alg == 1 then
+    local head = redis.call("GETRANGE", key, 0, 23)
+    s.cache = {}
+    s.h = 0
+    s.newest = 0
+    if #head == 24 then
+      s.exists = true
+      s.a, s.h, s.newest = unpack_("<ddd", head)
+    end
+  else
+    local raw = redis.call("GET", key)
+    if L.alg == 2 then
+      local M = L.buckets + 1
+      s.ring = {}
+      if raw then
+        s.exists = true
+        local v = decode(raw, M + 1)
+        s.a = v[1]
+        for j = 1, M do s.ring[j] = v[j + 1] end
+      else
+        for j = 1, M do s.ring[j] = 0 end
+      end
+    elseif raw then
+      s.exists = true
+      local v = decode(raw, 2)
+      s.a, s.b = v[1], v[2]
+    end
+  end
+  states[i] = s
+end
+
+local function save(s, L, ttlMs)
+  -- ttlMs == nil: keep the key's TTL (refund never lengthens how long the state matters).
+  if L.alg == 1 then
+    redis.call("SETRANGE", s.key, 0, pack("<ddd", s.a, s.h, s.newest))
+    if ttlMs then redis.call("PEXPIRE", s.key, ttlMs) end
+    return
+  end
+  local val
+  if L.alg == 2 then
+    local vals = { s.a }
+    for j = 1, L.buckets + 1 do vals[j + 1] = s.ring[j] end
+    val = encode(vals)
+  else
+    val = encode({ s.a, s.b })
+  end
+  if ttlMs then
+    redis.call("SET", s.key, val, "PX", ttlMs)
+  else
+    redis.call("SET", s.key, val, "KEEPTTL")
+  end
+end
+
+if mode == "r" then
+  for i = 1, N do
+    local s, L = states[i], limits[i]
+    if s.exists then
+      local alg = L.alg
+      if alg == 0 then fwRefund(s, L); save(s, L, nil)
+      elseif alg == 1 then if slRefund(s, L) then save(s, L, nil) end
+      elseif alg == 2 then swRefund(s, L); save(s, L, nil)
+      else bkRefund(s, L); save(s, L, nil) end
+    end
+  end
+  return 0
+end
+
+local reply = {}
+local outs = {}
+local allowed = true
+for i = 1, N do
+  local s, L = states[i], limits[i]
+  local out = { 0, 0, 0, 0, 0 }
+  local alg = L.alg
+  if alg == 0 then fwCheck(s, L, out)
+  elseif alg == 1 then slCheck(s, L, out)
+  elseif alg == 2 then swCheck(s, L, out)
+  else bkCheck(s, L, out) end
+  if out[1] == 0 then allowed = false end
+  outs[i] = out
+  local o = (i - 1) * 5
+  for k = 1, 5 do reply[o + k] = out[k] end
+end
+
+if allowed and mode == "c" then
+  for i = 1, N do
+    local s, L = states[i], limits[i]
+    local alg = L.alg
+    if alg == 0 then fwCommit(s, L)
+    elseif alg == 1 then slCommit(s, L)
+    elseif alg == 2 then swCommit(s, L)
+    else bkCommit(s, L) end
+    save(s, L, ttlOf(outs[i][4]))
+  end
+end
+
+return reply

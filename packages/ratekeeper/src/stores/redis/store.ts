@@ -1,0 +1,436 @@
+import type { Decision } from "../../core/decision.js";
+import { describe } from "../../core/duration.js";
+import { RateLimitConfigError, RateLimitStoreError, type ConfigIssue } from "../../core/errors.js";
+import { Evaluator } from "../../core/evaluate.js";
+import type { ResolvedLimit } from "../../core/options.js";
+import type { BoundStore, Store } from "../../store.js";
+import { isNoScript, shimFor, type RedisClientLike, type RedisShim } from "./client.js";
+import { loadScript, type LoadedScript } from "./scripts.js";
+
+/**
+ * What a {@link RedisStore} does when Redis fails or does not answer within `timeoutMs`:
+ * - `"open"`: admit (`allowed: true`, `reason: "store-error"`).
+ * - `"closed"`: deny (`allowed: false`, `reason: "store-error"`, `retryAfterMs: 1000`).
+ * - `"throw"`: reject the call with a `RateLimitStoreError` (its `cause` is the Redis error).
+ * - `{ insurance }`: decide with this store (normally a `MemoryStore`) instead, which keeps limiting locally,
+ *   per process (`reason: "insurance"` on every decision it makes, allowed or not).
+ */
+export type RedisFailurePolicy = "open" | "closed" | "throw" | { insurance: Store };
+
+/** What failed, for {@link RedisStoreOptions.onError}. */
+export interface RedisErrorContext {
+  readonly op: "consume" | "peek" | "refund" | "reset";
+  /** The limiter's key (without prefix and namespace). */
+  readonly key: string;
+  /** Whether the call timed out (else Redis or the client reported an error). */
+  readonly timedOut: boolean;
+}
+
+/** Options of {@link RedisStore}. */
+export interface RedisStoreOptions {
+  /**
+   * An ioredis `Redis` or `Cluster`, or a node-redis client or cluster (already connecting).
+   * The store never closes it.
+   */
+  client: RedisClientLike;
+  /** Prepended to every key. @default "rk:" */
+  prefix?: string;
+  /**
+   * The most milliseconds one call waits for Redis before the failure policy decides. A reply
+   * arriving later is ignored (and never becomes an unhandled rejection). `0`: no timeout.
+   * @default 50
+   */
+  timeoutMs?: number;
+  /**
+   * What to do when Redis fails or times out. The default, `"open"`, admits: a rate limiter
+   * protects a service, and an outage of its Redis should not become an outage of the service
+   * (the choice express-rate-limit's `passOnStoreError` and most gateways make). Choose
+   * `"closed"` where over-admission is worse than refusing (login attempts, paid APIs), or an
+   * insurance `MemoryStore` to keep limiting per process.
+   * @default "open"
+   */
+  failure?: RedisFailurePolicy;
+  /**
+   * Called with every Redis failure (errors and timeouts), wrapped in a `RateLimitStoreError`
+   * whose `cause` is the original error. Exceptions thrown by it are swallowed.
+   * @default undefined (failures are only visible through `reason` on decisions)
+   */
+  onError?: (error: RateLimitStoreError, context: RedisErrorContext) => void;
+  /**
+   * Remember denials locally: a key denied with `retryAfterMs = R` is denied again without a
+   * Redis call (`reason: "denial-cache"`) until R has passed, for requests costing at least as
+   * much. A flood from one client then costs Redis one call per R. Bounded by `maxKeys` (oldest
+   * entries dropped first). Per process: a refund or reset on another server is not seen until R passes.
+   * @default false
+   */
+  denialCache?: boolean | { maxKeys?: number };
+  /**
+   * The least TTL (ms) given to a written key. Keys live exactly as long as their state matters
+   * (`resetAfterMs`) in Redis's own time; with an injected clock that runs slower than real time
+   * (replays, tests with a manual clock) raise it so keys outlive their logical lifetime.
+   * @default 0
+   */
+  minTtlMs?: number;
+}
+
+const FAIL_CLOSED_RETRY_MS = 1000;
+
+/**
+ * The Redis store: exact across any number of app servers. One Lua script call (EVALSHA, EVAL on
+ * NOSCRIPT) per decision, every limit of the key included, all-or-nothing; the Lua mirrors
+ * `core/algorithms` exactly. Time is Redis's own clock (`TIME`) unless the limiter injects one.
+ *
+ * Keys: `<prefix>{<namespace>:<key>}:<limit index>`; the braces are a Redis Cluster hash tag, so
+ * every key of one decision sits in one slot. Every key written gets a TTL.
+ * @example
+ * import Redis from "ioredis";
+ * import { RateLimiter } from "ratekeeper";
+ * import { RedisStore } from "ratekeeper/redis";
+ * const store = new RedisStore({ client: new Redis(process.env.REDIS_URL), failure: "open" });
+ * const limiter = new RateLimiter({ algorithm: "sliding-window", limit: 100, window: "1m", store });
+ */
+export class RedisStore implements Store {
+  readonly prefix: string;
+  readonly timeoutMs: number;
+  readonly failure: RedisFailurePolicy;
+  readonly minTtlMs: number;
+  /** @internal */
+  readonly shim: RedisShim;
+  /** @internal */
+  readonly script: LoadedScript;
+  /** @internal */
+  readonly onError: RedisStoreOptions["onError"];
+  /** @internal */
+  readonly denialMaxKeys: number;
+
+  constructor(options: RedisStoreOptions) {
+    if (typeof options !== "object" || options === null) {
+      throw new RateLimitConfigError([{ path: "options", message: `must be an object with a client (got ${describe(options)})` }]);
+    }
+    const issues: ConfigIssue[] = [];
+    let shim: RedisShim | undefined;
+    try {
+      shim = shimFor(options.client);
+    } catch (e) {
+      if (!(e instanceof RateLimitConfigError)) throw e;
+      issues.push(...e.issues);
+    }
+    const prefix = options.prefix ?? "rk:";
+    if (typeof prefix !== "string" || prefix.includes("{") || prefix.includes("}")) {
+      issues.push({ path: "prefix", message: `must be a string without "{" or "}" (got ${describe(options.prefix)})` });
+    }
+    const timeoutMs = options.timeoutMs ?? 50;
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 0) {
+      issues.push({ path: "timeoutMs", message: `must be a whole number of ms >= 0 (got ${describe(options.timeoutMs)})` });
+    }
+    const failure = options.failure ?? "open";
+    const insurance = typeof failure === "object" && failure !== null ? (failure as { insurance?: unknown }).insurance : undefined;
+    if (
+      failure !== "open" &&
+      failure !== "closed" &&
+      failure !== "throw" &&
+      !(typeof insurance === "object" && insurance !== null && typeof (insurance as Store).bind === "function")
+    ) {
+      issues.push({ path: "failure", message: `must be "open", "closed", "throw" or { insurance: new MemoryStore() } (got ${describe(options.failure)})` });
+    }
+    if (options.onError !== undefined && typeof options.onError !== "function") {
+      issues.push({ path: "onError", message: `must be a function (got ${describe(options.onError)})` });
+    }
+    let denialMaxKeys = 0;
+    const dc = options.denialCache;
+    if (dc === true) denialMaxKeys = 10_000;
+    else if (typeof dc === "object" && dc !== null) {
+      denialMaxKeys = dc.maxKeys ?? 10_000;
+      if (!Number.isSafeInteger(denialMaxKeys) || denialMaxKeys < 1) {
+        issues.push({ path: "denialCache.maxKeys", message: `must be a whole number >= 1 (got ${describe(dc.maxKeys)})` });
+      }
+    } else if (dc !== undefined && dc !== false) {
+      issues.push({ path: "denialCache", message: `must be true, false or { maxKeys } (got ${describe(dc)})` });
+    }
+    const minTtlMs = options.minTtlMs ?? 0;
+    if (!Number.isSafeInteger(minTtlMs) || minTtlMs < 0) {
+      issues.push({ path: "minTtlMs", message: `must be a whole number of ms >= 0 (got ${describe(options.minTtlMs)})` });
+    }
+    if (issues.length > 0) throw new RateLimitConfigError(issues, "RedisStore");
+    this.shim = shim as RedisShim;
+    this.prefix = prefix;
+    this.timeoutMs = timeoutMs;
+    this.failure = failure;
+    this.onError = options.onError;
+    this.denialMaxKeys = denialMaxKeys;
+    this.minTtlMs = minTtlMs;
+    this.script = loadScript("ratekeeper");
+  }
+
+  bind(limits: readonly ResolvedLimit[], namespace: string): BoundStore {
+    return new RedisTable(this, limits, namespace);
+  }
+
+  /** @internal Runs the script: EVALSHA, then EVAL when the server lacks it (restart, failover, new node). */
+  async run(keys: string[], args: string[]): Promise<unknown> {
+    try {
+      return await this.shim.evalsha(this.script.sha, keys, args);
+    } catch (e) {
+      if (!isNoScript(e)) throw e;
+      return await this.shim.eval(this.script.source, keys, args);
+    }
+  }
+
+  /**
+   * @internal Races `p` against the timeout. The promise `p` always gets a handler, so a reply or
+   * error arriving after the timeout is dropped instead of becoming an unhandled rejection.
+   */
+  withTimeout<T>(p: Promise<T>): Promise<T> {
+    if (this.timeoutMs === 0) return p;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new TimeoutError(this.timeoutMs)), this.timeoutMs);
+      p.then(
+        (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        (e: unknown) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      );
+    });
+  }
+
+  /** @internal Wraps and reports a failure; never throws. */
+  report(cause: unknown, ctx: RedisErrorContext): RateLimitStoreError {
+    const what = ctx.timedOut ? `no reply within ${this.timeoutMs} ms` : cause instanceof Error ? cause.message : String(cause);
+    const err = new RateLimitStoreError(`RedisStore ${ctx.op} "${ctx.key}": ${what}`, { cause });
+    if (this.onError) {
+      try {
+        this.onError(err, ctx);
+      } catch {
+        /* a failing error handler must not turn a store failure into a crash */
+      }
+    }
+    return err;
+  }
+}
+
+class TimeoutError extends Error {
+  override readonly name = "TimeoutError";
+  constructor(ms: number) {
+    super(`no reply within ${ms} ms`);
+  }
+}
+
+/** A remembered denial: until when (ms, the store's clock) requests costing >= cost are denied. */
+interface Denial {
+  untilMs: number;
+  cost: number;
+  atMs: number;
+  d: Decision;
+}
+
+/** One limiter's view of a {@link RedisStore}. */
+class RedisTable implements BoundStore {
+  private readonly ev: Evaluator;
+  private readonly single: boolean;
+  private readonly params: string[];
+  private readonly keyHead: string;
+  private readonly n: number;
+  private insurance: BoundStore | undefined;
+  private readonly denials: Map<string, Denial> | undefined;
+
+  constructor(
+    private readonly store: RedisStore,
+    private readonly limits: readonly ResolvedLimit[],
+    private readonly namespace: string,
+  ) {
+    this.ev = new Evaluator(limits);
+    this.single = limits.length === 1;
+    this.n = limits.length;
+    // ARGV[5..]: 8 entries per limit, as the header of ratekeeper.lua lists them.
+    this.params = [];
+    for (const l of limits) {
+      this.params.push(
+        String(l.algorithmId),
+        String(l.limit),
+        String(l.windowMs),
+        String(l.capacity),
+        String(l.buckets),
+        l.weighted ? "1" : "0",
+        l.alignFirst ? "1" : "0",
+        l.shape ? "1" : "0",
+      );
+    }
+    this.keyHead = `${store.prefix}{${namespace}:`;
+    this.denials = store.denialMaxKeys > 0 ? new Map() : undefined;
+  }
+
+  /** The Redis keys of `key`, one per limit, all with the hash tag `{<namespace>:<key>}`. */
+  keysOf(key: string): string[] {
+    const head = `${this.keyHead}${key}}:`;
+    const keys = new Array<string>(this.n);
+    for (let i = 0; i < this.n; i++) keys[i] = head + i;
+    return keys;
+  }
+
+  consume(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
+    if (this.denials !== undefined) {
+      const hit = this.cachedDenial(key, cost, nowMs);
+      if (hit !== undefined) return Promise.resolve(hit);
+    }
+    return this.decide("c", key, cost, nowMs);
+  }
+
+  peek(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
+    if (this.denials !== undefined) {
+      const hit = this.cachedDenial(key, cost, nowMs);
+      if (hit !== undefined) return Promise.resolve(hit);
+    }
+    return this.decide("p", key, cost, nowMs);
+  }
+
+  async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
+    this.denials?.delete(key);
+    const args = ["r", nowMs === undefined ? "" : String(nowMs), String(cost), String(this.store.minTtlMs), ...this.params];
+    try {
+      await this.store.withTimeout(this.store.run(this.keysOf(key), args));
+    } catch (e) {
+      await this.failedWrite(e, "refund", key, () => this.insuranceStore()?.refund(key, cost, nowMs));
+    }
+  }
+
+  async reset(key: string): Promise<void> {
+    this.denials?.delete(key);
+    try {
+      await this.store.withTimeout(this.store.shim.del(this.keysOf(key)));
+    } catch (e) {
+      await this.failedWrite(e, "reset", key, () => this.insuranceStore()?.reset(key));
+    }
+    // The insurance store may hold state from an outage: forget it too.
+    if (this.insurance) await this.insurance.reset(key);
+  }
+
+  private async decide(mode: "c" | "p", key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
+    const args = [mode, nowMs === undefined ? "" : String(nowMs), String(cost), String(this.store.minTtlMs), ...this.params];
+    let reply: unknown;
+    try {
+      reply = await this.store.withTimeout(this.store.run(this.keysOf(key), args));
+    } catch (e) {
+      return this.failed(e, mode === "c" ? "consume" : "peek", key, cost, nowMs);
+    }
+    const d = this.toDecision(reply);
+    if (mode === "c" && !d.allowed && this.denials !== undefined) this.remember(key, cost, nowMs, d);
+    return d;
+  }
+
+  /** Builds the decision from the script's 5 integers per limit, exactly as `Evaluator.run` does. */
+  private toDecision(reply: unknown): Decision {
+    if (!Array.isArray(reply) || reply.length !== 5 * this.n) {
+      throw new RateLimitStoreError(`RedisStore: unexpected script reply ${describe(reply)}`);
+    }
+    const r = reply as number[];
+    if (this.single) {
+      const lim = this.limits[0] as ResolvedLimit;
+      const allowed = Number(r[0]) === 1;
+      return {
+        allowed,
+        limit: lim.limit,
+        remaining: Number(r[1]),
+        retryAfterMs: Number(r[2]),
+        resetAfterMs: Number(r[3]),
+        delayMs: Number(r[4]),
+        reason: allowed ? undefined : "limit",
+        policy: 0,
+        policyName: lim.name,
+        windowMs: lim.windowMs,
+        limits: undefined,
+      };
+    }
+    const outs = this.ev.outcomes;
+    let allowed = true;
+    for (let i = 0; i < this.n; i++) {
+      const o = outs[i]!;
+      o.allowed = Number(r[5 * i]) === 1;
+      o.remaining = Number(r[5 * i + 1]);
+      o.retryAfterMs = Number(r[5 * i + 2]);
+      o.resetAfterMs = Number(r[5 * i + 3]);
+      o.delayMs = Number(r[5 * i + 4]);
+      if (!o.allowed) allowed = false;
+    }
+    return this.ev.combine(allowed);
+  }
+
+  private insuranceStore(): BoundStore | undefined {
+    const f = this.store.failure;
+    if (typeof f !== "object") return undefined;
+    this.insurance ??= f.insurance.bind(this.limits, this.namespace);
+    return this.insurance;
+  }
+
+  /** A consume or peek that Redis did not answer: the failure policy decides. */
+  private async failed(e: unknown, op: "consume" | "peek", key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
+    const err = this.store.report(e, { op, key, timedOut: e instanceof TimeoutError });
+    const f = this.store.failure;
+    if (f === "throw") throw err;
+    if (typeof f === "object") {
+      const ins = this.insuranceStore() as BoundStore;
+      const d = await (op === "consume" ? ins.consume(key, cost, nowMs) : ins.peek(key, cost, nowMs));
+      return { ...d, reason: "insurance" };
+    }
+    const lim = this.limits[0] as ResolvedLimit;
+    const open = f === "open";
+    return {
+      allowed: open,
+      limit: lim.limit,
+      remaining: 0,
+      retryAfterMs: open ? 0 : FAIL_CLOSED_RETRY_MS,
+      resetAfterMs: open ? 0 : FAIL_CLOSED_RETRY_MS,
+      delayMs: 0,
+      reason: "store-error",
+      policy: 0,
+      policyName: lim.name,
+      windowMs: lim.windowMs,
+      limits: undefined,
+    };
+  }
+
+  /** A refund or reset that Redis did not take: report; insurance applies it locally; "throw" rejects. */
+  private async failedWrite(e: unknown, op: "refund" | "reset", key: string, local: () => void | Promise<void> | undefined): Promise<void> {
+    const err = this.store.report(e, { op, key, timedOut: e instanceof TimeoutError });
+    if (this.store.failure === "throw") throw err;
+    await local();
+  }
+
+  private clock(nowMs: number | undefined): number {
+    return nowMs ?? Date.now();
+  }
+
+  private cachedDenial(key: string, cost: number, nowMs: number | undefined): Decision | undefined {
+    const hit = (this.denials as Map<string, Denial>).get(key);
+    if (hit === undefined) return undefined;
+    const now = this.clock(nowMs);
+    if (now >= hit.untilMs || now < hit.atMs) {
+      (this.denials as Map<string, Denial>).delete(key);
+      return undefined;
+    }
+    if (cost < hit.cost) return undefined;
+    const elapsed = now - hit.atMs;
+    return {
+      ...hit.d,
+      retryAfterMs: hit.untilMs - now,
+      resetAfterMs: Math.max(hit.untilMs - now, hit.d.resetAfterMs - elapsed),
+      reason: "denial-cache",
+    };
+  }
+
+  private remember(key: string, cost: number, nowMs: number | undefined, d: Decision): void {
+    if (d.retryAfterMs <= 0) return;
+    const m = this.denials as Map<string, Denial>;
+    const now = this.clock(nowMs);
+    m.delete(key);
+    if (m.size >= this.store.denialMaxKeys) {
+      // Drop the oldest entry (Map keeps insertion order).
+      const first = m.keys().next();
+      if (!first.done) m.delete(first.value);
+    }
+    m.set(key, { untilMs: now + d.retryAfterMs, cost, atMs: now, d });
+  }
+}
