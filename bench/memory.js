@@ -1,0 +1,275 @@
+// Bench section "memory": decisions per second of the embedded MemoryStore, every algorithm,
+// next to the in-process peers measured in the same run:
+//   - rate-limiter-flexible's RateLimiterMemory (`consume`, rejects on a denial): the baseline of the ratios
+//   - express-rate-limit's MemoryStore (`increment`; the middleware compares totalHits to its limit)
+//   - the `limiter` package's TokenBucket (`tryRemoveTokens`; one bucket per key, in a Map, as a user would)
+//   - an empty async function: the ceiling of any awaited call on this machine
+//
+// Scenarios: one hot key, or 100,000 keys visited round-robin (all present before timing); traffic
+// all allowed (limits far above the load) or all denied (limit 1 per hour, already spent).
+// Every call is awaited in turn, as a request handler would. See docs/benchmarks/memory.md.
+//
+// Usage: node --expose-gc bench/memory.js [--runs 7] [--sample-ms 250] [--only <substring>] [--no-alloc] [--markdown]
+// (`npm run bench -- memory` runs it through bench/run.js with --expose-gc.)
+
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { RateLimiterMemory } from "rate-limiter-flexible";
+import { MemoryStore as ErlMemoryStore } from "express-rate-limit";
+import { TokenBucket } from "limiter";
+import { RateLimiter, MemoryStore } from "ratekeeper";
+import { runCases, bytesPerCall, bytesPerCallSync } from "./lib/measure.js";
+import { fmtRate, fmtRatio, fmtSpread, table, machineLine } from "./lib/format.js";
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : dflt;
+};
+const RUNS = Number(opt("--runs", process.env.BENCH_RUNS ?? 7));
+const SAMPLE_MS = Number(opt("--sample-ms", process.env.BENCH_SAMPLE_MS ?? 250));
+const ONLY = opt("--only", "");
+const MARKDOWN = args.includes("--markdown");
+const HOUR_MS = 3_600_000;
+const MANY = 100_000;
+
+const KEYS = { hot: ["hot-key"], many: Array.from({ length: MANY }, (_, i) => `user:${i}`) };
+
+/** Our algorithms, as table rows: label and the algorithm-specific part of the spec. */
+const OURS = [
+  ["fixed-window", { algorithm: "fixed-window" }],
+  ["sliding-log", { algorithm: "sliding-log" }],
+  ["sliding-window buckets=1", { algorithm: "sliding-window", buckets: 1 }],
+  ["sliding-window buckets=10", { algorithm: "sliding-window", buckets: 10 }],
+  ["token-bucket", { algorithm: "token-bucket" }],
+  ["leaky-bucket police", { algorithm: "leaky-bucket", mode: "police" }],
+  ["leaky-bucket shape", { algorithm: "leaky-bucket", mode: "shape" }],
+  ["gcra", { algorithm: "gcra" }],
+];
+const RLF = "rate-limiter-flexible RateLimiterMemory";
+const ERL = "express-rate-limit MemoryStore.increment";
+const LIM = "limiter TokenBucket.tryRemoveTokens";
+const NOOP = "empty async function (ceiling)";
+
+/**
+ * The limit for a scenario. Allowed traffic: far above what the loop can send (a billion per hour);
+ * the sliding log keeps one timestamp per unit, so it gets a short window instead (a million per
+ * 50 ms on the hot key; 100 per 100 ms per key over 100,000 keys, each key being visited every
+ * 100,000 calls). Denied traffic: 1 per hour, spent before timing.
+ */
+function ourSpec(base, keys, traffic) {
+  if (traffic === "denied") return { ...base, limit: 1, window: HOUR_MS };
+  if (base.algorithm === "sliding-log") return keys === "hot" ? { ...base, limit: 1_000_000, window: 50 } : { ...base, limit: 100, window: 100 };
+  if (base.algorithm === "gcra") return { ...base, limit: 1e9, window: HOUR_MS, burst: 1e9 - 1 };
+  return { ...base, limit: 1e9, window: HOUR_MS };
+}
+
+const LIMIT = { allowed: 1e9, denied: 1 };
+
+async function prefill(call, keys, traffic) {
+  // Every key present before timing; denied traffic spends the one unit of each key first.
+  for (const k of keys) {
+    try {
+      await call(k);
+    } catch {
+      /* rate-limiter-flexible rejects on denial */
+    }
+  }
+  void traffic;
+}
+
+/** Runs `call` on a few keys and returns an error message if any outcome was not `traffic`. */
+async function checkWith(isAllowed, call, keys, traffic) {
+  for (let i = 0; i < 100; i++) {
+    const allowed = await isAllowed(call, keys[(i * 997) % keys.length]);
+    if (allowed !== (traffic === "allowed")) return `expected ${traffic} traffic, got a decision with allowed=${allowed}`;
+  }
+  return undefined;
+}
+
+function buildCases() {
+  const cases = [];
+  for (const keys of ["hot", "many"]) {
+    for (const traffic of ["allowed", "denied"]) {
+      const group = `${keys === "hot" ? "1 hot key" : "100,000 keys"}, ${traffic}`;
+      const ks = KEYS[keys];
+      const add = (impl, c) => cases.push({ id: `${group}|${impl}`, group, impl, keys: ks, ...c });
+      for (const [label, base] of OURS) {
+        let store;
+        add(label, {
+          setup: async () => {
+            store = new MemoryStore();
+            const limiter = new RateLimiter({ ...ourSpec(base, keys, traffic), store });
+            const call = (key) => limiter.consume(key);
+            await prefill(call, ks, traffic);
+            return call;
+          },
+          check: (call, k) => checkWith(async (c, key) => (await c(key)).allowed, call, k, traffic),
+          teardown: () => store.close(),
+        });
+      }
+      let rlf;
+      add(RLF, {
+        setup: async () => {
+          rlf = new RateLimiterMemory({ points: LIMIT[traffic], duration: HOUR_MS / 1000 });
+          const call = (key) => rlf.consume(key);
+          await prefill(call, ks, traffic);
+          return call;
+        },
+        check: (call, k) =>
+          checkWith(
+            (c, key) =>
+              c(key).then(
+                () => true,
+                () => false,
+              ),
+            call,
+            k,
+            traffic,
+          ),
+        // Each key holds an unref'd one-hour timer that pins the whole map: clear them.
+        teardown: () => {
+          for (const rec of rlf._memoryStorage._storage.values()) clearTimeout(rec.timeoutId);
+          rlf._memoryStorage._storage.clear();
+        },
+      });
+      let erl;
+      add(ERL, {
+        setup: async () => {
+          erl = new ErlMemoryStore();
+          erl.init({ windowMs: HOUR_MS });
+          const call = (key) => erl.increment(key);
+          await prefill(call, ks, traffic);
+          return call;
+        },
+        check: (call, k) => checkWith(async (c, key) => (await c(key)).totalHits <= LIMIT[traffic], call, k, traffic),
+        teardown: () => erl.shutdown(),
+      });
+      add(LIM, {
+        setup: async () => {
+          const buckets = new Map();
+          const size = LIMIT[traffic];
+          const call = (key) => {
+            let b = buckets.get(key);
+            if (b === undefined) {
+              b = new TokenBucket({ bucketSize: size, tokensPerInterval: size, interval: "hour" });
+              b.content = size; // it starts empty; a new key should start with a full allowance like the others
+              buckets.set(key, b);
+            }
+            return b.tryRemoveTokens(1);
+          };
+          await prefill(call, ks, traffic);
+          return call;
+        },
+        check: (call, k) => checkWith(async (c, key) => c(key), call, k, traffic),
+      });
+      add(NOOP, {
+        setup: async () => async function noop(_key) {},
+      });
+    }
+  }
+  return ONLY ? cases.filter((c) => c.impl.includes(ONLY) || c.impl === RLF) : cases;
+}
+
+async function throughput() {
+  const cases = buildCases();
+  const groups = [...new Set(cases.map((c) => c.group))];
+  const impls = [...new Set(cases.map((c) => c.impl))];
+  console.log(`${await machineLine()}`);
+  console.log(`${RUNS} recorded runs per case, ~${SAMPLE_MS} ms each, alternating; gc ${globalThis.gc ? "between samples" : "not exposed"}\n`);
+  const t0 = Date.now();
+  const res = await runCases(cases, { runs: RUNS, sampleMs: SAMPLE_MS, log: (s) => console.error(`  ${s} (${((Date.now() - t0) / 1000).toFixed(0)} s)`) });
+
+  const header = ["decisions/s (median, ±half-range)", ...groups.flatMap((g) => [g, "vs rlf"])];
+  const rows = impls.map((impl) => [
+    impl,
+    ...groups.flatMap((g) => {
+      const r = res.get(`${g}|${impl}`);
+      const base = res.get(`${g}|${RLF}`);
+      if (!r) return ["", ""];
+      return [`${fmtRate(r.median)} ${fmtSpread(r.spread)}`, fmtRatio(r.median, base?.median)];
+    }),
+  ]);
+  const t = table(header, rows);
+  console.log(t.text);
+  if (MARKDOWN) console.log(`\n${t.markdown}\n`);
+
+  // The aim: at least 3x rate-limiter-flexible in every case.
+  let worst = { ratio: Infinity };
+  for (const [label] of OURS) {
+    for (const g of groups) {
+      const r = res.get(`${g}|${label}`);
+      const base = res.get(`${g}|${RLF}`);
+      if (r && base) {
+        const ratio = r.median / base.median;
+        if (ratio < worst.ratio) worst = { ratio, label, g };
+      }
+    }
+  }
+  if (Number.isFinite(worst.ratio)) console.log(`\nslowest of ours relative to rate-limiter-flexible: ${worst.label} (${worst.g}) at ${worst.ratio.toFixed(2)}x`);
+  for (const c of cases) for (const p of res.get(c.id).problems) console.log(`WARNING ${c.id}: ${p}`);
+}
+
+/** Bytes allocated per decision; runs in a child with a new space big enough to hold a batch. */
+async function allocation() {
+  const rows = [];
+  const noopAsync = await bytesPerCall(async function noop(_key) {}, KEYS.hot);
+  for (const [label, base] of OURS) {
+    const row = [label];
+    for (const traffic of ["allowed", "denied"]) {
+      const store = new MemoryStore();
+      const limiter = new RateLimiter({ ...ourSpec(base, "hot", traffic), store });
+      await limiter.consume(KEYS.hot[0]);
+      const bound = limiter["bound"]; // the BoundStore: the synchronous part of the hot path
+      const viaLimiter = await bytesPerCall((k) => limiter.consume(k), KEYS.hot);
+      const sync = bytesPerCallSync((k) => bound.consume(k, 1, undefined), KEYS.hot);
+      row.push(viaLimiter.toFixed(0), (viaLimiter - noopAsync).toFixed(0), sync.toFixed(0));
+      store.close();
+    }
+    rows.push(row);
+  }
+  const peer = async (label, call, keys) => {
+    const b = await bytesPerCall(call, keys);
+    return [label, b.toFixed(0), (b - noopAsync).toFixed(0)];
+  };
+  const rlfA = new RateLimiterMemory({ points: 1e9, duration: 3600 });
+  const rlfD = new RateLimiterMemory({ points: 1, duration: 3600 });
+  const erl = new ErlMemoryStore();
+  erl.init({ windowMs: HOUR_MS });
+  const tb = new TokenBucket({ bucketSize: 1e9, tokensPerInterval: 1e9, interval: "hour" });
+  tb.content = 1e9;
+  const peers = [
+    await peer(`${RLF} (allowed)`, (k) => rlfA.consume(k), KEYS.hot),
+    await peer(`${RLF} (denied)`, (k) => rlfD.consume(k), KEYS.hot),
+    await peer(ERL, (k) => erl.increment(k), KEYS.hot),
+    await peer(`limiter TokenBucket.tryRemoveTokens (one bucket)`, () => tb.tryRemoveTokens(1), KEYS.hot),
+  ];
+  erl.shutdown();
+  const t1 = table(
+    ["bytes per decision, 1 hot key", "allowed: consume", "minus empty async", "BoundStore (sync)", "denied: consume", "minus empty async", "BoundStore (sync)"],
+    rows,
+  );
+  const t2 = table(["peer, 1 hot key", "bytes per call", "minus empty async"], peers);
+  console.log(`\nAllocation (JS heap bytes per awaited call; an empty async call allocates ${noopAsync.toFixed(0)} bytes here):`);
+  console.log(t1.text);
+  console.log();
+  console.log(t2.text);
+  if (MARKDOWN) console.log(`\n${t1.markdown}\n\n${t2.markdown}\n`);
+}
+
+if (args.includes("--alloc")) {
+  await allocation();
+} else {
+  if (!args.includes("--only-alloc")) await throughput();
+  if (!args.includes("--no-alloc")) {
+    // A separate process: a 128 MB new space so a batch of calls runs with no collection, and
+    // throughput above is measured with V8's default heap settings.
+    const self = fileURLToPath(import.meta.url);
+    const r = spawnSync(
+      process.execPath,
+      ["--expose-gc", "--max-semi-space-size=128", "--min-semi-space-size=128", self, "--alloc", ...(MARKDOWN ? ["--markdown"] : [])],
+      { stdio: "inherit" },
+    );
+    if (r.status !== 0) process.exitCode = r.status ?? 1;
+  }
+}
