@@ -161,6 +161,16 @@ const KNOWN_OPTIONS = new Set([
 /** Options an adapter adds on top of {@link RateLimitOptions} (its custom handler); not validated here. */
 const ADAPTER_OPTIONS = new Set(["handler", "getRemoteAddress"]);
 
+/**
+ * A RateLimiter, recognised by shape rather than `instanceof`, so a limiter built by another copy
+ * of the package (a bundler duplicate, the dist next to the sources) still counts.
+ */
+function isLimiter(v: unknown): v is RateLimiter {
+  if (v instanceof RateLimiter) return true;
+  const l = v as Partial<RateLimiter> | null;
+  return typeof l === "object" && l !== null && typeof l.consume === "function" && typeof l.refund === "function" && Array.isArray(l.limits);
+}
+
 type CompiledPart<Req> = (req: Req, info: KeyInfo) => string | undefined | Promise<string | undefined>;
 
 /**
@@ -222,11 +232,11 @@ export class HttpRateLimiter<Req> {
     let limiter: RateLimiter | undefined;
     if (o.limiter !== undefined && o.limits !== undefined) {
       issues.push({ path: "limits", message: "give either limiter or limits, not both" });
-    } else if (o.limiter instanceof RateLimiter) {
+    } else if (isLimiter(o.limiter)) {
       for (const k of ["store", "clock", "namespace"] as const) {
         if (o[k] !== undefined) issues.push({ path: k, message: "belongs to the limiter you passed; set it there" });
       }
-      limiter = o.limiter;
+      limiter = o.limiter as RateLimiter;
     } else if (o.limiter !== undefined) {
       limiter = guard(() => new RateLimiter(o.limiter as RateLimiterOptions));
     } else if (o.limits !== undefined) {
@@ -322,7 +332,7 @@ export class HttpRateLimiter<Req> {
     this.timeoutMs = limiter.store instanceof MemoryStore ? 0 : timeoutMs;
     this.onError = o.onError;
     this.onDecision = o.onDecision;
-    const clock = o.limiter instanceof RateLimiter || o.limiter === undefined ? o.clock : (o.limiter as { clock?: () => number }).clock;
+    const clock = isLimiter(o.limiter) || o.limiter === undefined ? o.clock : (o.limiter as { clock?: () => number }).clock;
     this.clock = clock ?? Date.now;
   }
 
@@ -437,7 +447,7 @@ export class HttpRateLimiter<Req> {
       }
     }
     if (limited && !this.shadow) {
-      this.writeHeaders(d, headers);
+      this.writeHeaders(d, headers, cost);
       const violated = d.limits === undefined ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
       return this.refuse(tooManyRequests(toSeconds(d.retryAfterMs), violated), headers, d, key, cost);
     }
@@ -447,10 +457,10 @@ export class HttpRateLimiter<Req> {
       this.limiter.refund(key, cost).catch((e: unknown) => this.report(e, req));
       const retryAfterMs = d.delayMs - this.maxDelayMs;
       const denied: Decision = { ...d, allowed: false, retryAfterMs, delayMs: 0, reason: "limit" };
-      this.writeHeaders(denied, headers);
+      this.writeHeaders(denied, headers, cost);
       return this.refuse(tooManyRequests(toSeconds(retryAfterMs), [d.policyName]), headers, denied, key, cost);
     }
-    this.writeHeaders(d, headers);
+    this.writeHeaders(d, headers, cost);
     return {
       pass: true,
       status: 0,
@@ -466,8 +476,8 @@ export class HttpRateLimiter<Req> {
     };
   }
 
-  private writeHeaders(d: Decision, out: [string, string][]): void {
-    if (this.headerWriter !== undefined) this.headerWriter.write(d, this.headerWriter.needsClock ? this.clock() : 0, out);
+  private writeHeaders(d: Decision, out: [string, string][], cost: number): void {
+    if (this.headerWriter !== undefined) this.headerWriter.write(d, this.headerWriter.needsClock ? this.clock() : 0, out, cost);
   }
 
   private refuse(problem: ProblemDetails, headers: [string, string][], decision?: Decision, key?: string, cost = 0): RateLimitResult {

@@ -54,8 +54,9 @@ export class HeaderWriter {
   /**
    * Appends `[name, value]` pairs for `d` to `out`.
    * @param nowMs the time, for the epoch-based `X-RateLimit-Reset`
+   * @param cost the request's cost (to report what remains after a denial that charged nothing)
    */
-  write(d: Decision, nowMs: number, out: [string, string][]): void {
+  write(d: Decision, nowMs: number, out: [string, string][], cost = 1): void {
     for (const style of this.styles) {
       switch (style) {
         case "ietf": {
@@ -64,8 +65,11 @@ export class HeaderWriter {
           if (d.limits === undefined) {
             value = `${this.names[0] as string};r=${d.remaining};t=${resetSeconds(d.allowed, d.retryAfterMs, d.resetAfterMs)}`;
           } else {
+            // In a denied decision nothing was charged, but a limit that had room reports what would
+            // remain after this request (core/evaluate.ts): add the cost back to say what remains now.
+            const back = d.allowed ? 0 : cost;
             value = d.limits
-              .map((o, i) => `${this.names[i] as string};r=${o.remaining};t=${resetSeconds(o.allowed, o.retryAfterMs, o.resetAfterMs)}`)
+              .map((o, i) => `${this.names[i] as string};r=${o.allowed ? o.remaining + back : o.remaining};t=${resetSeconds(o.allowed, o.retryAfterMs, o.resetAfterMs)}`)
               .join(", ");
           }
           out.push(["RateLimit", value]);
