@@ -1,0 +1,25 @@
+/**
+ * ratekeeper's decision service, embeddable: load rules, decide without a transport, or run the
+ * whole service (HTTP + Envoy RLS gRPC).
+ * @example
+ * import { startService } from "@ratekeeper/server";
+ * const svc = await startService({ configFile: "examples/rules.yaml", port: 0, grpcPort: 0 });
+ */
+export { compileRules, RulesError, type Rules, type Rule, type NamedPolicy } from "./config/schema.js";
+export { loadRulesFile, parseRules, watchRules, type WatchRulesOptions } from "./config/load.js";
+export { matchDescriptor, type DescriptorEntry, type Match } from "./config/match.js";
+export { descriptorKey, parseDescriptorKey } from "./service/descriptor-key.js";
+export {
+  DecisionService,
+  CheckError,
+  type CheckInput,
+  type CheckResult,
+  type DescriptorStatus,
+  type Explain,
+  type DecisionObserver,
+  type DecisionServiceOptions,
+} from "./service/decide.js";
+export { Metrics } from "./metrics.js";
+export { createHttpServer, limitHeaders, type AdminContext, type AdminHandler, type HttpOptions } from "./transport/http.js";
+export { createGrpcServer, loadRlsDefinition, PROTO_DIR, RLS_PROTO } from "./transport/grpc.js";
+export { startService, type ServeOptions, type RunningService, type ServiceOverrides } from "./server.js";

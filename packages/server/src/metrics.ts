@@ -1,0 +1,82 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { DecisionObserver } from "./service/decide.js";
+
+/**
+ * The service's Prometheus metrics. Decisions are counted in a plain Map on the hot path and
+ * flushed into prom-client at scrape time (`collect`): a labelled `inc()` per decision hashes
+ * its labels every call, which costs measurable throughput at tens of thousands of checks/s.
+ *
+ * - `ratekeeper_decisions_total{domain,rule,outcome}`: outcome is `ok`, `over_limit`,
+ *   `shadow_over_limit` (a shadow rule would have denied), `unlimited`, `no_match`, `blocked`.
+ * - `ratekeeper_store_latency_seconds`: histogram of one store call (consume / peek).
+ * - `ratekeeper_store_errors_total{kind}`: `error` (the store threw) or `failure_policy`
+ *   (the store failed and its failure policy or insurance store decided).
+ * - `ratekeeper_config_reloads_total{result}`: `ok` or `failed` (the last good rules stay).
+ * - `ratekeeper_config_last_reload_success`: 1 if the last reload attempt succeeded.
+ * - `ratekeeper_rules`: rules in force. Plus Node's default process metrics.
+ * @example const m = new Metrics(); const svc = new DecisionService({ store, rules, observer: m });
+ */
+export class Metrics implements DecisionObserver {
+  readonly registry = new Registry();
+  private readonly pending = new Map<string, number>();
+  private readonly decisions: Counter<"domain" | "rule" | "outcome">;
+  private readonly latency: Histogram;
+  private readonly storeErrors: Counter<"kind">;
+  private readonly reloads: Counter<"result">;
+  private readonly lastReload: Gauge;
+  readonly rules: Gauge;
+
+  constructor() {
+    const pending = this.pending;
+    this.decisions = new Counter({
+      name: "ratekeeper_decisions_total",
+      help: "Rate limit decisions by domain, rule and outcome (shadow_over_limit: a shadow rule would have denied).",
+      labelNames: ["domain", "rule", "outcome"],
+      registers: [this.registry],
+      collect() {
+        for (const [k, n] of pending) {
+          const [domain, rule, outcome] = k.split("\0") as [string, string, string];
+          this.inc({ domain, rule, outcome }, n);
+        }
+        pending.clear();
+      },
+    });
+    this.latency = new Histogram({
+      name: "ratekeeper_store_latency_seconds",
+      help: "Latency of one store call (consume or peek).",
+      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+      registers: [this.registry],
+    });
+    this.storeErrors = new Counter({
+      name: "ratekeeper_store_errors_total",
+      help: "Store failures: error (surfaced) or failure_policy (failOpen/failClosed/insurance decided).",
+      labelNames: ["kind"],
+      registers: [this.registry],
+    });
+    this.reloads = new Counter({ name: "ratekeeper_config_reloads_total", help: "Rules reloads by result (failed: the last good rules stay in force).", labelNames: ["result"], registers: [this.registry] });
+    this.lastReload = new Gauge({ name: "ratekeeper_config_last_reload_success", help: "1 if the last rules reload succeeded, else 0.", registers: [this.registry] });
+    this.rules = new Gauge({ name: "ratekeeper_rules", help: "Rules in force.", registers: [this.registry] });
+    this.reloads.inc({ result: "ok" }, 0);
+    this.reloads.inc({ result: "failed" }, 0);
+    this.lastReload.set(1);
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  decision(domain: string, rule: string, outcome: string): void {
+    const k = `${domain}\0${rule}\0${outcome}`;
+    this.pending.set(k, (this.pending.get(k) ?? 0) + 1);
+  }
+
+  storeLatency(seconds: number): void {
+    this.latency.observe(seconds);
+  }
+
+  storeError(kind: "error" | "failure_policy"): void {
+    this.storeErrors.inc({ kind });
+  }
+
+  reload(ok: boolean): void {
+    this.reloads.inc({ result: ok ? "ok" : "failed" });
+    this.lastReload.set(ok ? 1 : 0);
+  }
+}

@@ -1,0 +1,190 @@
+import type { Server as HttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Server as GrpcServer } from "@grpc/grpc-js";
+import { Redis } from "ioredis";
+import { MemoryStore, type Store } from "ratekeeper";
+import { loadRulesFile, watchRules } from "./config/load.js";
+import { createLogger, type Logger } from "./log.js";
+import { Metrics } from "./metrics.js";
+import type { OverrideLookup } from "./overrides/types.js";
+import { DecisionService } from "./service/decide.js";
+import { bindGrpc, createGrpcServer } from "./transport/grpc.js";
+import { createHttpServer } from "./transport/http.js";
+
+/** Overrides handed to the service: the hot-path lookup, the store (for the admin API), and how to close them. */
+export interface ServiceOverrides {
+  readonly lookup: OverrideLookup;
+  /** The configuration store; passed to the admin handler as `ctx.overrides`. */
+  readonly store: unknown;
+  close(): Promise<void> | void;
+}
+
+/** Options of {@link startService}. */
+export interface ServeOptions {
+  /** The rules file (YAML). */
+  configFile: string;
+  /** `redis://...`: use the Redis store (shared by every instance); otherwise the memory store. */
+  redisUrl?: string | undefined;
+  /**
+   * What the Redis store does when Redis fails: `open` admits, `closed` denies; unset: the
+   * check fails (HTTP 503, gRPC UNAVAILABLE) and /readyz reports not ready while Redis is down.
+   */
+  redisFailure?: "open" | "closed" | undefined;
+  /** HTTP port (0: any free port). @default 8080 */
+  port?: number | undefined;
+  /** gRPC port (0: any free port). @default 8081 */
+  grpcPort?: number | undefined;
+  /** Interface to listen on. @default "0.0.0.0" */
+  host?: string | undefined;
+  /** Reload the rules when the file changes. @default true */
+  watch?: boolean | undefined;
+  /** @default 200 */
+  reloadDebounceMs?: number | undefined;
+  /** Admin API token (`/v1/admin/*`); without it the admin API is off. */
+  adminToken?: string | undefined;
+  overrides?: ServiceOverrides | undefined;
+  /** Largest request body in bytes. @default 65536 */
+  maxBodyBytes?: number | undefined;
+  /** How long shutdown waits for in-flight requests before closing them. @default 10000 */
+  shutdownTimeoutMs?: number | undefined;
+  logger?: Logger | undefined;
+}
+
+/** A running service. */
+export interface RunningService {
+  readonly httpPort: number;
+  readonly grpcPort: number;
+  readonly service: DecisionService;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  /** Graceful stop: stop accepting, finish in-flight requests, close the store. Idempotent. */
+  close(): Promise<void>;
+}
+
+interface RedisStoreModule {
+  RedisStore: new (options: { client: Redis; failOpen?: boolean; failClosed?: boolean }) => Store & { close?: () => Promise<void> | void };
+}
+
+/**
+ * Starts the decision service: rules (watched), the store, HTTP and gRPC.
+ * @throws RulesError when the rules file is bad (the service never starts on bad rules)
+ * @example const svc = await startService({ configFile: "examples/rules.yaml", port: 0, grpcPort: 0 });
+ */
+export async function startService(options: ServeOptions): Promise<RunningService> {
+  const logger = options.logger ?? createLogger();
+  const metrics = new Metrics();
+  const rules = loadRulesFile(options.configFile);
+  metrics.rules.set(rules.rules.length);
+
+  let store: Store;
+  let redis: Redis | undefined;
+  if (options.redisUrl) {
+    redis = new Redis(options.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+    redis.on("error", (e: Error) => logger.warn({ err: e.message }, "redis error"));
+    // A variable specifier keeps the build independent of when ratekeeper/redis lands.
+    const spec = "ratekeeper/redis";
+    const mod = (await import(spec)) as RedisStoreModule;
+    store = new mod.RedisStore({
+      client: redis,
+      ...(options.redisFailure === "open" ? { failOpen: true } : options.redisFailure === "closed" ? { failClosed: true } : {}),
+    });
+    await waitReady(redis, 5_000).catch((e: Error) => logger.warn({ err: e.message }, "redis not reachable yet"));
+  } else {
+    store = new MemoryStore();
+  }
+
+  const service = new DecisionService({ store, rules, overrides: options.overrides?.lookup, observer: metrics });
+  let closing = false;
+  const readiness = (): { ready: boolean; reason?: string } => {
+    if (closing) return { ready: false, reason: "shutting down" };
+    if (redis && redis.status !== "ready" && options.redisFailure === undefined) return { ready: false, reason: `redis is ${redis.status}` };
+    return { ready: true };
+  };
+
+  const http: HttpServer = await createHttpServer({
+    service,
+    metrics,
+    logger,
+    readiness,
+    maxBodyBytes: options.maxBodyBytes,
+    adminToken: options.adminToken,
+    overridesStore: options.overrides?.store,
+  });
+  const host = options.host ?? "0.0.0.0";
+  await new Promise<void>((resolve, reject) => {
+    http.once("error", reject);
+    http.listen(options.port ?? 8080, host, () => {
+      http.off("error", reject);
+      resolve();
+    });
+  });
+  const httpPort = (http.address() as AddressInfo).port;
+  const grpc: GrpcServer = createGrpcServer({ service, logger });
+  let grpcPort: number;
+  try {
+    grpcPort = await bindGrpc(grpc, host, options.grpcPort ?? 8081);
+  } catch (e) {
+    http.close();
+    throw e;
+  }
+
+  const stopWatching =
+    options.watch === false
+      ? () => {}
+      : watchRules(options.configFile, {
+          debounceMs: options.reloadDebounceMs,
+          onReload: (r) => {
+            service.setRules(r);
+            metrics.reload(true);
+            metrics.rules.set(r.rules.length);
+            logger.info({ file: options.configFile, rules: r.rules.length }, "rules reloaded");
+          },
+          onError: (e) => {
+            metrics.reload(false);
+            logger.error({ file: options.configFile, errors: e.message.split("\n") }, "rules reload failed: keeping the last good rules");
+          },
+        });
+
+  logger.info({ httpPort, grpcPort, store: redis ? "redis" : "memory", rules: rules.rules.length, config: options.configFile }, "listening");
+
+  let closed: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closed ??= (async () => {
+      closing = true;
+      stopWatching();
+      const timeoutMs = options.shutdownTimeoutMs ?? 10_000;
+      // Stop accepting; in-flight requests finish; idle keep-alive sockets are closed now,
+      // busy ones after their response (node closes them once idle during close()).
+      const httpDone = new Promise<void>((resolve) => http.close(() => resolve()));
+      http.closeIdleConnections();
+      const grpcDone = new Promise<void>((resolve) => grpc.tryShutdown(() => resolve()));
+      const force = setTimeout(() => {
+        logger.warn("shutdown timeout: closing remaining connections");
+        http.closeAllConnections();
+        grpc.forceShutdown();
+      }, timeoutMs);
+      force.unref();
+      await Promise.all([httpDone, grpcDone]);
+      clearTimeout(force);
+      await options.overrides?.close();
+      if (redis) await redis.quit().catch(() => redis?.disconnect());
+      else (store as MemoryStore).close();
+      logger.info("stopped");
+    })();
+    return closed;
+  };
+
+  return { httpPort, grpcPort, service, metrics, logger, close };
+}
+
+function waitReady(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`redis not ready after ${timeoutMs} ms`)), timeoutMs);
+    t.unref();
+    redis.once("ready", () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,38 @@
+import type { DescriptorEntry } from "../config/match.js";
+
+/**
+ * The canonical key of a descriptor: its entries as `key=value`, joined by `|`, in the order
+ * given (the order is part of a descriptor's meaning, as in Envoy). It is what overrides are
+ * stored under and what `GET /v1/keys/...` takes.
+ * Keys may not contain `=` or `|` (the rules schema forbids it); values are kept verbatim, so a
+ * value containing `|` is still unambiguous when read left to right up to the next `|key=`. To
+ * keep keys short and printable, values are not escaped.
+ * @example descriptorKey([{ key: "remote_address", value: "1.2.3.4" }, { key: "path", value: "/api" }]) // "remote_address=1.2.3.4|path=/api"
+ */
+export function descriptorKey(entries: readonly DescriptorEntry[]): string {
+  if (entries.length === 1) {
+    const e = entries[0] as DescriptorEntry;
+    return `${e.key}=${e.value}`;
+  }
+  let s = "";
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i] as DescriptorEntry;
+    s += i === 0 ? `${e.key}=${e.value}` : `|${e.key}=${e.value}`;
+  }
+  return s;
+}
+
+/**
+ * Parses a canonical descriptor key back into entries (for `GET /v1/keys/<domain>/<key>`).
+ * @returns undefined when the text is not `key=value(|key=value)*`
+ * @example parseDescriptorKey("user_id=42") // [{ key: "user_id", value: "42" }]
+ */
+export function parseDescriptorKey(text: string): DescriptorEntry[] | undefined {
+  const out: DescriptorEntry[] = [];
+  for (const part of text.split("|")) {
+    const eq = part.indexOf("=");
+    if (eq <= 0 || eq === part.length - 1) return undefined;
+    out.push({ key: part.slice(0, eq), value: part.slice(eq + 1) });
+  }
+  return out.length > 0 ? out : undefined;
+}

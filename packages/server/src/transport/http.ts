@@ -1,0 +1,380 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { timingSafeEqual } from "node:crypto";
+import type { DescriptorEntry } from "../config/match.js";
+import type { Logger } from "../log.js";
+import type { Metrics } from "../metrics.js";
+import { CheckError, type CheckInput, type CheckResult, type DecisionService, type DescriptorStatus } from "../service/decide.js";
+import { parseDescriptorKey } from "../service/descriptor-key.js";
+
+/**
+ * The admin seam. If a module `./admin.js` (packages/server/src/transport/admin.ts, owned by the
+ * configuration-store work) exists and exports `createAdminHandler(ctx)`, and the service was
+ * started with an admin token, every `/v1/admin/*` request is passed to it AFTER this file has
+ * checked `Authorization: Bearer <token>` (401 otherwise). The handler returns true when it
+ * answered the request; false makes this file answer 404.
+ * ```ts
+ * export function createAdminHandler(ctx: AdminContext): AdminHandler
+ * ```
+ */
+export interface AdminContext {
+  /** The overrides store the CLI opened (`--overrides URL`); its type belongs to the overrides module. */
+  readonly overrides: unknown;
+  /** Peek at or reset a descriptor's / plain key's state under the policy in force for it. */
+  readonly limiters: {
+    peek(input: CheckInput): Promise<CheckResult>;
+    reset(input: CheckInput): Promise<string[]>;
+  };
+  readonly logger: Logger;
+}
+/** Answers an admin request; resolves true when it handled it. */
+export type AdminHandler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
+interface AdminModule {
+  createAdminHandler(ctx: AdminContext): AdminHandler;
+}
+
+/** Options of {@link createHttpServer}. */
+export interface HttpOptions {
+  service: DecisionService;
+  metrics: Metrics;
+  logger: Logger;
+  /** Whether the service may take traffic: rules loaded and the store reachable (or a failure policy set). */
+  readiness: () => { ready: boolean; reason?: string | undefined };
+  /** Largest request body, in bytes; larger ones get 413. @default 65536 */
+  maxBodyBytes?: number | undefined;
+  /** Whole-request timeout for slow clients (`server.requestTimeout`). @default 10000 */
+  requestTimeoutMs?: number | undefined;
+  /** Time allowed to send the headers (`server.headersTimeout`). @default 5000 */
+  headersTimeoutMs?: number | undefined;
+  /** Admin API token; without it `/v1/admin/*` is 404. */
+  adminToken?: string | undefined;
+  /** Passed to the admin handler as `ctx.overrides`. */
+  overridesStore?: unknown;
+}
+
+/** The `/v1/auth` deny status. nginx's auth_request accepts only 2xx, 401 and 403 from the subrequest. */
+const DENY_STATUSES = new Set([429, 403, 401]);
+
+/**
+ * The HTTP API on node:http (no framework: a check is a few microseconds of work, so framework
+ * overhead would dominate). Routes:
+ * - `POST /v1/check`: one check (`{domain, descriptors, cost}` or `{key, policy, cost}`), or a
+ *   batch (`{checks: [...]}` or a JSON array). 200 with the decision and limit headers.
+ * - `GET /v1/keys/<domain>/<descriptor key>` (or `...?policy=<name>` for a plain key): peek.
+ * - `GET /v1/auth`: for nginx `auth_request`; 204 or 429 (or `deny_status`) with headers.
+ * - `GET /v1/rules`: the rules in force. `/healthz`, `/readyz`, `/metrics`. `/v1/admin/*`: see {@link AdminContext}.
+ * @example const server = await createHttpServer({ service, metrics, logger, readiness: () => ({ ready: true }) });
+ */
+export async function createHttpServer(options: HttpOptions): Promise<Server> {
+  const { service, metrics, logger } = options;
+  const maxBody = options.maxBodyBytes ?? 65_536;
+  let admin: AdminHandler | undefined;
+  const token = options.adminToken;
+  if (token) {
+    admin = await loadAdmin({
+      overrides: options.overridesStore,
+      limiters: { peek: (i) => service.peek(i), reset: (i) => service.reset(i) },
+      logger,
+    }, logger);
+  }
+  const tokenBuf = token ? Buffer.from(`Bearer ${token}`) : undefined;
+
+  const server = createServer({ requestTimeout: options.requestTimeoutMs ?? 10_000, headersTimeout: options.headersTimeoutMs ?? 5_000, keepAliveTimeout: 5_000 }, (req, res) => {
+    handle(req, res).catch((e: unknown) => {
+      if (e instanceof CheckError) return send(res, 400, { error: e.message });
+      logger.error({ err: e, url: req.url }, "request failed");
+      if (!res.headersSent) send(res, 503, { error: `the store failed: ${(e as Error).message}` });
+      else res.destroy();
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? "/";
+    const method = req.method;
+    if (url === "/v1/check") {
+      if (method !== "POST") return send(res, 405, { error: "use POST" }, { allow: "POST" });
+      const body = await readJson(req, res, maxBody);
+      if (body === undefined) return;
+      return check(body, res);
+    }
+    const q = url.indexOf("?");
+    const path = q === -1 ? url : url.slice(0, q);
+    const query = new URLSearchParams(q === -1 ? "" : url.slice(q + 1));
+    if (path === "/v1/auth") return auth(req, res, query);
+    if (path.startsWith("/v1/keys/")) {
+      if (method !== "GET") return send(res, 405, { error: "use GET" }, { allow: "GET" });
+      return keys(path.slice("/v1/keys/".length), query, res);
+    }
+    if (path === "/healthz") return send(res, 200, { status: "ok" });
+    if (path === "/readyz") {
+      const r = options.readiness();
+      return send(res, r.ready ? 200 : 503, r.ready ? { status: "ready" } : { status: "not ready", reason: r.reason ?? "unknown" });
+    }
+    if (path === "/metrics") {
+      const text = await metrics.registry.metrics();
+      res.writeHead(200, { "content-type": metrics.registry.contentType });
+      res.end(text);
+      return;
+    }
+    if (path === "/v1/rules") {
+      const rules = service.rules;
+      return send(res, 200, {
+        source: rules.source,
+        domains: [...rules.domains.keys()],
+        policies: Object.fromEntries([...rules.policies.values()].map((p) => [p.name, p.specs])),
+        rules: rules.rules.map((r) => ({ id: r.id, path: r.path, unlimited: r.unlimited, shadow: r.shadow, cost: r.cost, limits: r.specs })),
+      });
+    }
+    if (path.startsWith("/v1/admin/") || path === "/v1/admin") {
+      if (!admin || !tokenBuf) return send(res, 404, { error: "the admin API is off (start with --admin-token or RATEKEEPER_ADMIN_TOKEN)" });
+      const auth = Buffer.from(req.headers.authorization ?? "");
+      if (auth.length !== tokenBuf.length || !timingSafeEqual(auth, tokenBuf)) return send(res, 401, { error: "admin API: needs Authorization: Bearer <admin token>" }, { "www-authenticate": "Bearer" });
+      if (await admin(req, res)) return;
+      return send(res, 404, { error: `no admin route ${method ?? ""} ${path}` });
+    }
+    return send(res, 404, { error: `no route ${method ?? ""} ${path}` });
+  }
+
+  async function check(body: unknown, res: ServerResponse): Promise<void> {
+    const batch = Array.isArray(body) ? body : isObject(body) && Array.isArray(body.checks) ? (body.checks as unknown[]) : undefined;
+    if (batch === undefined) {
+      const input = toInput(body, "");
+      const result = await service.decide(input);
+      return send(res, 200, result, limitHeaders(result.statuses));
+    }
+    if (batch.length === 0 || batch.length > 1000) throw new CheckError("checks: must hold 1-1000 checks");
+    const results = await Promise.all(
+      batch.map(async (b, i) => {
+        try {
+          return await service.decide(toInput(b, `checks[${i}].`));
+        } catch (e) {
+          if (e instanceof CheckError) return { error: e.message };
+          throw e;
+        }
+      }),
+    );
+    return send(res, 200, { results });
+  }
+
+  async function keys(rest: string, query: URLSearchParams, res: ServerResponse): Promise<void> {
+    const slash = rest.indexOf("/");
+    if (slash <= 0 || slash === rest.length - 1) throw new CheckError("path: use /v1/keys/<domain>/<descriptor key, e.g. user_id=42> or /v1/keys/<domain>/<key>?policy=<name>");
+    let domain: string;
+    let key: string;
+    try {
+      domain = decodeURIComponent(rest.slice(0, slash));
+      key = decodeURIComponent(rest.slice(slash + 1));
+    } catch {
+      throw new CheckError("path: bad percent-encoding");
+    }
+    const policy = query.get("policy");
+    let input: CheckInput;
+    if (policy !== null) input = { domain, key, policy };
+    else {
+      const entries = parseDescriptorKey(key);
+      if (!entries) throw new CheckError(`path: ${JSON.stringify(key)} is not a descriptor key (key=value, several joined by |); for a plain key add ?policy=<name>`);
+      input = { domain, descriptors: [entries] };
+    }
+    const result = await service.peek(input);
+    return send(res, 200, result, limitHeaders(result.statuses));
+  }
+
+  async function auth(req: IncomingMessage, res: ServerResponse, query: URLSearchParams): Promise<void> {
+    const h = req.headers;
+    const deny = Number(query.get("deny_status") ?? h["x-ratelimit-deny-status"] ?? 429);
+    if (!DENY_STATUSES.has(deny)) throw new CheckError("deny_status: must be 429, 403 or 401");
+    const domain = query.get("domain") ?? header(h["x-ratelimit-domain"]);
+    const costText = query.get("cost") ?? header(h["x-ratelimit-cost"]);
+    const cost = costText === undefined ? undefined : Number(costText);
+    const key = query.get("key") ?? header(h["x-ratelimit-key"]);
+    let input: CheckInput;
+    if (key !== undefined) {
+      input = { domain: domain ?? undefined, key, policy: query.get("policy") ?? header(h["x-ratelimit-policy"]), cost };
+    } else {
+      const texts = query.getAll("d");
+      const one = header(h["x-ratelimit-descriptor"]);
+      if (one !== undefined) texts.push(one);
+      for (let i = 1; i <= 9; i++) {
+        const t = header(h[`x-ratelimit-descriptor-${i}`]);
+        if (t !== undefined) texts.push(t);
+      }
+      if (texts.length === 0) throw new CheckError("descriptors: give ?d=key=value|key=value or X-RateLimit-Descriptor headers (or a key and a policy)");
+      const descriptors = texts.map((t, i) => {
+        const entries = parseDescriptorKey(t);
+        if (!entries) throw new CheckError(`descriptor ${i}: ${JSON.stringify(t)} must be key=value, several joined by |`);
+        return entries;
+      });
+      input = { domain: domain ?? undefined, descriptors, cost };
+    }
+    const result = await service.decide(input);
+    const headers = limitHeaders(result.statuses);
+    res.writeHead(result.allowed ? 204 : deny, headers);
+    res.end();
+  }
+
+  server.on("clientError", (err, socket) => {
+    // Bad HTTP, or a slow client hitting headersTimeout/requestTimeout (node answers 408 itself then).
+    if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+    else socket.destroy(err);
+  });
+  return server;
+}
+
+async function loadAdmin(ctx: AdminContext, logger: Logger): Promise<AdminHandler | undefined> {
+  // A variable specifier: admin.ts is optional and written separately; when it is missing the
+  // admin API simply stays off.
+  const spec = "./admin.js";
+  try {
+    const mod = (await import(spec)) as Partial<AdminModule>;
+    if (typeof mod.createAdminHandler !== "function") {
+      logger.warn("transport/admin.js does not export createAdminHandler: the admin API is off");
+      return undefined;
+    }
+    return mod.createAdminHandler(ctx);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ERR_MODULE_NOT_FOUND" && String((e as Error).message).includes("admin.js")) {
+      logger.warn("an admin token was given but there is no admin module: the admin API is off");
+      return undefined;
+    }
+    throw e;
+  }
+}
+
+function header(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Reads a JSON body up to `max` bytes. Answers 413 (and closes) when larger, 400 when not JSON.
+ * @returns the parsed body, or undefined when it already answered
+ */
+function readJson(req: IncomingMessage, res: ServerResponse, max: number): Promise<unknown> {
+  const declared = Number(req.headers["content-length"]);
+  if (declared > max) {
+    send(res, 413, { error: `body: larger than ${max} bytes` }, { connection: "close" });
+    req.resume();
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    req.on("data", (c: Buffer) => {
+      if (done) return;
+      size += c.length;
+      if (size > max) {
+        done = true;
+        send(res, 413, { error: `body: larger than ${max} bytes` }, { connection: "close" });
+        req.resume();
+        resolve(undefined);
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on("end", () => {
+      if (done) return;
+      done = true;
+      const text = chunks.length === 1 ? (chunks[0] as Buffer).toString("utf8") : Buffer.concat(chunks).toString("utf8");
+      try {
+        resolve(JSON.parse(text));
+      } catch (e) {
+        reject(new CheckError(`body: not valid JSON (${(e as Error).message})`));
+      }
+    });
+    req.on("error", (e) => {
+      if (!done) {
+        done = true;
+        reject(e);
+      }
+    });
+  });
+}
+
+const INPUT_KEYS = new Set(["domain", "descriptors", "key", "policy", "cost"]);
+
+/**
+ * Validates one check's JSON. Descriptors are either lists of `{key, value}` entries (Envoy's
+ * shape) or objects whose properties are the entries in order (`{"remote_address": "1.2.3.4", "path": "/api"}`).
+ */
+function toInput(body: unknown, at: string): CheckInput {
+  if (!isObject(body)) throw new CheckError(`${at || "body"}: must be a JSON object (or a batch: {"checks": [...]})`);
+  for (const k of Object.keys(body)) if (!INPUT_KEYS.has(k)) throw new CheckError(`${at}${k}: unknown field (known: ${[...INPUT_KEYS].join(", ")}, or checks for a batch)`);
+  const { domain, descriptors, key, policy, cost } = body;
+  if (domain !== undefined && (typeof domain !== "string" || domain.length === 0)) throw new CheckError(`${at}domain: must be a non-empty string`);
+  if (cost !== undefined && typeof cost !== "number") throw new CheckError(`${at}cost: must be a number`);
+  if (key !== undefined) {
+    if (typeof key !== "string") throw new CheckError(`${at}key: must be a string`);
+    if (descriptors !== undefined) throw new CheckError(`${at}: give descriptors or a key, not both`);
+    if (typeof policy !== "string") throw new CheckError(`${at}policy: a plain key needs the name of a policy`);
+    return { domain, key, policy, cost };
+  }
+  if (typeof domain !== "string") throw new CheckError(`${at}domain: required with descriptors`);
+  if (!Array.isArray(descriptors) || descriptors.length === 0 || descriptors.length > 64) throw new CheckError(`${at}descriptors: must be a list of 1-64 descriptors`);
+  const out: DescriptorEntry[][] = [];
+  for (let i = 0; i < descriptors.length; i++) {
+    const d: unknown = descriptors[i];
+    const p = `${at}descriptors[${i}]`;
+    const entries: DescriptorEntry[] = [];
+    if (Array.isArray(d)) {
+      for (let j = 0; j < d.length; j++) {
+        const e: unknown = d[j];
+        if (!isObject(e) || typeof e.key !== "string" || typeof e.value !== "string" || e.key.length === 0 || e.value.length === 0) {
+          throw new CheckError(`${p}[${j}]: must be {"key": "...", "value": "..."} with non-empty strings`);
+        }
+        entries.push({ key: e.key, value: e.value });
+      }
+    } else if (isObject(d)) {
+      for (const k of Object.keys(d)) {
+        const v = d[k];
+        if (typeof v !== "string" || v.length === 0 || k.length === 0) throw new CheckError(`${p}.${k}: must be a non-empty string`);
+        entries.push({ key: k, value: v });
+      }
+    } else throw new CheckError(`${p}: must be a list of {key, value} entries or an object of key: value`);
+    if (entries.length === 0) throw new CheckError(`${p}: needs at least one entry`);
+    out.push(entries);
+  }
+  return { domain, descriptors: out, cost };
+}
+
+/**
+ * The most restrictive status of a check: a denial with the longest wait, else the limited
+ * status with the fewest units left. Unlimited and unmatched descriptors set no headers.
+ */
+function decisive(statuses: readonly DescriptorStatus[]): DescriptorStatus | undefined {
+  let best: DescriptorStatus | undefined;
+  for (const s of statuses) {
+    if (s.limit === null) continue;
+    if (best === undefined) best = s;
+    else if (!s.allowed && (best.allowed || s.retryAfterMs > best.retryAfterMs)) best = s;
+    else if (s.allowed && best.allowed && (s.remaining ?? 0) < (best.remaining ?? 0)) best = s;
+  }
+  return best;
+}
+
+/**
+ * The same limit headers as the middleware: IETF draft-ietf-httpapi-ratelimit-headers
+ * (`RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` in seconds, `RateLimit-Policy`
+ * `<limit>;w=<window seconds>`) and `Retry-After` (RFC 9110 §10.2.3, whole seconds, rounded up
+ * so that retrying after it succeeds). Local helpers: `ratekeeper/http` did not exist yet.
+ */
+export function limitHeaders(statuses: readonly DescriptorStatus[]): Record<string, string> {
+  const s = decisive(statuses);
+  if (s === undefined) return {};
+  const h: Record<string, string> = {
+    "ratelimit-limit": String(s.limit),
+    "ratelimit-remaining": String(s.remaining),
+    "ratelimit-reset": String(Math.ceil(s.resetAfterMs / 1000)),
+  };
+  if (s.windowMs !== null) h["ratelimit-policy"] = `${s.limit};w=${Math.max(1, Math.round(s.windowMs / 1000))}`;
+  if (!s.allowed) h["retry-after"] = String(Math.max(1, Math.ceil(s.retryAfterMs / 1000)));
+  return h;
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
