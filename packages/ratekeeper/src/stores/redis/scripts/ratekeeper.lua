@@ -239,7 +239,7 @@ local function swRefund(s, L)
   local M = L.buckets + 1
   local left = cost
   local j = s.a
-  while left > 0 and j > s.a - M and j > i - M + 1 do
+  while left > 0 and j > s.a - M and j >= i - L.buckets do
     -- TS reads ring[negative] as undefined there, which turns `left` into NaN and ends the loop.
     if j < 0 then break end
     local slot = fmod(j, M) + 1
@@ -323,8 +323,23 @@ local function slCheck(s, L, out)
   out[4] = s.newest + L.windowMs - now
 end
 
+-- Writes vals[1..] at positions p, p+1, ...: at most two SETRANGEs (the ring wraps once at most).
+local function slWriteVals(s, L, p, vals)
+  local Lim = L.limit
+  local count = #vals
+  local slot = fmod(p, Lim)
+  local first = min(count, Lim - slot)
+  local parts = {}
+  for k = 1, count do
+    parts[k] = pack("<d", vals[k])
+    s.cache[fmod(p + k - 1, Lim)] = vals[k]
+  end
+  redis.call("SETRANGE", s.key, 24 + 8 * slot, table.concat(parts, "", 1, first))
+  if count > first then redis.call("SETRANGE", s.key, 24, table.concat(parts, "", first + 1, count)) end
+end
+
+-- Writes `count` copies of t at positions p .. p+count-1 (a commit: all units logged at t).
 local function slWriteRun(s, L, p, count, t)
-  -- Writes `count` copies of t at positions p .. p+count-1: at most two SETRANGEs (wrap-around).
   local Lim = L.limit
   local slot = fmod(p, Lim)
   local first = min(count, Lim - slot)
@@ -344,17 +359,20 @@ local function slCommit(s, L)
 end
 
 local function slRefund(s, L)
-  local Lim = L.limit
+  local Lim, W = L.limit, L.windowMs
   local c = min(cost, s.a, Lim)
   if c == 0 then return false end
   local n = s.a - c
-  -- Slots for positions n-L .. n-L+c-1 get the timestamp of the oldest unit still known.
-  local firstP = max(n - Lim, 0)
-  local lastP = n - Lim + c - 1
-  if lastP >= firstP then
-    -- TS: c < L ? ring[(n + c) % L] : ring[n % L]; both are slot (n + c) mod L (c == L there).
-    local oldestKnown = slRead(s, L, s.a)
-    slWriteRun(s, L, firstP, lastP - firstP + 1, oldestKnown)
+  -- The refunded units' slots stand again for units n-L+i, restored as
+  -- min(time of unit n+i - windowMs, oldest unit still known) (see sliding-log.ts). Only i with
+  -- p = n-L+i >= 0 are written; oldestKnown is read only then (its slot is written by then).
+  local i0 = max(0, Lim - n)
+  if i0 < c then
+    local oldestKnown = math.huge
+    if c < Lim then oldestKnown = slRead(s, L, n + c) end
+    local vals = {}
+    for i = i0, c - 1 do vals[#vals + 1] = min(slRead(s, L, n + i) - W, oldestKnown) end
+    slWriteVals(s, L, n - Lim + i0, vals)
   end
   s.a = n
   s.h = 0

@@ -1,0 +1,76 @@
+/**
+ * The store contract (test/contract.ts) against RedisStore: ioredis and node-redis, on a single
+ * redis-server and on a 3-master Redis Cluster, each started by test-support on free ports.
+ */
+import { Cluster, Redis } from "ioredis";
+import { createClient, createCluster } from "redis";
+import { afterAll, beforeAll, describe } from "vitest";
+import { startRedis, startRedisCluster, describeRedis, type RedisClusterHandle, type RedisHandle } from "../../../test-support/redis.js";
+import { RedisStore, type RedisClientLike } from "../src/stores/redis/index.js";
+import { storeContract } from "./contract.js";
+
+/** With an injected clock the TTLs are logical: keep keys for the test's real duration. */
+const storeOptions = { failure: "throw", timeoutMs: 10_000, minTtlMs: 600_000 } as const;
+
+describeRedis("RedisStore contract", () => {
+  let redis: RedisHandle;
+  let cluster: RedisClusterHandle;
+  const closers: Array<() => Promise<unknown>> = [];
+  beforeAll(async () => {
+    [redis, cluster] = await Promise.all([startRedis(), startRedisCluster(3)]);
+  });
+  afterAll(async () => {
+    for (const c of closers) await c().catch(() => undefined);
+    await Promise.all([redis?.stop(), cluster?.stop()]);
+  });
+
+  function target(connect: () => Promise<RedisClientLike>) {
+    let store: RedisStore | undefined;
+    beforeAll(async () => {
+      store = new RedisStore({ client: await connect(), ...storeOptions });
+    });
+    return { store: () => store as RedisStore };
+  }
+
+  describe("ioredis Redis", () => {
+    storeContract(
+      target(async () => {
+        const c = new Redis(redis.port, redis.host);
+        closers.push(async () => c.disconnect());
+        return c;
+      }),
+    );
+  });
+
+  describe("node-redis client", () => {
+    storeContract(
+      target(async () => {
+        const c = createClient({ url: redis.url });
+        await c.connect();
+        closers.push(() => c.close());
+        return c as unknown as RedisClientLike;
+      }),
+    );
+  });
+
+  describe("ioredis Cluster", () => {
+    storeContract(
+      target(async () => {
+        const c = new Cluster(cluster.nodes);
+        closers.push(async () => c.disconnect());
+        return c;
+      }),
+    );
+  });
+
+  describe("node-redis cluster", () => {
+    storeContract(
+      target(async () => {
+        const c = createCluster({ rootNodes: cluster.nodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
+        await c.connect();
+        closers.push(() => c.close());
+        return c as unknown as RedisClientLike;
+      }),
+    );
+  });
+});
