@@ -9,9 +9,9 @@ import type { BoundStore, Store } from "../store.js";
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
   /**
-   * The most keys held at once, over every limiter sharing the store. When full, the keys not
-   * used for the longest (roughly: those not touched since the last time the store filled) are
-   * dropped first; a flood of one-off keys cannot grow memory past this.
+   * The most keys held at once, over every limiter sharing the store. Keys not used for the
+   * longest (roughly: not touched during the last `maxKeys / 2` new keys) are dropped first; a
+   * flood of one-off keys cannot grow memory past this.
    * @default 1_000_000
    */
   maxKeys?: number;
@@ -34,9 +34,10 @@ interface Entry {
  * The embedded, bounded in-memory store: the default when a limiter is given no store.
  * Runs the core algorithms over plain maps, synchronously; exact within one process.
  *
- * Bounded by `maxKeys` with two generations: keys live in `young`; when the store is full,
- * `old` (keys not used since the previous turn) is dropped and `young` becomes `old`. A key used
- * again moves back to `young`. So hot keys stay, and memory stays under the bound.
+ * Bounded by `maxKeys` with two generations: keys live in `young`; when the young generations
+ * (over every limiter sharing the store) hold `maxKeys / 2` keys, every `old` (keys not used since
+ * the previous turn) is dropped and `young` becomes `old`. A key used again moves back to `young`.
+ * So a key used at least once per `maxKeys / 2` new keys stays, and `old + young <= maxKeys`.
  * @example
  * const store = new MemoryStore({ maxKeys: 100_000 });
  * const limiter = new RateLimiter({ algorithm: "gcra", limit: 10, window: "1s", store });
@@ -47,6 +48,10 @@ export class MemoryStore implements Store {
   private timer: ReturnType<typeof setInterval> | undefined;
   /** Keys held now, over all tables. */
   size = 0;
+  /** Keys in the young generations, over all tables. */
+  young = 0;
+  /** Young keys that trigger a turn: the old generations never hold more, so size <= maxKeys. */
+  private readonly half: number;
 
   constructor(options: MemoryStoreOptions = {}) {
     const maxKeys = options.maxKeys ?? 1_000_000;
@@ -58,6 +63,7 @@ export class MemoryStore implements Store {
       throw new RateLimitConfigError([{ path: "sweepIntervalMs", message: `must be a whole number >= 0 (got ${describe(options.sweepIntervalMs)})` }]);
     }
     this.maxKeys = maxKeys;
+    this.half = Math.floor(maxKeys / 2);
     if (sweep > 0) {
       this.timer = setInterval(() => this.sweep(Date.now()), sweep);
       this.timer.unref?.();
@@ -83,14 +89,15 @@ export class MemoryStore implements Store {
     this.timer = undefined;
   }
 
-  /** Called before a table adds a key: makes room if the store is full. */
+  /**
+   * Called before a table adds a key to its young generation: when the young generations are
+   * full, every table turns. (Turning only when the whole store was full, as before, found the old
+   * generation empty on the first fill, turned twice and dropped every key, hot ones included.)
+   */
   makeRoom(): void {
-    while (this.size >= this.maxKeys) {
-      let biggest: MemoryTable | undefined;
-      for (const t of this.tables) if (!biggest || t.held > biggest.held) biggest = t;
-      if (!biggest || biggest.held === 0) return;
-      biggest.turn();
-    }
+    if (this.young < this.half) return;
+    for (const t of this.tables) t.turn();
+    this.young = 0;
   }
 }
 
@@ -137,21 +144,26 @@ class MemoryTable implements BoundStore {
   }
 
   reset(key: string): void {
-    if (this.young.delete(key) || this.old.delete(key)) this.store.size--;
+    if (this.young.delete(key)) {
+      this.store.size--;
+      this.store.young--;
+    } else if (this.old.delete(key)) this.store.size--;
   }
 
   /** Finds the key in the old generation (moving it to the young one) or creates it. */
   private adopt(key: string, now: number): Entry {
     let e = this.old.get(key);
     if (e !== undefined) {
-      this.old.delete(key);
+      this.old.delete(key); // still counted in size; out of old before a turn can drop it
       if (e.exp <= now) this.ev.clear(e.s);
+      this.store.makeRoom();
     } else {
       this.store.makeRoom();
       e = { exp: 0, s: this.ev.init() };
       this.store.size++;
     }
     this.young.set(key, e);
+    this.store.young++;
     return e;
   }
 
@@ -169,6 +181,7 @@ class MemoryTable implements BoundStore {
         if (e.exp <= nowMs) {
           m.delete(k);
           dropped++;
+          if (m === this.young) this.store.young--;
         }
       }
     }
