@@ -81,10 +81,10 @@ export class OverrideCache implements OverrideLookup {
     this.timers.push(t);
   }
 
-  private onSignal(signal: ChangeSignal): void {
+  private onSignal(signal: ChangeSignal): Promise<void> | undefined {
     // A signal for a version already applied (our own write, already read back) needs no query.
-    if (!signal.resync && signal.version !== undefined && signal.version <= this.appliedVersion) return;
-    this.refresh().catch((e: unknown) => this.options.onError?.(e, "sync"));
+    if (!signal.resync && signal.version !== undefined && signal.version <= this.appliedVersion) return undefined;
+    return this.refresh().catch((e: unknown) => this.options.onError?.(e, "sync"));
   }
 
   /** The live override for `domain` and `key` at `nowMs`, if any. O(1), no I/O. */

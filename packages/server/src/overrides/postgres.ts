@@ -96,7 +96,7 @@ export class PostgresOverrideStore implements OverrideStore {
   private readonly pool: pg.Pool;
   private readonly clock: () => number;
   private readonly policies = new PolicyInterner();
-  private readonly listeners = new Set<(s: ChangeSignal) => void>();
+  private readonly listeners = new Set<(s: ChangeSignal) => void | Promise<void>>();
   private listenClient: pg.Client | undefined;
   private listenConnecting = false;
   private keepaliveTimer: NodeJS.Timeout | undefined;
@@ -168,8 +168,9 @@ export class PostgresOverrideStore implements OverrideStore {
       if (notify !== undefined) await client.query("SELECT pg_notify($1, $2)", [NOTIFY_CHANNEL, payload(notify)]);
       await client.query("COMMIT");
       const version = typeof notify?.v === "number" ? notify.v : undefined;
-      // Tell this process's subscribers at once; other instances hear the NOTIFY.
-      if (version !== undefined) this.emit({ version });
+      // Tell this process's subscribers at once (and wait for them: read-your-writes); other
+      // instances hear the NOTIFY.
+      if (version !== undefined) await this.emit({ version });
       return result;
     } catch (e) {
       await client.query("ROLLBACK").catch(() => undefined);
@@ -346,7 +347,7 @@ export class PostgresOverrideStore implements OverrideStore {
     });
   }
 
-  watch(listener: (signal: ChangeSignal) => void): () => void {
+  watch(listener: (signal: ChangeSignal) => void | Promise<void>): () => void {
     this.listeners.add(listener);
     if (!this.listenClient && !this.listenConnecting && !this.reconnectTimer) void this.connectListener();
     return () => {
@@ -360,14 +361,17 @@ export class PostgresOverrideStore implements OverrideStore {
     return this.listenClient !== undefined;
   }
 
-  private emit(signal: ChangeSignal): void {
+  private emit(signal: ChangeSignal): Promise<void> {
+    const pending: Promise<void>[] = [];
     for (const l of this.listeners) {
       try {
-        l(signal);
+        const r = l(signal);
+        if (r) pending.push(r.catch(() => undefined));
       } catch {
-        // A subscriber's failure must not stop the others.
+        // A subscriber's failure must not stop the others (nor fail a committed write).
       }
     }
+    return pending.length === 0 ? Promise.resolve() : Promise.all(pending).then(() => undefined);
   }
 
   private async connectListener(): Promise<void> {
@@ -395,7 +399,7 @@ export class PostgresOverrideStore implements OverrideStore {
       } catch {
         // A payload we did not write (someone ran NOTIFY by hand): still a reason to look.
       }
-      this.emit({ version });
+      void this.emit({ version });
     });
     try {
       await client.connect();
@@ -414,7 +418,7 @@ export class PostgresOverrideStore implements OverrideStore {
       this.startKeepalive(client);
       // Whatever was written while nobody listened (before the first LISTEN, or during an
       // outage) sent its NOTIFY into the void: subscribers catch up from their last version.
-      this.emit({ resync: true });
+      void this.emit({ resync: true });
     } catch (e) {
       lost = true;
       await client.end().catch(() => undefined);

@@ -69,7 +69,7 @@ export class SqliteOverrideStore implements OverrideStore {
   private readonly clock: () => number;
   private readonly pollIntervalMs: number;
   private readonly policies = new PolicyInterner();
-  private readonly listeners = new Set<(s: ChangeSignal) => void>();
+  private readonly listeners = new Set<(s: ChangeSignal) => void | Promise<void>>();
   private pollTimer: NodeJS.Timeout | undefined;
   private lastSignalled = 0;
   private readonly stmt: ReturnType<SqliteOverrideStore["prepare"]>;
@@ -138,17 +138,30 @@ export class SqliteOverrideStore implements OverrideStore {
     return (this.stmt.bump.get(n) as { value: number }).value;
   }
 
-  private signal(version: number): void {
+  /** Tells the listeners; resolves when the promises they return settle (read-your-writes). */
+  private signal(version: number): Promise<void> {
     if (version > this.lastSignalled) this.lastSignalled = version;
-    for (const l of this.listeners) l({ version });
+    const pending: Promise<void>[] = [];
+    for (const l of this.listeners) {
+      try {
+        const r = l({ version });
+        if (r) pending.push(r.catch(() => undefined));
+      } catch {
+        // A subscriber's failure must not fail the write, which is committed.
+      }
+    }
+    return pending.length === 0 ? Promise.resolve() : Promise.all(pending).then(() => undefined);
   }
 
+  // better-sqlite3 is synchronous and throws; every method turns that into a rejected promise.
   get(domain: string, key: string): Promise<StoredOverride | undefined> {
-    const row = this.stmt.get.get(domain, key);
-    return Promise.resolve(row ? rowToOverride(row, this.policies) : undefined);
+    return settle(() => {
+      const row = this.stmt.get.get(domain, key);
+      return row ? rowToOverride(row, this.policies) : undefined;
+    });
   }
 
-  create(override: Override, nowMs: number): Promise<StoredOverride> {
+  async create(override: Override, nowMs: number): Promise<StoredOverride> {
     const out = this.db
       .transaction(() => {
         const row = this.stmt.get.get(override.domain, override.key);
@@ -156,29 +169,29 @@ export class SqliteOverrideStore implements OverrideStore {
         return this.write(override, this.nextVersion(), this.clock());
       })
       .immediate();
-    this.signal(out.version);
-    return Promise.resolve(out);
+    await this.signal(out.version);
+    return out;
   }
 
-  update(override: Override): Promise<StoredOverride | undefined> {
+  async update(override: Override): Promise<StoredOverride | undefined> {
     const out = this.db
       .transaction(() => {
         if (!this.stmt.get.get(override.domain, override.key)) return undefined;
         return this.write(override, this.nextVersion(), this.clock());
       })
       .immediate();
-    if (out) this.signal(out.version);
-    return Promise.resolve(out);
+    if (out) await this.signal(out.version);
+    return out;
   }
 
-  put(override: Override): Promise<StoredOverride> {
+  async put(override: Override): Promise<StoredOverride> {
     const out = this.db.transaction(() => this.write(override, this.nextVersion(), this.clock())).immediate();
-    this.signal(out.version);
-    return Promise.resolve(out);
+    await this.signal(out.version);
+    return out;
   }
 
-  putMany(overrides: readonly Override[]): Promise<number> {
-    if (overrides.length === 0) return Promise.resolve(0);
+  async putMany(overrides: readonly Override[]): Promise<number> {
+    if (overrides.length === 0) return 0;
     const last = this.db
       .transaction(() => {
         const top = this.nextVersion(overrides.length);
@@ -188,11 +201,11 @@ export class SqliteOverrideStore implements OverrideStore {
         return top;
       })
       .immediate();
-    this.signal(last);
-    return Promise.resolve(overrides.length);
+    await this.signal(last);
+    return overrides.length;
   }
 
-  delete(domain: string, key: string): Promise<boolean> {
+  async delete(domain: string, key: string): Promise<boolean> {
     const version = this.db
       .transaction(() => {
         if (!this.stmt.get.get(domain, key)) return 0;
@@ -201,11 +214,15 @@ export class SqliteOverrideStore implements OverrideStore {
         return v;
       })
       .immediate();
-    if (version > 0) this.signal(version);
-    return Promise.resolve(version > 0);
+    if (version > 0) await this.signal(version);
+    return version > 0;
   }
 
   list(options: ListOverridesOptions = {}): Promise<OverridePage> {
+    return settle(() => this.listNow(options));
+  }
+
+  private listNow(options: ListOverridesOptions): OverridePage {
     const limit = pageSize(options.limit);
     const where: string[] = ["deleted = 0"];
     const args: (string | number)[] = [];
@@ -233,16 +250,16 @@ export class SqliteOverrideStore implements OverrideStore {
     const more = rows.length > limit;
     const items = rows.slice(0, limit).map((r) => rowToOverride(r, this.policies));
     const lastItem = items[items.length - 1];
-    return Promise.resolve({ items, nextCursor: more && lastItem ? encodeCursor(lastItem.domain, lastItem.key) : undefined });
+    return { items, nextCursor: more && lastItem ? encodeCursor(lastItem.domain, lastItem.key) : undefined };
   }
 
   currentVersion(): Promise<number> {
-    return Promise.resolve(this.versionNow());
+    return settle(() => this.versionNow());
   }
 
   changesSince(afterVersion: number, limit: number): Promise<ChangeBatch> {
     // One read transaction, so the horizon and the rows agree.
-    return Promise.resolve(
+    return settle(() =>
       this.db.transaction(() => {
         const rows = this.stmt.changes.all(afterVersion, limit);
         const horizon = this.stmt.horizon.get()?.value ?? 0;
@@ -251,7 +268,7 @@ export class SqliteOverrideStore implements OverrideStore {
     );
   }
 
-  purge(nowMs: number, tombstoneRetentionMs: number): Promise<{ expired: number; tombstones: number }> {
+  async purge(nowMs: number, tombstoneRetentionMs: number): Promise<{ expired: number; tombstones: number }> {
     const result = this.db
       .transaction(() => {
         const expiredRows = this.stmt.expired.all(nowMs);
@@ -267,18 +284,19 @@ export class SqliteOverrideStore implements OverrideStore {
         return { expired: expiredRows.length, tombstones: old?.n ?? 0, version: v };
       })
       .immediate();
-    if (result.expired > 0) this.signal(result.version);
-    return Promise.resolve({ expired: result.expired, tombstones: result.tombstones });
+    const counts = { expired: result.expired, tombstones: result.tombstones };
+    if (result.expired > 0) await this.signal(result.version);
+    return counts;
   }
 
-  watch(listener: (signal: ChangeSignal) => void): () => void {
+  watch(listener: (signal: ChangeSignal) => void | Promise<void>): () => void {
     this.listeners.add(listener);
     if (!this.pollTimer) {
       // Another process (an import) may write to the file: look at the version counter now and then.
       this.pollTimer = setInterval(() => {
         try {
           const v = this.versionNow();
-          if (v !== this.lastSignalled) this.signal(v);
+          if (v !== this.lastSignalled) void this.signal(v);
         } catch {
           // A busy or closed database: the next tick tries again.
         }
@@ -300,5 +318,14 @@ export class SqliteOverrideStore implements OverrideStore {
     this.listeners.clear();
     if (this.db.open) this.db.close();
     return Promise.resolve();
+  }
+}
+
+/** Runs a synchronous database call, turning a throw into a rejected promise. */
+function settle<T>(fn: () => T): Promise<T> {
+  try {
+    return Promise.resolve(fn());
+  } catch (e) {
+    return Promise.reject(e instanceof Error ? e : new Error(String(e)));
   }
 }

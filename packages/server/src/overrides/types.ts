@@ -130,9 +130,12 @@ export interface OverrideStore {
   /**
    * The change feed: calls `listener` when something changed (in this process or, for
    * PostgreSQL, in any instance; for SQLite, another process's writes are found by polling).
+   * For a write made through this store object, the write's promise resolves only after the
+   * promises the listeners return: a cache that returns its catch-up promise gives
+   * read-your-writes (the admin API answers after the local cache has the change).
    * @returns a function that unsubscribes
    */
-  watch(listener: (signal: ChangeSignal) => void): () => void;
+  watch(listener: (signal: ChangeSignal) => void | Promise<void>): () => void;
   /** Stops the feed and closes connections. */
   close(): Promise<void>;
 }

@@ -2,41 +2,46 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ConfigIssue } from "ratekeeper";
 import { parseOverride, toDocument } from "../overrides/schema.js";
+import { CheckError, type CheckInput, type CheckResult } from "../service/decide.js";
+import { parseDescriptorKey } from "../service/descriptor-key.js";
 import { OverrideConflictError, type Override, type OverrideStore } from "../overrides/types.js";
 
-/** What the admin API needs from the service to peek at and reset a key's counters. */
-export interface AdminKeyOps {
-  /**
-   * The decision a cost-1 check of `key` in `domain` would get now, changing nothing (any JSON
-   * value); undefined when no rule or override applies to it.
-   */
-  peek(domain: string, key: string): Promise<unknown>;
-  /** Forgets the key's counters; false when no rule or override applies to it. */
-  reset(domain: string, key: string): Promise<boolean>;
+/** What the admin API needs from the decision service to peek at and reset a key's counters. */
+export interface AdminLimiters {
+  /** The decision a cost-1 check would get now, changing nothing. */
+  peek(input: CheckInput): Promise<CheckResult>;
+  /** Forgets the counters under the policy in force for the key; resolves the state keys reset. */
+  reset(input: CheckInput): Promise<string[]>;
 }
 
-/** Everything {@link createAdminHandler} works with. */
+/**
+ * Everything {@link createAdminHandler} works with. The HTTP transport (transport/http.ts)
+ * builds it: `overrides`, `limiters` and `logger`; it has already checked the bearer token
+ * when it leaves `token` out. Embedders that mount the handler themselves pass `token`.
+ */
 export interface AdminContext {
+  /** The configuration store (`--overrides URL`); undefined: the override routes answer 404. */
+  readonly overrides?: unknown;
+  /** Peek and reset (the decision service); undefined: those routes answer 404. */
+  readonly limiters?: AdminLimiters | undefined;
+  /** For the audit log: every change is logged with its action, domain and key. */
+  readonly logger?: { info(obj: object, msg: string): void } | undefined;
   /**
-   * The bearer token callers must send (`Authorization: Bearer <token>`); from `--admin-token`
-   * or `RATEKEEPER_ADMIN_TOKEN`. Empty or undefined: the admin API is off and answers 404.
+   * The bearer token callers must send (`Authorization: Bearer <token>`), checked here in
+   * constant time. Present but empty: the admin API is off (404). Absent: the caller (the HTTP
+   * transport) authenticated the request before handing it over.
    */
-  readonly token: string | undefined;
-  /** The configuration store; undefined: the override routes answer 404 (peek and reset still work). */
-  readonly store: OverrideStore | undefined;
+  readonly token?: string | undefined;
   /**
-   * The instance's override cache: awaited after each write so the next check through this
-   * instance already sees the change (read-your-writes); other instances follow the change feed.
+   * Awaited after each write, so the next check through this instance sees the change. The
+   * store's own change feed already does this for the cache it feeds; pass it when mounting
+   * the handler next to a cache that follows another store object.
    */
   readonly cache?: { refresh(): Promise<void> } | undefined;
-  /** Peek and reset; undefined: those routes answer 404. */
-  readonly keys?: AdminKeyOps | undefined;
   /** Wall clock for `ttl` and for what counts as expired, ms since the epoch. @default Date.now */
   readonly clock?: (() => number) | undefined;
   /** Largest request body, in bytes; larger gets 413. @default 1048576 */
   readonly maxBodyBytes?: number | undefined;
-  /** Told about every change made (for the audit log). */
-  readonly onChange?: ((entry: AdminAuditEntry) => void) | undefined;
 }
 
 /** One change made through the admin API, for the audit log. */
@@ -81,7 +86,11 @@ class HttpError extends Error {
  * http.createServer(async (req, res) => { if (!(await admin(req, res))) { res.statusCode = 404; res.end(); } });
  */
 export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+  // Absent token: the transport authenticated. Present but empty: the admin API is off.
+  const authInTransport = ctx.token === undefined;
   const expected = ctx.token ? sha256(ctx.token) : undefined;
+  const store = isOverrideStore(ctx.overrides) ? ctx.overrides : undefined;
+  const audit = (entry: AdminAuditEntry) => ctx.logger?.info({ admin: entry }, "admin change");
   const clock = ctx.clock ?? Date.now;
   const maxBodyBytes = ctx.maxBodyBytes ?? 1024 * 1024;
 
@@ -89,8 +98,8 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
     const url = new URL(req.url ?? "/", "http://admin.invalid");
     if (!url.pathname.startsWith(ADMIN_PREFIX)) return false;
     try {
-      if (!expected) throw new HttpError(404, "not_found", "the admin API is off (no admin token is configured)");
-      if (!authorized(req.headers.authorization, expected)) {
+      if (!authInTransport && !expected) throw new HttpError(404, "not_found", "the admin API is off (no admin token is configured)");
+      if (expected && !authorized(req.headers.authorization, expected)) {
         res.setHeader("WWW-Authenticate", 'Bearer realm="ratekeeper-admin"');
         throw new HttpError(401, "unauthorized", "missing or wrong bearer token");
       }
@@ -102,7 +111,8 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
         res.destroy();
         return true;
       }
-      if (e instanceof HttpError) send(res, e.status, { error: e.code, message: e.message, ...(e.issues ? { issues: e.issues } : {}) });
+      if (e instanceof CheckError) send(res, 400, { error: "bad_request", message: e.message });
+      else if (e instanceof HttpError) send(res, e.status, { error: e.code, message: e.message, ...(e.issues ? { issues: e.issues } : {}) });
       else send(res, 500, { error: "internal", message: e instanceof Error ? e.message : String(e) });
     }
     return true;
@@ -124,7 +134,6 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
     if (rest.length > 0) throw notFound(url);
 
     if (resource === "overrides") {
-      const store = ctx.store;
       if (!store) throw new HttpError(404, "not_found", "no overrides store is configured (start with --overrides URL)");
       if (domain === undefined || domain === "") {
         if (method === "GET") return list(res, store, url);
@@ -141,19 +150,20 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
     if (resource === "keys" && domain && key) {
       if (action === undefined) {
         if (method !== "GET") throw methodNotAllowed(res, "GET");
-        const keys = needKeys();
-        const decision = await keys.peek(domain, key);
-        if (decision === undefined) throw new HttpError(404, "not_found", `no rule or override applies to ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
-        return send(res, 200, { domain, key, decision, override: summary(await ctx.store?.get(domain, key)) });
+        const result = await needLimiters().peek(checkInput(domain, key, url));
+        const o = await store?.get(domain, key);
+        const live = o && (o.expiresAtMs === undefined || o.expiresAtMs > clock()) ? toDocument(o, true) : null;
+        return send(res, 200, { domain, key, override: live, result });
       }
       if (method !== "POST") throw methodNotAllowed(res, "POST");
       if (action === "reset") {
         await readJson(req, true);
-        if (!(await needKeys().reset(domain, key))) {
+        const keys = await needLimiters().reset(checkInput(domain, key, url));
+        if (keys.length === 0) {
           throw new HttpError(404, "not_found", `no rule or override applies to ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
         }
-        ctx.onChange?.({ action: "reset", domain, key });
-        return send(res, 200, { domain, key, reset: true });
+        audit({ action: "reset", domain, key });
+        return send(res, 200, { domain, key, reset: keys });
       }
       if (action === "block") return block(req, res, needStore(), domain, key);
       if (action === "unblock") return unblock(req, res, needStore(), domain, key);
@@ -161,13 +171,13 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
     throw notFound(url);
   }
 
-  function needKeys(): AdminKeyOps {
-    if (!ctx.keys) throw new HttpError(404, "not_found", "peek and reset are not available in this service");
-    return ctx.keys;
+  function needLimiters(): AdminLimiters {
+    if (!ctx.limiters) throw new HttpError(404, "not_found", "peek and reset are not available in this service");
+    return ctx.limiters;
   }
   function needStore(): OverrideStore {
-    if (!ctx.store) throw new HttpError(404, "not_found", "no overrides store is configured (start with --overrides URL)");
-    return ctx.store;
+    if (!store) throw new HttpError(404, "not_found", "no overrides store is configured (start with --overrides URL)");
+    return store;
   }
 
   async function list(res: ServerResponse, store: OverrideStore, url: URL): Promise<void> {
@@ -202,7 +212,7 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
     try {
       const stored = await store.create(o, clock());
       await settle();
-      ctx.onChange?.({ action: "create", domain: o.domain, key: o.key });
+      audit({ action: "create", domain: o.domain, key: o.key });
       res.setHeader("Location", `${ADMIN_PREFIX}overrides/${encodeURIComponent(o.domain)}/${encodeURIComponent(o.key)}`);
       send(res, 201, toDocument(stored, true));
     } catch (e) {
@@ -224,7 +234,7 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
     const updated = await store.update(o);
     const stored = updated ?? (await store.put(o));
     await settle();
-    ctx.onChange?.({ action: updated ? "replace" : "create", domain, key });
+    audit({ action: updated ? "replace" : "create", domain, key });
     send(res, updated ? 200 : 201, toDocument(stored, true));
   }
 
@@ -232,7 +242,7 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
     await readJson(req, true);
     if (!(await store.delete(domain, key))) throw new HttpError(404, "not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
     await settle();
-    ctx.onChange?.({ action: "delete", domain, key });
+    audit({ action: "delete", domain, key });
     res.statusCode = 204;
     res.end();
   }
@@ -241,7 +251,7 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
     const o = validate((await readJson(req, true)) ?? {}, { domain, key, policy: "blocked" });
     const stored = await store.put(o);
     await settle();
-    ctx.onChange?.({ action: "block", domain, key });
+    audit({ action: "block", domain, key });
     send(res, 200, toDocument(stored, true));
   }
 
@@ -253,7 +263,7 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
     }
     await store.delete(domain, key);
     await settle();
-    ctx.onChange?.({ action: "unblock", domain, key });
+    audit({ action: "unblock", domain, key });
     send(res, 200, { domain, key, blocked: false });
   }
 
@@ -303,8 +313,24 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
   }
 }
 
-function summary(o: Override | undefined): Record<string, unknown> | null {
-  return o ? toDocument(o) : null;
+/**
+ * The check a key names: a canonical descriptor key (`user_id=42`, `a=1|b=2`), or with
+ * `?policy=<name>` a plain key under that named policy (as `GET /v1/keys/...`).
+ */
+function checkInput(domain: string, key: string, url: URL): CheckInput {
+  const policy = url.searchParams.get("policy");
+  if (policy !== null) return { domain, key, policy };
+  const entries = parseDescriptorKey(key);
+  if (!entries) {
+    throw new HttpError(400, "bad_request", `key: ${JSON.stringify(key)} is not a descriptor key (key=value, several joined by |); for a plain key add ?policy=<name>`);
+  }
+  return { domain, descriptors: [entries] };
+}
+
+function isOverrideStore(x: unknown): x is OverrideStore {
+  if (typeof x !== "object" || x === null) return false;
+  const s = x as Partial<OverrideStore>;
+  return (s.kind === "sqlite" || s.kind === "postgres") && typeof s.get === "function" && typeof s.put === "function" && typeof s.list === "function";
 }
 
 function sha256(s: string): Buffer {
