@@ -12,6 +12,7 @@ import { RulesError } from "./config/schema.js";
 import { createLogger } from "./log.js";
 import { OverrideCache } from "./overrides/cache.js";
 import { openOverrideStore } from "./overrides/open.js";
+import { OVERRIDES_COMMANDS } from "./overrides/commands.js";
 import { startService, type ServiceOverrides } from "./server.js";
 
 type Flags = NonNullable<ParseArgsConfig["options"]>;
@@ -133,6 +134,8 @@ export const COMMANDS: Command[] = [
       }
     },
   },
+  // `overrides import|export` (owned by the overrides module).
+  ...OVERRIDES_COMMANDS,
 ];
 
 /**
@@ -140,7 +143,12 @@ export const COMMANDS: Command[] = [
  * lookup). The overrides module owns both; this only wires them to the service.
  */
 async function openOverrides(url: string, logger: ReturnType<typeof createLogger>): Promise<ServiceOverrides> {
-  const store = await openOverrideStore(url);
+  const store = await openOverrideStore(url, {
+    onListenerEvent: (e) =>
+      e.type === "connected"
+        ? logger.info({ backendPid: e.backendPid, reconnects: e.reconnects }, "overrides: LISTEN connection up")
+        : logger.warn({ err: e.error?.message, event: e.type }, "overrides: LISTEN connection lost; reconnecting and resyncing"),
+  });
   const cache = await OverrideCache.start(store, { onError: (err, during) => logger.warn({ err, during }, "overrides cache") });
   logger.info({ overrides: store.description }, "overrides loaded");
   return {

@@ -1,0 +1,100 @@
+import { createWriteStream } from "node:fs";
+import { finished } from "node:stream/promises";
+import type { Command } from "../cli.js";
+import { exportOverrides, importOverrides } from "./jsonl.js";
+import { openOverrideStore } from "./open.js";
+
+type Values = Parameters<Command["run"]>[0];
+
+function storeUrl(v: Values): string {
+  const url = typeof v.overrides === "string" ? v.overrides : process.env.RATEKEEPER_OVERRIDES;
+  if (!url) throw new RangeError("--overrides: required (sqlite:./data/overrides.db or postgres://...) [env RATEKEEPER_OVERRIDES]");
+  return url;
+}
+
+const URL_HELP = "URL  the overrides store: sqlite:./data/overrides.db or postgres://user@host/db [env RATEKEEPER_OVERRIDES]";
+
+/**
+ * `ratekeeper overrides import` and `ratekeeper overrides export`: bulk changes as JSON lines,
+ * one override per line (the admin API's document: `{"domain","key","limits"|"policy",
+ * "expiresAtMs"|"ttl","note"}`). Entries of the CLI's command table.
+ */
+export const OVERRIDES_COMMANDS: Command[] = [
+  {
+    words: ["overrides", "import"],
+    args: "FILE|-",
+    summary: "import overrides from JSON lines (- reads stdin); every line is validated first, nothing is written if any is bad",
+    flags: {
+      overrides: { type: "string" },
+      "dry-run": { type: "boolean" },
+      "batch-size": { type: "string" },
+    },
+    flagHelp: {
+      overrides: URL_HELP,
+      "dry-run": "validate only; write nothing",
+      "batch-size": "N  overrides per transaction [default 10000]",
+    },
+    async run(v, positionals) {
+      const file = positionals[0];
+      if (!file || positionals.length > 1) throw new RangeError("overrides import: give exactly one FILE, or - for stdin");
+      const batchText = typeof v["batch-size"] === "string" ? v["batch-size"] : undefined;
+      const batchSize = batchText === undefined ? undefined : Number(batchText);
+      if (batchSize !== undefined && (!Number.isSafeInteger(batchSize) || batchSize < 1)) {
+        throw new RangeError(`--batch-size: must be a positive whole number (got ${JSON.stringify(batchText)})`);
+      }
+      const store = await openOverrideStore(storeUrl(v));
+      try {
+        const started = Date.now();
+        const result = await importOverrides(store, file === "-" ? { stream: process.stdin } : { path: file }, {
+          batchSize,
+          dryRun: v["dry-run"] === true,
+          onProgress: (n) => {
+            if (n % 100_000 < (batchSize ?? 10_000)) process.stderr.write(`overrides import: ${n} written\n`);
+          },
+        });
+        const name = file === "-" ? "stdin" : file;
+        if (result.badLines > 0) {
+          for (const p of result.problems) process.stderr.write(`${name}:${p.line}: ${p.path}: ${p.message}\n`);
+          const more = result.badLines > result.problems.length ? ` (first ${result.problems.length} problems shown)` : "";
+          process.stderr.write(`overrides import: ${result.badLines} of ${result.lines} lines are bad${more}; nothing was written\n`);
+          return 1;
+        }
+        const what = v["dry-run"] === true ? `${result.lines} lines valid (dry run, nothing written)` : `${result.written} overrides written`;
+        process.stdout.write(`${name}: ${what} to ${store.description} in ${Date.now() - started} ms\n`);
+        return 0;
+      } finally {
+        await store.close();
+      }
+    },
+  },
+  {
+    words: ["overrides", "export"],
+    args: "[FILE]",
+    summary: "write every live override as JSON lines, in (domain, key) order, to FILE or stdout",
+    flags: {
+      overrides: { type: "string" },
+      domain: { type: "string" },
+    },
+    flagHelp: {
+      overrides: URL_HELP,
+      domain: "NAME  only this domain",
+    },
+    async run(v, positionals) {
+      if (positionals.length > 1) throw new RangeError("overrides export: give at most one FILE");
+      const file = positionals[0];
+      const store = await openOverrideStore(storeUrl(v));
+      try {
+        const out = file && file !== "-" ? createWriteStream(file) : process.stdout;
+        const n = await exportOverrides(store, out, { domain: typeof v.domain === "string" ? v.domain : undefined });
+        if (out !== process.stdout) {
+          out.end();
+          await finished(out);
+        }
+        process.stderr.write(`overrides export: ${n} overrides from ${store.description}\n`);
+        return 0;
+      } finally {
+        await store.close();
+      }
+    },
+  },
+];

@@ -1,0 +1,96 @@
+/**
+ * Two instances sharing one PostgreSQL (each with its own store object: its own pool and its
+ * own LISTEN connection, exactly as two service processes): a change made through one reaches
+ * the other's cache within a second; a killed LISTEN connection is noticed, reconnected, and
+ * what was written meanwhile is not missed.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OverrideCache } from "../src/overrides/cache.js";
+import { PostgresOverrideStore, type ListenerEvent } from "../src/overrides/postgres.js";
+import type { Override } from "../src/overrides/types.js";
+import { createTestDatabase, pgQuery, pollUntil, postgresTestMode, PG_ADMIN_URL, type TestDatabase } from "./overrides-support.js";
+
+const pgMode = await postgresTestMode();
+const policy: Override["policy"] = { limits: [{ algorithm: "gcra", limit: 5, window: "1s", burst: 2 }] };
+
+describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => {
+  let db: TestDatabase;
+  let a: PostgresOverrideStore;
+  let b: PostgresOverrideStore;
+  let cacheA: OverrideCache;
+  let cacheB: OverrideCache;
+  const eventsB: ListenerEvent[] = [];
+  const now = () => Date.now();
+
+  beforeAll(async () => {
+    db = await createTestDatabase("shared");
+    // Both open at once: the migrations take an advisory lock, so they do not race.
+    [a, b] = await Promise.all([
+      PostgresOverrideStore.open({ connectionString: db.url, applicationName: "rk-test-a" }),
+      PostgresOverrideStore.open({
+        connectionString: db.url,
+        applicationName: "rk-test-b",
+        keepaliveIntervalMs: 1000,
+        reconnectDelayMs: [50, 500],
+        onListenerEvent: (e) => eventsB.push(e),
+      }),
+    ]);
+    // No periodic resync: every change must travel by NOTIFY (or the reconnect resync).
+    cacheA = await OverrideCache.start(a, { resyncIntervalMs: 0, purgeIntervalMs: 0 });
+    cacheB = await OverrideCache.start(b, { resyncIntervalMs: 0, purgeIntervalMs: 0 });
+    await pollUntil("both LISTEN connections up", () => a.listening && b.listening, 10_000);
+  });
+
+  afterAll(async () => {
+    cacheA?.close();
+    cacheB?.close();
+    await a?.close();
+    await b?.close();
+    await db?.drop();
+  });
+
+  it("a change made through one instance reaches the other's cache within one second", async () => {
+    await a.put({ domain: "api", key: "user_id=241531", policy, note: "seed 004" });
+    expect(cacheA.get("api", "user_id=241531", now())?.policy).toEqual(policy); // read-your-writes
+    const tookMs = await pollUntil("B sees A's override", () => cacheB.get("api", "user_id=241531", now()) !== undefined, 5_000, 5);
+    expect(tookMs).toBeLessThan(1000);
+    expect(cacheB.get("api", "user_id=241531", now())).toMatchObject({ policy, note: "seed 004" });
+
+    await b.put({ domain: "api", key: "user_id=241531", policy: "blocked" });
+    const back = await pollUntil("A sees B's update", () => cacheA.get("api", "user_id=241531", now())?.policy === "blocked", 5_000, 5);
+    expect(back).toBeLessThan(1000);
+
+    await a.delete("api", "user_id=241531");
+    const gone = await pollUntil("B sees A's delete", () => cacheB.get("api", "user_id=241531", now()) === undefined, 5_000, 5);
+    expect(gone).toBeLessThan(1000);
+  });
+
+  it("a bulk import through one instance reaches the other (one NOTIFY per batch)", async () => {
+    const rows: Override[] = [];
+    for (let i = 0; i < 20_000; i++) rows.push({ domain: "bulk", key: `ip=10.0.${i >> 8}.${i & 255}`, policy: "blocked" });
+    await a.putMany(rows);
+    await pollUntil("B holds all 20000", () => cacheB.get("bulk", "ip=10.0.78.31", now()) !== undefined && cacheB.size >= 20_000, 20_000);
+    expect(cacheB.version).toBe(cacheA.version);
+  });
+
+  it("notices a killed LISTEN connection, reconnects, and catches up on what it missed", async () => {
+    const pid = b.listenBackendPid;
+    expect(pid).toBeTypeOf("number");
+    const lostBefore = eventsB.filter((e) => e.type === "lost").length;
+    const [row] = await pgQuery<{ ok: boolean }>(PG_ADMIN_URL, "SELECT pg_terminate_backend($1) AS ok", [pid]);
+    expect(row?.ok).toBe(true);
+    // Written while B's notification connection is down (or coming back): its NOTIFY may be lost.
+    await a.put({ domain: "api", key: "during-outage", policy: "unlimited" });
+    await pollUntil("B notices the loss", () => eventsB.filter((e) => e.type === "lost").length > lostBefore, 10_000);
+    await pollUntil("B reconnects with a new backend", () => b.listening && b.listenBackendPid !== undefined && b.listenBackendPid !== pid, 10_000);
+    await pollUntil("B catches up on the missed change", () => cacheB.get("api", "during-outage", now())?.policy === "unlimited", 10_000);
+    const [backend] = await pgQuery<{ application_name: string }>(PG_ADMIN_URL, "SELECT application_name FROM pg_stat_activity WHERE pid = $1", [b.listenBackendPid]);
+    expect(backend?.application_name).toBe("rk-test-b-listen");
+
+    // And the restored connection carries notifications again.
+    await a.put({ domain: "api", key: "after-outage", policy: "blocked" });
+    const tookMs = await pollUntil("B sees a change after reconnecting", () => cacheB.get("api", "after-outage", now()) !== undefined, 5_000, 5);
+    expect(tookMs).toBeLessThan(1000);
+    expect(eventsB.some((e) => e.type === "connected" && e.reconnects >= 1)).toBe(true);
+  });
+});
