@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { timingSafeEqual } from "node:crypto";
+import { createHash, timingSafeEqual } from "node:crypto";
 import type { DescriptorEntry } from "../config/match.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
@@ -76,7 +76,8 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
       logger,
     }, logger);
   }
-  const tokenBuf = token ? Buffer.from(`Bearer ${token}`) : undefined;
+  // Compared as SHA-256 digests: equal lengths always, so timingSafeEqual leaks neither content nor length.
+  const tokenBuf = token ? createHash("sha256").update(`Bearer ${token}`).digest() : undefined;
 
   const server = createServer({ requestTimeout: options.requestTimeoutMs ?? 10_000, headersTimeout: options.headersTimeoutMs ?? 5_000, keepAliveTimeout: 5_000 }, (req, res) => {
     handle(req, res).catch((e: unknown) => {
@@ -126,7 +127,7 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
     }
     if (path.startsWith("/v1/admin/") || path === "/v1/admin") {
       if (!admin || !tokenBuf) return send(res, 404, { error: "the admin API is off (start with --admin-token or RATEKEEPER_ADMIN_TOKEN)" });
-      const auth = Buffer.from(req.headers.authorization ?? "");
+      const auth = createHash("sha256").update(req.headers.authorization ?? "").digest();
       if (auth.length !== tokenBuf.length || !timingSafeEqual(auth, tokenBuf)) return send(res, 401, { error: "admin API: needs Authorization: Bearer <admin token>" }, { "www-authenticate": "Bearer" });
       if (await admin(req, res)) return;
       return send(res, 404, { error: `no admin route ${method ?? ""} ${path}` });
