@@ -7,6 +7,7 @@
 import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { HEADER_STYLES, type HeaderStyle } from "ratekeeper/http";
 import { loadRulesFile } from "./config/load.js";
 import { RulesError } from "./config/schema.js";
 import { createLogger } from "./log.js";
@@ -37,7 +38,15 @@ class UsageError extends Error {}
 function port(text: string | undefined, name: string, fallback: number): number {
   if (text === undefined || text === "") return fallback;
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`${name}: must be a port number 0-65535 (got ${JSON.stringify(text)})`);
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new UsageError(`${name}: must be a port number 0-65535 (got ${JSON.stringify(text)})`);
+  return n;
+}
+
+function positive(text: string | undefined, name: string): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${name}: must be a positive whole number (got ${JSON.stringify(text)})`);
   return n;
 }
 
@@ -58,24 +67,37 @@ export const COMMANDS: Command[] = [
       host: { type: "string" },
       overrides: { type: "string" },
       "admin-token": { type: "string" },
+      headers: { type: "string" },
+      "request-timeout": { type: "string" },
+      "max-body": { type: "string" },
       "no-watch": { type: "boolean" },
     },
     flagHelp: {
       config: "FILE  rules file (YAML) [required]",
       redis: "URL  share state in Redis (redis://host:6379); default: in-memory store [env REDIS_URL]",
-      "redis-failure": "open|closed  when Redis fails: admit or deny; default: fail the check (503) and report not ready",
+      "redis-failure":
+        "POLICY  when Redis fails or is slow (50 ms): open (admit), closed (deny), insurance (per-process memory store) or throw (503, and /readyz not ready) [default open]",
       port: "N  HTTP port [env PORT, default 8080]",
       "grpc-port": "N  gRPC port (Envoy RLS) [env GRPC_PORT, default 8081]",
       host: "ADDR  interface to listen on [default 0.0.0.0]",
       overrides: "URL  per-key overrides store: sqlite:./overrides.db or postgres://... [env RATEKEEPER_OVERRIDES]",
       "admin-token": "TOKEN  turn on the admin API (/v1/admin/*) with this bearer token [env RATEKEEPER_ADMIN_TOKEN]",
+      headers: "STYLES  limit header styles, comma-separated: ietf, draft-7, draft-6, x-ratelimit [default ietf, as the middleware]",
+      "request-timeout": "MS  time a client has to send a whole request; slower ones get 408 [default 10000]",
+      "max-body": "BYTES  largest request body; larger ones get 413 [default 65536]",
       "no-watch": "do not reload the rules file when it changes",
     },
     async run(v) {
       const configFile = str(v.config);
       if (!configFile) throw new UsageError("--config: required (the rules file, e.g. examples/rules.yaml)");
       const redisFailure = str(v["redis-failure"]);
-      if (redisFailure !== undefined && redisFailure !== "open" && redisFailure !== "closed") throw new UsageError(`--redis-failure: must be open or closed (got ${JSON.stringify(redisFailure)})`);
+      if (redisFailure !== undefined && !["open", "closed", "insurance", "throw"].includes(redisFailure)) {
+        throw new UsageError(`--redis-failure: must be open, closed, insurance or throw (got ${JSON.stringify(redisFailure)})`);
+      }
+      const headerStyles = (str(v.headers) ?? "ietf").split(",").map((x) => x.trim()) as HeaderStyle[];
+      for (const h of headerStyles)
+        if (!HEADER_STYLES.includes(h))
+          throw new UsageError(`--headers: each style must be one of ${HEADER_STYLES.join(", ")} (got ${JSON.stringify(h)})`);
       const logger = createLogger();
       const overridesUrl = str(v.overrides) ?? process.env.RATEKEEPER_OVERRIDES;
       const overrides = overridesUrl ? await openOverrides(overridesUrl, logger) : undefined;
@@ -84,13 +106,16 @@ export const COMMANDS: Command[] = [
         running = await startService({
           configFile,
           redisUrl: str(v.redis) ?? process.env.REDIS_URL,
-          redisFailure,
+          redisFailure: redisFailure as "open" | "closed" | "insurance" | "throw" | undefined,
           port: port(str(v.port) ?? process.env.PORT, "--port", 8080),
           grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
           host: str(v.host),
           watch: v["no-watch"] !== true,
           adminToken: str(v["admin-token"]) ?? process.env.RATEKEEPER_ADMIN_TOKEN,
           overrides,
+          headerStyles,
+          requestTimeoutMs: positive(str(v["request-timeout"]), "--request-timeout"),
+          maxBodyBytes: positive(str(v["max-body"]), "--max-body"),
           logger,
         });
       } catch (e) {
@@ -125,7 +150,9 @@ export const COMMANDS: Command[] = [
       if (!file || positionals.length > 1) throw new UsageError("config check: give exactly one FILE");
       try {
         const rules = loadRulesFile(file);
-        process.stdout.write(`${file}: ok (${rules.domains.size} domains, ${rules.rules.length} rules, ${rules.policies.size} named policies)\n`);
+        process.stdout.write(
+          `${file}: ok (${rules.domains.size} domains, ${rules.rules.length} rules, ${rules.policies.size} named policies)\n`,
+        );
         return 0;
       } catch (e) {
         if (!(e instanceof RulesError)) throw e;
@@ -169,7 +196,11 @@ function help(): string {
 }
 
 function commandHelp(c: Command): string {
-  const lines = [`usage: ratekeeper ${[...c.words, c.args].filter(Boolean).join(" ")}${Object.keys(c.flags).length ? " [flags]" : ""}`, "", c.summary];
+  const lines = [
+    `usage: ratekeeper ${[...c.words, c.args].filter(Boolean).join(" ")}${Object.keys(c.flags).length ? " [flags]" : ""}`,
+    "",
+    c.summary,
+  ];
   if (Object.keys(c.flags).length) {
     lines.push("", "flags:");
     for (const [name, f] of Object.entries(c.flags)) {

@@ -53,8 +53,17 @@ export class Metrics implements DecisionObserver {
       labelNames: ["kind"],
       registers: [this.registry],
     });
-    this.reloads = new Counter({ name: "ratekeeper_config_reloads_total", help: "Rules reloads by result (failed: the last good rules stay in force).", labelNames: ["result"], registers: [this.registry] });
-    this.lastReload = new Gauge({ name: "ratekeeper_config_last_reload_success", help: "1 if the last rules reload succeeded, else 0.", registers: [this.registry] });
+    this.reloads = new Counter({
+      name: "ratekeeper_config_reloads_total",
+      help: "Rules reloads by result (failed: the last good rules stay in force).",
+      labelNames: ["result"],
+      registers: [this.registry],
+    });
+    this.lastReload = new Gauge({
+      name: "ratekeeper_config_last_reload_success",
+      help: "1 if the last rules reload succeeded, else 0.",
+      registers: [this.registry],
+    });
     this.rules = new Gauge({ name: "ratekeeper_rules", help: "Rules in force.", registers: [this.registry] });
     this.reloads.inc({ result: "ok" }, 0);
     this.reloads.inc({ result: "failed" }, 0);

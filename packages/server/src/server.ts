@@ -3,6 +3,8 @@ import type { AddressInfo } from "node:net";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
 import { Redis } from "ioredis";
 import { MemoryStore, type Store } from "ratekeeper";
+import type { HeaderStyle } from "ratekeeper/http";
+import { RedisStore } from "ratekeeper/redis";
 import { loadRulesFile, watchRules } from "./config/load.js";
 import { createLogger, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
@@ -26,10 +28,13 @@ export interface ServeOptions {
   /** `redis://...`: use the Redis store (shared by every instance); otherwise the memory store. */
   redisUrl?: string | undefined;
   /**
-   * What the Redis store does when Redis fails: `open` admits, `closed` denies; unset: the
-   * check fails (HTTP 503, gRPC UNAVAILABLE) and /readyz reports not ready while Redis is down.
+   * What the Redis store does when Redis fails or times out (the library's `failure` option):
+   * `open` admits, `closed` denies, `insurance` decides with a per-process MemoryStore,
+   * `throw` fails the check (HTTP 503, gRPC UNAVAILABLE). With `throw`, /readyz reports not
+   * ready while Redis is unreachable; with a failure policy the service stays ready.
+   * @default "open" (the library's default)
    */
-  redisFailure?: "open" | "closed" | undefined;
+  redisFailure?: "open" | "closed" | "insurance" | "throw" | undefined;
   /** HTTP port (0: any free port). @default 8080 */
   port?: number | undefined;
   /** gRPC port (0: any free port). @default 8081 */
@@ -43,6 +48,10 @@ export interface ServeOptions {
   /** Admin API token (`/v1/admin/*`); without it the admin API is off. */
   adminToken?: string | undefined;
   overrides?: ServiceOverrides | undefined;
+  /** Limit header styles (as the middleware's `headers` option). @default ["ietf"] */
+  headerStyles?: readonly HeaderStyle[] | undefined;
+  /** Time a client has to send a whole request (headers: at most 5 s of it); slower ones get 408. @default 10000 */
+  requestTimeoutMs?: number | undefined;
   /** Largest request body in bytes. @default 65536 */
   maxBodyBytes?: number | undefined;
   /** How long shutdown waits for in-flight requests before closing them. @default 10000 */
@@ -61,10 +70,6 @@ export interface RunningService {
   close(): Promise<void>;
 }
 
-interface RedisStoreModule {
-  RedisStore: new (options: { client: Redis; failOpen?: boolean; failClosed?: boolean }) => Store & { close?: () => Promise<void> | void };
-}
-
 /**
  * Starts the decision service: rules (watched), the store, HTTP and gRPC.
  * @throws RulesError when the rules file is bad (the service never starts on bad rules)
@@ -81,12 +86,20 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   if (options.redisUrl) {
     redis = new Redis(options.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false });
     redis.on("error", (e: Error) => logger.warn({ err: e.message }, "redis error"));
-    // A variable specifier keeps the build independent of when ratekeeper/redis lands.
-    const spec = "ratekeeper/redis";
-    const mod = (await import(spec)) as RedisStoreModule;
-    store = new mod.RedisStore({
+    let lastLogMs = 0;
+    store = new RedisStore({
       client: redis,
-      ...(options.redisFailure === "open" ? { failOpen: true } : options.redisFailure === "closed" ? { failClosed: true } : {}),
+      failure: options.redisFailure === "insurance" ? { insurance: new MemoryStore() } : (options.redisFailure ?? "open"),
+      onError: (e, ctx) => {
+        // Every failed call lands here; log at most one every 10 s (metrics count them all).
+        const now = Date.now();
+        if (now - lastLogMs < 10_000) return;
+        lastLogMs = now;
+        logger.warn(
+          { err: e.message, timedOut: ctx.timedOut, failure: options.redisFailure ?? "open" },
+          "redis store failed: the failure policy decides",
+        );
+      },
     });
     await waitReady(redis, 5_000).catch((e: Error) => logger.warn({ err: e.message }, "redis not reachable yet"));
   } else {
@@ -97,7 +110,8 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   let closing = false;
   const readiness = (): { ready: boolean; reason?: string } => {
     if (closing) return { ready: false, reason: "shutting down" };
-    if (redis && redis.status !== "ready" && options.redisFailure === undefined) return { ready: false, reason: `redis is ${redis.status}` };
+    if (redis && redis.status !== "ready" && options.redisFailure === "throw")
+      return { ready: false, reason: `redis is ${redis.status} and --redis-failure is throw` };
     return { ready: true };
   };
 
@@ -107,6 +121,8 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     logger,
     readiness,
     maxBodyBytes: options.maxBodyBytes,
+    requestTimeoutMs: options.requestTimeoutMs,
+    headerStyles: options.headerStyles,
     adminToken: options.adminToken,
     overridesStore: options.overrides?.store,
   });
@@ -145,7 +161,10 @@ export async function startService(options: ServeOptions): Promise<RunningServic
           },
         });
 
-  logger.info({ httpPort, grpcPort, store: redis ? "redis" : "memory", rules: rules.rules.length, config: options.configFile }, "listening");
+  logger.info(
+    { httpPort, grpcPort, store: redis ? "redis" : "memory", rules: rules.rules.length, config: options.configFile },
+    "listening",
+  );
 
   let closed: Promise<void> | undefined;
   const close = (): Promise<void> => {

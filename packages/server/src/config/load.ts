@@ -24,7 +24,10 @@ export function parseRules(text: string, file: string): Rules {
   if (doc.errors.length > 0) {
     throw new RulesError(
       file,
-      doc.errors.map((e) => ({ path: e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : "", message: (e.message.split("\n")[0] ?? e.message).replace(/ at line \d+, column \d+:?$/, "") })),
+      doc.errors.map((e) => ({
+        path: e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : "",
+        message: (e.message.split("\n")[0] ?? e.message).replace(/ at line \d+, column \d+:?$/, ""),
+      })),
     );
   }
   return compileRules(doc.toJS(), file);

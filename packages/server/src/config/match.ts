@@ -41,7 +41,11 @@ export function matchDescriptor(rules: Rules, domain: string, entries: readonly 
       return { rule: undefined, via, miss: `${via.join(" > ")} has no policy of its own (only nested descriptors)` };
     }
     if (node.children === undefined) {
-      return { rule: undefined, via, miss: `the descriptor has ${entries.length} entries but the rules stop at depth ${i + 1} (${via.join(" > ")})` };
+      return {
+        rule: undefined,
+        via,
+        miss: `the descriptor has ${entries.length} entries but the rules stop at depth ${i + 1} (${via.join(" > ")})`,
+      };
     }
     level = node.children;
   }

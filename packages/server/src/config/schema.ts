@@ -36,7 +36,20 @@ import { z } from "zod";
 import { policyId, resolveLimits, RateLimitConfigError, type ConfigIssue, type LimitSpec, type ResolvedLimit } from "ratekeeper";
 
 /** Keys of a descriptor node that are structure, not policy. Everything else is the policy spec. */
-const STRUCTURAL = new Set(["key", "value", "descriptors", "name", "cost", "shadow", "shadow_mode", "unlimited", "limits", "rate_limit", "detailed_metric", "replaces"]);
+const STRUCTURAL = new Set([
+  "key",
+  "value",
+  "descriptors",
+  "name",
+  "cost",
+  "shadow",
+  "shadow_mode",
+  "unlimited",
+  "limits",
+  "rate_limit",
+  "detailed_metric",
+  "replaces",
+]);
 /** Keys of a named policy that are not the spec. */
 const POLICY_EXTRA = new Set(["cost", "shadow", "limits"]);
 
@@ -54,7 +67,14 @@ interface NodeInput {
   shadow_mode?: boolean | undefined;
   unlimited?: boolean | undefined;
   limits?: unknown[] | undefined;
-  rate_limit?: { unit?: keyof typeof UNIT_MS | undefined; requests_per_unit?: number | undefined; unlimited?: boolean | undefined; name?: string | undefined } | undefined;
+  rate_limit?:
+    | {
+        unit?: keyof typeof UNIT_MS | undefined;
+        requests_per_unit?: number | undefined;
+        unlimited?: boolean | undefined;
+        name?: string | undefined;
+      }
+    | undefined;
   descriptors?: NodeInput[] | undefined;
   [k: string]: unknown;
 }
@@ -68,7 +88,10 @@ const RateLimitBlock = z.strictObject({
 
 const Node: z.ZodType<NodeInput> = z.lazy(() =>
   z.looseObject({
-    key: z.string().min(1, "must be a non-empty string").refine((s) => !/[=|\n]/.test(s), "must not contain '=', '|' or a newline"),
+    key: z
+      .string()
+      .min(1, "must be a non-empty string")
+      .refine((s) => !/[=|\n]/.test(s), "must not contain '=', '|' or a newline"),
     value: z
       .string()
       .min(1, "must be a non-empty string (omit it to match any value)")
@@ -88,7 +111,9 @@ const Node: z.ZodType<NodeInput> = z.lazy(() =>
 );
 
 const Root = z.strictObject({
-  policies: z.record(z.string().regex(NAME_RE, "policy names must be 1-64 letters, digits, '_', '.', ':' or '-'"), z.looseObject({})).optional(),
+  policies: z
+    .record(z.string().regex(NAME_RE, "policy names must be 1-64 letters, digits, '_', '.', ':' or '-'"), z.looseObject({}))
+    .optional(),
   domains: z
     .array(
       z.strictObject({
@@ -214,10 +239,12 @@ export function compileRules(doc: unknown, file: string): Rules {
     for (const k of Object.keys(r)) if (!POLICY_EXTRA.has(k)) spec[k] = r[k];
     const specs = policySpecs(r.limits, spec, path, issues);
     const cost = r.cost === undefined ? 1 : r.cost;
-    if (typeof cost !== "number" || !Number.isSafeInteger(cost) || cost <= 0) issues.push({ path: `${path}.cost`, message: `must be > 0 (a whole number; got ${String(cost)})` });
+    if (typeof cost !== "number" || !Number.isSafeInteger(cost) || cost <= 0)
+      issues.push({ path: `${path}.cost`, message: `must be > 0 (a whole number; got ${String(cost)})` });
     if (r.shadow !== undefined && typeof r.shadow !== "boolean") issues.push({ path: `${path}.shadow`, message: "must be true or false" });
     if (specs === undefined) {
-      if (r.limits === undefined && Object.keys(spec).length === 0) issues.push({ path, message: "needs a policy: { algorithm, limit, window } or limits: [...]" });
+      if (r.limits === undefined && Object.keys(spec).length === 0)
+        issues.push({ path, message: "needs a policy: { algorithm, limit, window } or limits: [...]" });
       continue;
     }
     const limits = resolve(specs, path, r.limits !== undefined, issues);
@@ -230,7 +257,10 @@ export function compileRules(doc: unknown, file: string): Rules {
 function policySpecs(limitsField: unknown, inline: Record<string, unknown>, path: string, issues: ConfigIssue[]): LimitSpec[] | undefined {
   const hasInline = Object.keys(inline).length > 0;
   if (limitsField !== undefined && hasInline) {
-    issues.push({ path, message: `give the policy either inline (algorithm, limit, window, ...) or under limits, not both (found ${Object.keys(inline).join(", ")} beside limits)` });
+    issues.push({
+      path,
+      message: `give the policy either inline (algorithm, limit, window, ...) or under limits, not both (found ${Object.keys(inline).join(", ")} beside limits)`,
+    });
     return undefined;
   }
   if (limitsField !== undefined) return limitsField as LimitSpec[];
@@ -252,7 +282,14 @@ function resolve(specs: LimitSpec[], path: string, asList: boolean, issues: Conf
   }
 }
 
-function compileLevel(nodes: readonly NodeInput[], domain: string, idPrefix: string, path: string, rules: Rule[], issues: ConfigIssue[]): Level {
+function compileLevel(
+  nodes: readonly NodeInput[],
+  domain: string,
+  idPrefix: string,
+  path: string,
+  rules: Rule[],
+  issues: ConfigIssue[],
+): Level {
   const level: Level = { exact: new Map(), wildcards: [], anyValue: new Map() };
   const seen = new Set<string>();
   nodes.forEach((n, i) => {
@@ -264,8 +301,13 @@ function compileLevel(nodes: readonly NodeInput[], domain: string, idPrefix: str
     const compiled = compileRule(n, domain, n.name ?? id, at, issues);
     const rule = compiled === "invalid" ? undefined : compiled;
     if (rule) rules.push(rule);
-    const children = n.descriptors && n.descriptors.length > 0 ? compileLevel(n.descriptors, domain, id, `${at}.descriptors`, rules, issues) : undefined;
-    if (compiled === undefined && !children) issues.push({ path: at, message: "needs a policy ({ algorithm, limit, window }, limits: [...], rate_limit, or unlimited: true) or nested descriptors" });
+    const children =
+      n.descriptors && n.descriptors.length > 0 ? compileLevel(n.descriptors, domain, id, `${at}.descriptors`, rules, issues) : undefined;
+    if (compiled === undefined && !children)
+      issues.push({
+        path: at,
+        message: "needs a policy ({ algorithm, limit, window }, limits: [...], rate_limit, or unlimited: true) or nested descriptors",
+      });
     const node: TreeNode = { rule, children, label };
     if (n.value === undefined) level.anyValue.set(n.key, node);
     else if (n.value.endsWith("*")) level.wildcards.push({ key: n.key, prefix: n.value.slice(0, -1), node });
@@ -312,6 +354,7 @@ function compileRule(n: NodeInput, domain: string, id: string, at: string, issue
   const limits = resolve(specs, at, asList, issues);
   if (!limits) return "invalid";
   const capacity = Math.min(...limits.map((l) => l.capacity));
-  if (cost > capacity) issues.push({ path: `${at}.cost`, message: `must be at most ${capacity}, the most this policy could ever admit (got ${cost})` });
+  if (cost > capacity)
+    issues.push({ path: `${at}.cost`, message: `must be at most ${capacity}, the most this policy could ever admit (got ${cost})` });
   return { id, path: at, domain, specs, limits, policyId: limiterId(limits), cost, shadow, unlimited: false };
 }

@@ -161,7 +161,8 @@ export class DecisionService {
     const domain = input.domain;
     if (typeof domain !== "string" || domain.length === 0) throw new CheckError("domain: must be a non-empty string");
     const descriptors = input.descriptors;
-    if (!descriptors || descriptors.length === 0) throw new CheckError("descriptors: must be a non-empty list (or give a key and a policy)");
+    if (!descriptors || descriptors.length === 0)
+      throw new CheckError("descriptors: must be a non-empty list (or give a key and a policy)");
     if (descriptors.length === 1) {
       const s = await this.decideOne(rules, domain, descriptors[0] as readonly DescriptorEntry[], mult, nowMs, false);
       return { allowed: s.allowed, domain, statuses: [s] };
@@ -211,7 +212,9 @@ export class DecisionService {
     for (const entries of input.descriptors ?? []) {
       const key = descriptorKey(entries);
       const m = matchDescriptor(rules, domain, entries);
-      const limiter = this.overrideLimiter(domain, key, nowMs) ?? (m.rule && !m.rule.unlimited ? this.limiterFor(m.rule.policyId, m.rule.specs) : undefined);
+      const limiter =
+        this.overrideLimiter(domain, key, nowMs) ??
+        (m.rule && !m.rule.unlimited ? this.limiterFor(m.rule.policyId, m.rule.specs) : undefined);
       if (limiter) {
         await limiter.reset(`${domain}|${key}`);
         done.push(`${domain}|${key}`);
@@ -233,7 +236,11 @@ export class DecisionService {
     let l = this.overrideLimiters.get(id);
     if (l === undefined) {
       try {
-        l = new RateLimiter({ limits: policy.limits as LimitSpec[], store: this.store, ...(this.injectClock ? { clock: this.clock } : {}) });
+        l = new RateLimiter({
+          limits: policy.limits as LimitSpec[],
+          store: this.store,
+          ...(this.injectClock ? { clock: this.clock } : {}),
+        });
       } catch (e) {
         l = e as Error;
       }
@@ -252,17 +259,41 @@ export class DecisionService {
     return np;
   }
 
-  private async decidePlain(rules: Rules, input: CheckInput, mult: number, nowMs: number, peek: boolean): Promise<{ domain: string; status: DescriptorStatus }> {
+  private async decidePlain(
+    rules: Rules,
+    input: CheckInput,
+    mult: number,
+    nowMs: number,
+    peek: boolean,
+  ): Promise<{ domain: string; status: DescriptorStatus }> {
     const key = input.key;
     if (typeof key !== "string" || key.length === 0 || key.length > 512) throw new CheckError("key: must be a string of 1-512 characters");
     const np = this.namedPolicy(rules, input.policy);
     const domain = input.domain ?? np.name;
     const ruleId = `policy:${np.name}`;
-    const status = await this.apply(domain, key, ruleId, np.policyId, np.specs, np.cost * mult, np.shadow, nowMs, peek, `policy ${np.name}`);
+    const status = await this.apply(
+      domain,
+      key,
+      ruleId,
+      np.policyId,
+      np.specs,
+      np.cost * mult,
+      np.shadow,
+      nowMs,
+      peek,
+      `policy ${np.name}`,
+    );
     return { domain, status };
   }
 
-  private async decideOne(rules: Rules, domain: string, entries: readonly DescriptorEntry[], mult: number, nowMs: number, peek: boolean): Promise<DescriptorStatus> {
+  private async decideOne(
+    rules: Rules,
+    domain: string,
+    entries: readonly DescriptorEntry[],
+    mult: number,
+    nowMs: number,
+    peek: boolean,
+  ): Promise<DescriptorStatus> {
     if (!Array.isArray(entries) || entries.length === 0) throw new CheckError("descriptors: each descriptor needs at least one entry");
     const key = descriptorKey(entries);
     if (key.length > 512) throw new CheckError("descriptors: a descriptor's key=value entries must stay under 512 characters");
@@ -271,14 +302,16 @@ export class DecisionService {
     if (rule === undefined) {
       // An override can still apply (e.g. block one address that no rule names).
       const o = this.overrides?.get(domain, key, nowMs);
-      if (o !== undefined) return this.applyOverride(o, domain, key, `${domain}/${key}`, mult, nowMs, peek, `no rule matched (${m.miss ?? ""})`);
+      if (o !== undefined)
+        return this.applyOverride(o, domain, key, `${domain}/${key}`, mult, nowMs, peek, `no rule matched (${m.miss ?? ""})`);
       this.observer?.decision(domain, "", "no_match");
       return unlimitedStatus(key, { rule: null, source: "none", why: `not limited: ${m.miss ?? "no rule matched"}` }, false);
     }
     const via = m.via.join(" > ");
     if (rule.unlimited) {
       const o = this.overrides?.get(domain, key, nowMs);
-      if (o !== undefined) return this.applyOverride(o, domain, key, rule.id, rule.cost * mult, nowMs, peek, `rule ${rule.id} is unlimited`);
+      if (o !== undefined)
+        return this.applyOverride(o, domain, key, rule.id, rule.cost * mult, nowMs, peek, `rule ${rule.id} is unlimited`);
       this.observer?.decision(domain, rule.id, "unlimited");
       return unlimitedStatus(key, { rule: rule.id, source: "rule", why: `matched ${via}: unlimited` }, rule.shadow);
     }
@@ -300,21 +333,43 @@ export class DecisionService {
     const o = this.overrides?.get(domain, key, nowMs);
     if (o !== undefined) return this.applyOverride(o, domain, key, ruleId, cost, nowMs, peek, `${matched}, policy replaced`);
     const limiter = this.limiterFor(pid, specs);
-    if (cost > limiter.maxCost) throw new CheckError(`cost: ${cost} is more than rule ${ruleId} could ever admit (at most ${limiter.maxCost})`);
+    if (cost > limiter.maxCost)
+      throw new CheckError(`cost: ${cost} is more than rule ${ruleId} could ever admit (at most ${limiter.maxCost})`);
     const d = await this.run(limiter, `${domain}|${key}`, cost, peek);
     const denied = !d.allowed;
     if (!peek) this.observer?.decision(domain, ruleId, denied ? (shadow ? "shadow_over_limit" : "over_limit") : "ok");
     const allowed = d.allowed || shadow;
     const why = `${matched}: ${describeLimits(limiter.limits)}; ${describeOutcome(d, cost, shadow)}`;
-    return statusOf(key, d, allowed, shadow, { rule: ruleId, source: ruleId.startsWith("policy:") ? "policy" : "rule", why });
+    return statusOf(
+      key,
+      d,
+      allowed,
+      shadow,
+      { rule: ruleId, source: ruleId.startsWith("policy:") ? "policy" : "rule", why },
+      limiter.limits,
+      cost,
+    );
   }
 
-  private async applyOverride(o: Override, domain: string, key: string, ruleId: string, cost: number, nowMs: number, peek: boolean, context: string): Promise<DescriptorStatus> {
+  private async applyOverride(
+    o: Override,
+    domain: string,
+    key: string,
+    ruleId: string,
+    cost: number,
+    nowMs: number,
+    peek: boolean,
+    context: string,
+  ): Promise<DescriptorStatus> {
     const note = o.note ? ` (${o.note})` : "";
     const expiry = o.expiresAtMs !== undefined ? `, until ${new Date(o.expiresAtMs).toISOString()}` : "";
     if (o.policy === "unlimited") {
       if (!peek) this.observer?.decision(domain, ruleId, "unlimited");
-      return unlimitedStatus(key, { rule: ruleId, source: "override", why: `${context}; override for ${key}: unlimited${expiry}${note}` }, false);
+      return unlimitedStatus(
+        key,
+        { rule: ruleId, source: "override", why: `${context}; override for ${key}: unlimited${expiry}${note}` },
+        false,
+      );
     }
     if (o.policy === "blocked") {
       if (!peek) this.observer?.decision(domain, ruleId, "blocked");
@@ -339,11 +394,12 @@ export class DecisionService {
     }
     const limiter = this.overrideLimiterFor(o);
     if (limiter instanceof Error) throw new CheckError(`override for ${domain}/${key} has a bad policy: ${limiter.message}`);
-    if (cost > limiter.maxCost) throw new CheckError(`cost: ${cost} is more than the override for ${key} could ever admit (at most ${limiter.maxCost})`);
+    if (cost > limiter.maxCost)
+      throw new CheckError(`cost: ${cost} is more than the override for ${key} could ever admit (at most ${limiter.maxCost})`);
     const d = await this.run(limiter, `${domain}|${key}`, cost, peek);
     if (!peek) this.observer?.decision(domain, ruleId, d.allowed ? "ok" : "over_limit");
     const why = `${context}; override for ${key}: ${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}`;
-    return statusOf(key, d, d.allowed, false, { rule: ruleId, source: "override", why });
+    return statusOf(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
   }
 
   private async run(limiter: RateLimiter, stateKey: string, cost: number, peek: boolean): Promise<Decision> {
@@ -389,8 +445,30 @@ function unlimitedStatus(key: string, explain: Explain, shadow: boolean): Descri
   };
 }
 
-function statusOf(key: string, d: Decision, allowed: boolean, shadow: boolean, explain: Explain): DescriptorStatus {
-  return {
+/** What a status was built from, for transports that render headers with the library's HeaderWriter. */
+export interface StatusDetail {
+  readonly limits: readonly ResolvedLimit[];
+  readonly decision: Decision;
+  /** The cost charged (request cost x rule cost). */
+  readonly cost: number;
+}
+const DETAILS = new WeakMap<DescriptorStatus, StatusDetail>();
+
+/** The decision and limits behind a status (undefined for unlimited, unmatched and blocked ones). */
+export function statusDetail(s: DescriptorStatus): StatusDetail | undefined {
+  return DETAILS.get(s);
+}
+
+function statusOf(
+  key: string,
+  d: Decision,
+  allowed: boolean,
+  shadow: boolean,
+  explain: Explain,
+  limits: readonly ResolvedLimit[],
+  cost: number,
+): DescriptorStatus {
+  const s: DescriptorStatus = {
     key,
     allowed,
     overLimit: !d.allowed,
@@ -406,6 +484,8 @@ function statusOf(key: string, d: Decision, allowed: boolean, shadow: boolean, e
     reason: d.reason ?? null,
     explain,
   };
+  DETAILS.set(s, { limits, decision: d, cost });
+  return s;
 }
 
 function describeLimits(limits: readonly ResolvedLimit[]): string {
@@ -413,7 +493,8 @@ function describeLimits(limits: readonly ResolvedLimit[]): string {
 }
 
 function describeOutcome(d: Decision, cost: number, shadow: boolean): string {
-  if (d.reason === "store-error" || d.reason === "insurance") return `the store failed; its failure policy ${d.allowed ? "allowed" : "denied"} (${d.reason})`;
+  if (d.reason === "store-error" || d.reason === "insurance")
+    return `the store failed; its failure policy ${d.allowed ? "allowed" : "denied"} (${d.reason})`;
   if (d.allowed) return `allowed cost ${cost}, ${d.remaining} left${d.delayMs > 0 ? `, after a ${d.delayMs} ms delay` : ""}`;
   const lim = `limit ${d.policyName} has no room for cost ${cost}; retry after ${d.retryAfterMs} ms`;
   return shadow ? `would deny (${lim}) but the rule is in shadow mode` : `denied: ${lim}`;

@@ -17,7 +17,14 @@ export const RLS_PROTO = "envoy/service/ratelimit/v3/rls.proto";
  * @example const def = loadRlsDefinition(); // def.envoy.service.ratelimit.v3.RateLimitService
  */
 export function loadRlsDefinition(): grpc.GrpcObject {
-  const pkg = protoLoader.loadSync(RLS_PROTO, { includeDirs: [PROTO_DIR], keepCase: true, longs: Number, enums: String, defaults: false, oneofs: true });
+  const pkg = protoLoader.loadSync(RLS_PROTO, {
+    includeDirs: [PROTO_DIR],
+    keepCase: true,
+    longs: Number,
+    enums: String,
+    defaults: false,
+    oneofs: true,
+  });
   return grpc.loadPackageDefinition(pkg);
 }
 
@@ -104,7 +111,10 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
   };
   const server = new grpc.Server({ "grpc.keepalive_permit_without_calls": 1 });
   server.addService(def.envoy.service.ratelimit.v3.RateLimitService.service, {
-    ShouldRateLimit(call: grpc.ServerUnaryCall<RateLimitRequest, RateLimitResponse>, callback: grpc.sendUnaryData<RateLimitResponse>): void {
+    ShouldRateLimit(
+      call: grpc.ServerUnaryCall<RateLimitRequest, RateLimitResponse>,
+      callback: grpc.sendUnaryData<RateLimitResponse>,
+    ): void {
       const req = call.request;
       const decide = async () => {
         const descriptors = (req.descriptors ?? []).map((d, i) =>

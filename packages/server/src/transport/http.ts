@@ -3,7 +3,16 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { DescriptorEntry } from "../config/match.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
-import { CheckError, type CheckInput, type CheckResult, type DecisionService, type DescriptorStatus } from "../service/decide.js";
+import { HeaderWriter, toSeconds, type HeaderStyle } from "ratekeeper/http";
+import type { ResolvedLimit } from "ratekeeper";
+import {
+  CheckError,
+  statusDetail,
+  type CheckInput,
+  type CheckResult,
+  type DecisionService,
+  type DescriptorStatus,
+} from "../service/decide.js";
 import { parseDescriptorKey } from "../service/descriptor-key.js";
 
 /**
@@ -45,6 +54,8 @@ export interface HttpOptions {
   requestTimeoutMs?: number | undefined;
   /** Time allowed to send the headers (`server.headersTimeout`). @default 5000 */
   headersTimeoutMs?: number | undefined;
+  /** Limit header styles, as the middleware's `headers` option. @default ["ietf"] */
+  headerStyles?: readonly HeaderStyle[] | undefined;
   /** Admin API token; without it `/v1/admin/*` is 404. */
   adminToken?: string | undefined;
   /** Passed to the admin handler as `ctx.overrides`. */
@@ -67,26 +78,40 @@ const DENY_STATUSES = new Set([429, 403, 401]);
 export async function createHttpServer(options: HttpOptions): Promise<Server> {
   const { service, metrics, logger } = options;
   const maxBody = options.maxBodyBytes ?? 65_536;
+  const styles = options.headerStyles ?? DEFAULT_STYLES;
   let admin: AdminHandler | undefined;
   const token = options.adminToken;
   if (token) {
-    admin = await loadAdmin({
-      overrides: options.overridesStore,
-      limiters: { peek: (i) => service.peek(i), reset: (i) => service.reset(i) },
+    admin = await loadAdmin(
+      {
+        overrides: options.overridesStore,
+        limiters: { peek: (i) => service.peek(i), reset: (i) => service.reset(i) },
+        logger,
+      },
       logger,
-    }, logger);
+    );
   }
   // Compared as SHA-256 digests: equal lengths always, so timingSafeEqual leaks neither content nor length.
   const tokenBuf = token ? createHash("sha256").update(`Bearer ${token}`).digest() : undefined;
 
-  const server = createServer({ requestTimeout: options.requestTimeoutMs ?? 10_000, headersTimeout: options.headersTimeoutMs ?? 5_000, keepAliveTimeout: 5_000 }, (req, res) => {
-    handle(req, res).catch((e: unknown) => {
-      if (e instanceof CheckError) return send(res, 400, { error: e.message });
-      logger.error({ err: e, url: req.url }, "request failed");
-      if (!res.headersSent) send(res, 503, { error: `the store failed: ${(e as Error).message}` });
-      else res.destroy();
-    });
-  });
+  const requestTimeout = options.requestTimeoutMs ?? 10_000;
+  const server = createServer(
+    {
+      requestTimeout,
+      headersTimeout: options.headersTimeoutMs ?? Math.min(5_000, requestTimeout),
+      keepAliveTimeout: 5_000,
+      // How often node looks for requests past their timeouts (default 30 s: too lax for slow-client floods).
+      connectionsCheckingInterval: Math.min(1_000, requestTimeout),
+    },
+    (req, res) => {
+      handle(req, res).catch((e: unknown) => {
+        if (e instanceof CheckError) return send(res, 400, { error: e.message });
+        logger.error({ err: e, url: req.url }, "request failed");
+        if (!res.headersSent) send(res, 503, { error: `the store failed: ${(e as Error).message}` });
+        else res.destroy();
+      });
+    },
+  );
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? "/";
@@ -122,13 +147,22 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
         source: rules.source,
         domains: [...rules.domains.keys()],
         policies: Object.fromEntries([...rules.policies.values()].map((p) => [p.name, p.specs])),
-        rules: rules.rules.map((r) => ({ id: r.id, path: r.path, unlimited: r.unlimited, shadow: r.shadow, cost: r.cost, limits: r.specs })),
+        rules: rules.rules.map((r) => ({
+          id: r.id,
+          path: r.path,
+          unlimited: r.unlimited,
+          shadow: r.shadow,
+          cost: r.cost,
+          limits: r.specs,
+        })),
       });
     }
     if (path.startsWith("/v1/admin/") || path === "/v1/admin") {
-      if (!admin || !tokenBuf) return send(res, 404, { error: "the admin API is off (start with --admin-token or RATEKEEPER_ADMIN_TOKEN)" });
+      if (!admin || !tokenBuf)
+        return send(res, 404, { error: "the admin API is off (start with --admin-token or RATEKEEPER_ADMIN_TOKEN)" });
       const auth = createHash("sha256").update(req.headers.authorization ?? "").digest();
-      if (auth.length !== tokenBuf.length || !timingSafeEqual(auth, tokenBuf)) return send(res, 401, { error: "admin API: needs Authorization: Bearer <admin token>" }, { "www-authenticate": "Bearer" });
+      if (auth.length !== tokenBuf.length || !timingSafeEqual(auth, tokenBuf))
+        return send(res, 401, { error: "admin API: needs Authorization: Bearer <admin token>" }, { "www-authenticate": "Bearer" });
       if (await admin(req, res)) return;
       return send(res, 404, { error: `no admin route ${method ?? ""} ${path}` });
     }
@@ -140,7 +174,7 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
     if (batch === undefined) {
       const input = toInput(body, "");
       const result = await service.decide(input);
-      return send(res, 200, result, limitHeaders(result.statuses));
+      return send(res, 200, result, limitHeaders(result.statuses, styles));
     }
     if (batch.length === 0 || batch.length > 1000) throw new CheckError("checks: must hold 1-1000 checks");
     const results = await Promise.all(
@@ -158,7 +192,8 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
 
   async function keys(rest: string, query: URLSearchParams, res: ServerResponse): Promise<void> {
     const slash = rest.indexOf("/");
-    if (slash <= 0 || slash === rest.length - 1) throw new CheckError("path: use /v1/keys/<domain>/<descriptor key, e.g. user_id=42> or /v1/keys/<domain>/<key>?policy=<name>");
+    if (slash <= 0 || slash === rest.length - 1)
+      throw new CheckError("path: use /v1/keys/<domain>/<descriptor key, e.g. user_id=42> or /v1/keys/<domain>/<key>?policy=<name>");
     let domain: string;
     let key: string;
     try {
@@ -172,11 +207,14 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
     if (policy !== null) input = { domain, key, policy };
     else {
       const entries = parseDescriptorKey(key);
-      if (!entries) throw new CheckError(`path: ${JSON.stringify(key)} is not a descriptor key (key=value, several joined by |); for a plain key add ?policy=<name>`);
+      if (!entries)
+        throw new CheckError(
+          `path: ${JSON.stringify(key)} is not a descriptor key (key=value, several joined by |); for a plain key add ?policy=<name>`,
+        );
       input = { domain, descriptors: [entries] };
     }
     const result = await service.peek(input);
-    return send(res, 200, result, limitHeaders(result.statuses));
+    return send(res, 200, result, limitHeaders(result.statuses, styles));
   }
 
   async function auth(req: IncomingMessage, res: ServerResponse, query: URLSearchParams): Promise<void> {
@@ -198,7 +236,8 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
         const t = header(h[`x-ratelimit-descriptor-${i}`]);
         if (t !== undefined) texts.push(t);
       }
-      if (texts.length === 0) throw new CheckError("descriptors: give ?d=key=value|key=value or X-RateLimit-Descriptor headers (or a key and a policy)");
+      if (texts.length === 0)
+        throw new CheckError("descriptors: give ?d=key=value|key=value or X-RateLimit-Descriptor headers (or a key and a policy)");
       const descriptors = texts.map((t, i) => {
         const entries = parseDescriptorKey(t);
         if (!entries) throw new CheckError(`descriptor ${i}: ${JSON.stringify(t)} must be key=value, several joined by |`);
@@ -207,15 +246,21 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
       input = { domain: domain ?? undefined, descriptors, cost };
     }
     const result = await service.decide(input);
-    const headers = limitHeaders(result.statuses);
+    const headers = limitHeaders(result.statuses, styles);
     res.writeHead(result.allowed ? 204 : deny, headers);
     res.end();
   }
 
-  server.on("clientError", (err, socket) => {
-    // Bad HTTP, or a slow client hitting headersTimeout/requestTimeout (node answers 408 itself then).
-    if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
-    else socket.destroy(err);
+  server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
+    // Bad HTTP, or a slow client past headersTimeout/requestTimeout: answer and close.
+    if (!socket.writable) return void socket.destroy(err);
+    const status =
+      err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? "408 Request Timeout"
+        : err.code === "HPE_HEADER_OVERFLOW"
+          ? "431 Request Header Fields Too Large"
+          : "400 Bad Request";
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
   });
   return server;
 }
@@ -302,9 +347,11 @@ const INPUT_KEYS = new Set(["domain", "descriptors", "key", "policy", "cost"]);
  */
 function toInput(body: unknown, at: string): CheckInput {
   if (!isObject(body)) throw new CheckError(`${at || "body"}: must be a JSON object (or a batch: {"checks": [...]})`);
-  for (const k of Object.keys(body)) if (!INPUT_KEYS.has(k)) throw new CheckError(`${at}${k}: unknown field (known: ${[...INPUT_KEYS].join(", ")}, or checks for a batch)`);
+  for (const k of Object.keys(body))
+    if (!INPUT_KEYS.has(k)) throw new CheckError(`${at}${k}: unknown field (known: ${[...INPUT_KEYS].join(", ")}, or checks for a batch)`);
   const { domain, descriptors, key, policy, cost } = body;
-  if (domain !== undefined && (typeof domain !== "string" || domain.length === 0)) throw new CheckError(`${at}domain: must be a non-empty string`);
+  if (domain !== undefined && (typeof domain !== "string" || domain.length === 0))
+    throw new CheckError(`${at}domain: must be a non-empty string`);
   if (cost !== undefined && typeof cost !== "number") throw new CheckError(`${at}cost: must be a number`);
   if (key !== undefined) {
     if (typeof key !== "string") throw new CheckError(`${at}key: must be a string`);
@@ -313,7 +360,8 @@ function toInput(body: unknown, at: string): CheckInput {
     return { domain, key, policy, cost };
   }
   if (typeof domain !== "string") throw new CheckError(`${at}domain: required with descriptors`);
-  if (!Array.isArray(descriptors) || descriptors.length === 0 || descriptors.length > 64) throw new CheckError(`${at}descriptors: must be a list of 1-64 descriptors`);
+  if (!Array.isArray(descriptors) || descriptors.length === 0 || descriptors.length > 64)
+    throw new CheckError(`${at}descriptors: must be a list of 1-64 descriptors`);
   const out: DescriptorEntry[][] = [];
   for (let i = 0; i < descriptors.length; i++) {
     const d: unknown = descriptors[i];
@@ -347,7 +395,7 @@ function toInput(body: unknown, at: string): CheckInput {
 function decisive(statuses: readonly DescriptorStatus[]): DescriptorStatus | undefined {
   let best: DescriptorStatus | undefined;
   for (const s of statuses) {
-    if (s.limit === null) continue;
+    if (s.limit === null || (s.shadow && s.overLimit)) continue;
     if (best === undefined) best = s;
     else if (!s.allowed && (best.allowed || s.retryAfterMs > best.retryAfterMs)) best = s;
     else if (s.allowed && best.allowed && (s.remaining ?? 0) < (best.remaining ?? 0)) best = s;
@@ -356,23 +404,44 @@ function decisive(statuses: readonly DescriptorStatus[]): DescriptorStatus | und
 }
 
 /**
- * The same limit headers as the middleware: IETF draft-ietf-httpapi-ratelimit-headers
- * (`RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` in seconds, `RateLimit-Policy`
- * `<limit>;w=<window seconds>`) and `Retry-After` (RFC 9110 §10.2.3, whole seconds, rounded up
- * so that retrying after it succeeds). Local helpers: `ratekeeper/http` did not exist yet.
+ * The same limit headers as the middleware, rendered by the library's own `HeaderWriter`
+ * (`ratekeeper/http`) for the most restrictive descriptor, in the middleware's default style
+ * (`ietf`: `RateLimit-Policy: "100-per-1m";q=100;w=60` and `RateLimit: "100-per-1m";r=42;t=18`)
+ * or the styles chosen with `--headers`; plus `Retry-After` (RFC 9110 §10.2.3, whole seconds
+ * rounded up, so retrying after it succeeds) on a denial. A shadow rule's would-be denial sets
+ * no headers: shadow mode must not change what clients see.
  */
-export function limitHeaders(statuses: readonly DescriptorStatus[]): Record<string, string> {
+export function limitHeaders(
+  statuses: readonly DescriptorStatus[],
+  styles: readonly HeaderStyle[] = DEFAULT_STYLES,
+): Record<string, string> {
   const s = decisive(statuses);
-  if (s === undefined) return {};
-  const h: Record<string, string> = {
-    "ratelimit-limit": String(s.limit),
-    "ratelimit-remaining": String(s.remaining),
-    "ratelimit-reset": String(Math.ceil(s.resetAfterMs / 1000)),
-  };
-  if (s.windowMs !== null) h["ratelimit-policy"] = `${s.limit};w=${Math.max(1, Math.round(s.windowMs / 1000))}`;
-  if (!s.allowed) h["retry-after"] = String(Math.max(1, Math.ceil(s.retryAfterMs / 1000)));
+  const h: Record<string, string> = {};
+  if (s === undefined) return h;
+  const detail = statusDetail(s);
+  if (detail) {
+    let writers = WRITERS.get(detail.limits);
+    if (writers === undefined) {
+      writers = new Map();
+      WRITERS.set(detail.limits, writers);
+    }
+    const styleKey = styles.join(",");
+    let w = writers.get(styleKey);
+    if (w === undefined) {
+      w = new HeaderWriter(detail.limits, styles);
+      writers.set(styleKey, w);
+    }
+    const out: [string, string][] = [];
+    w.write(detail.decision, w.needsClock ? Date.now() : 0, out, detail.cost);
+    for (const [k, v] of out) h[k.toLowerCase()] = v;
+  }
+  if (!s.allowed) h["retry-after"] = String(Math.max(1, toSeconds(s.retryAfterMs)));
   return h;
 }
+
+const DEFAULT_STYLES: readonly HeaderStyle[] = ["ietf"];
+/** One HeaderWriter per set of limits and styles: they render the constant parts once. */
+const WRITERS = new WeakMap<readonly ResolvedLimit[], Map<string, HeaderWriter>>();
 
 function send(res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
   const text = JSON.stringify(body);

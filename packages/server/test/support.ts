@@ -1,0 +1,229 @@
+/**
+ * Test helpers for the decision service: start it as a PROCESS (the built CLI) on free ports,
+ * an Envoy RLS gRPC client built from the same protos, and a real nginx in a temp prefix.
+ * Every process started here is killed by `stopAll()` (call it in afterAll) and, as a safety
+ * net, when the test process exits.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+export const CLI = path.join(ROOT, "packages/server/dist/cli.js");
+export const PROTO_DIR = path.join(ROOT, "packages/server/proto");
+
+const live = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const c of live) c.kill("SIGKILL");
+});
+
+/** A running service process. */
+export interface ServiceProc {
+  proc: ChildProcess;
+  httpPort: number;
+  grpcPort: number;
+  base: string;
+  /** Every stdout/stderr line so far (pino JSON lines). */
+  lines: string[];
+  /** SIGTERM, then wait for exit; resolves the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/**
+ * Starts `ratekeeper serve` on free ports (`--port 0 --grpc-port 0`) and waits for its
+ * "listening" log line, which carries the bound ports.
+ */
+export function startServiceProcess(args: string[], env: Record<string, string> = {}): Promise<ServiceProc> {
+  const proc = spawn(process.execPath, [CLI, "serve", "--port", "0", "--grpc-port", "0", "--host", "127.0.0.1", ...args], {
+    env: { ...process.env, LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  live.add(proc);
+  const lines: string[] = [];
+  let exited: Promise<number | null> = new Promise((resolve) =>
+    proc.once("exit", (code) => {
+      live.delete(proc);
+      resolve(code);
+    }),
+  );
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    const onData = (chunk: Buffer) => {
+      buf += chunk.toString("utf8");
+      let nl: number;
+      while ((nl = buf.indexOf("\n")) !== -1) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        lines.push(line);
+        if (line.includes('"msg":"listening"')) {
+          const j = JSON.parse(line) as { httpPort: number; grpcPort: number };
+          resolve({
+            proc,
+            httpPort: j.httpPort,
+            grpcPort: j.grpcPort,
+            base: `http://127.0.0.1:${j.httpPort}`,
+            lines,
+            stop: () => {
+              if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
+              return exited;
+            },
+          });
+        }
+      }
+    };
+    proc.stdout.on("data", onData);
+    proc.stderr.on("data", onData);
+    exited = exited.then((code) => {
+      reject(new Error(`service exited (${String(code)}) before listening:\n${lines.join("\n")}${buf}`));
+      return code;
+    });
+  });
+}
+
+/** Waits (bounded) until `check` resolves true. A condition, not a timing: fails after `maxTries`. */
+export async function until(check: () => Promise<boolean> | boolean, what: string, maxTries = 200, stepMs = 50): Promise<void> {
+  for (let i = 0; i < maxTries; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** POSTs JSON; returns status, headers and the parsed body. */
+export async function postJson(url: string, body: unknown): Promise<{ status: number; headers: Headers; json: any }> {
+  const r = await fetch(url, {
+    method: "POST",
+    body: typeof body === "string" ? body : JSON.stringify(body),
+    headers: { "content-type": "application/json" },
+  });
+  const text = await r.text();
+  return { status: r.status, headers: r.headers, json: text ? JSON.parse(text) : undefined };
+}
+
+/** A client of `envoy.service.ratelimit.v3.RateLimitService`, built from the same (Envoy) protos. */
+export interface RlsClient {
+  shouldRateLimit(req: unknown): Promise<any>;
+  close(): void;
+}
+
+export function rlsClient(port: number): RlsClient {
+  const def = protoLoader.loadSync("envoy/service/ratelimit/v3/rls.proto", {
+    includeDirs: [PROTO_DIR],
+    keepCase: true,
+    longs: Number,
+    enums: String,
+    defaults: true,
+  });
+  const pkg = grpc.loadPackageDefinition(def) as any;
+  const Client = pkg.envoy.service.ratelimit.v3.RateLimitService as grpc.ServiceClientConstructor;
+  const c = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as any;
+  return {
+    shouldRateLimit: (req) =>
+      new Promise((resolve, reject) => c.ShouldRateLimit(req, (err: Error | null, res: unknown) => (err ? reject(err) : resolve(res)))),
+    close: () => c.close(),
+  };
+}
+
+/** A running nginx. */
+export interface NginxProc {
+  port: number;
+  dir: string;
+  errorLog(): string;
+  stop(): Promise<void>;
+}
+
+/** Whether a TCP port accepts connections. */
+export function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, "127.0.0.1");
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once("error", () => resolve(false));
+  });
+}
+
+/**
+ * Starts a real nginx (`/usr/sbin/nginx -p DIR -c FILE -g 'daemon off;'`) with `conf`, whose
+ * pid file, error log and temp paths are put in a fresh temp prefix dir. `conf` must listen on `port`.
+ */
+export async function startNginx(conf: string, port: number): Promise<NginxProc> {
+  const dir = mkdtempSync(path.join(tmpdir(), "rk-nginx-"));
+  const file = path.join(dir, "nginx.conf");
+  writeFileSync(file, conf);
+  const proc = spawn(
+    "/usr/sbin/nginx",
+    ["-p", dir, "-c", file, "-e", path.join(dir, "error.log"), "-g", `daemon off; pid ${path.join(dir, "nginx.pid")};`],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  live.add(proc);
+  let out = "";
+  proc.stdout.on("data", (c: Buffer) => (out += c.toString()));
+  proc.stderr.on("data", (c: Buffer) => (out += c.toString()));
+  const exited = new Promise<void>((resolve) =>
+    proc.once("exit", () => {
+      live.delete(proc);
+      resolve();
+    }),
+  );
+  const errorLog = () => {
+    try {
+      return readFileSync(path.join(dir, "error.log"), "utf8");
+    } catch {
+      return "";
+    }
+  };
+  await until(async () => {
+    if (proc.exitCode !== null) throw new Error(`nginx exited: ${out}\n${errorLog()}`);
+    return portOpen(port);
+  }, "nginx to listen");
+  return {
+    port,
+    dir,
+    errorLog,
+    stop: async () => {
+      if (proc.exitCode === null) proc.kill("SIGQUIT");
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Reads an example file from the repository. */
+export function example(rel: string): string {
+  return readFileSync(path.join(ROOT, rel), "utf8");
+}
+
+/**
+ * Adapts an example nginx config to the test: rewrites `127.0.0.1:<port>` addresses through
+ * `ports`, and puts logs and temp files inside the prefix dir (the distribution's compiled-in
+ * /var/lib/nginx paths may not be writable).
+ */
+export function adaptNginxConf(conf: string, ports: Record<number, number>): string {
+  let out = conf.replace(/127\.0\.0\.1:(\d+)/g, (m, p: string) => (ports[Number(p)] !== undefined ? `127.0.0.1:${ports[Number(p)]}` : m));
+  const paths = ["client_body_temp_path", "proxy_temp_path", "fastcgi_temp_path", "uwsgi_temp_path", "scgi_temp_path"]
+    .map((d) => `  ${d} ${d.replace("_path", "")};`)
+    .join("\n");
+  out = out.replace(/^http \{$/m, `http {\n  access_log access.log;\n${paths}`);
+  return out;
+}
+
+/** A free loopback port (for nginx, which cannot report a port 0 binding). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
