@@ -12,7 +12,15 @@
  */
 import fc from "fast-check";
 import { expect } from "vitest";
-import { ALGORITHM_IMPLS, newOutcome, resolveLimit, type LimitSpec, type LimitState, type Outcome, type ResolvedLimit } from "../src/index.js";
+import {
+  ALGORITHM_IMPLS,
+  newOutcome,
+  resolveLimit,
+  type LimitSpec,
+  type LimitState,
+  type Outcome,
+  type ResolvedLimit,
+} from "../src/index.js";
 
 /** One admitted request. */
 export interface Req {
@@ -198,7 +206,8 @@ export function boundViolation(lim: ResolvedLimit, reqs: readonly Req[]): string
           const ra = reqs[a] as Req;
           const rb = reqs[b] as Req;
           n += rb.c;
-          if (n * W > lim.capacity * W + lim.limit * (rb.t - ra.t)) return `${n} units in [${ra.t}, ${rb.t}] > ${lim.capacity} + ${lim.limit} x span / ${W}`;
+          if (n * W > lim.capacity * W + lim.limit * (rb.t - ra.t))
+            return `${n} units in [${ra.t}, ${rb.t}] > ${lim.capacity} + ${lim.limit} x span / ${W}`;
         }
       }
       return null;
@@ -259,9 +268,20 @@ export const specArbs: Record<string, fc.Arbitrary<LimitSpec>> = {
       subMs: fc.constantFrom(1, 2, 3, 5, 10, 60),
       weighted: fc.boolean(),
     })
-    .map(({ limit, buckets, subMs, weighted }) => ({ algorithm: "sliding-window" as const, limit, window: buckets * subMs, buckets, weighted })),
+    .map(({ limit, buckets, subMs, weighted }) => ({
+      algorithm: "sliding-window" as const,
+      limit,
+      window: buckets * subMs,
+      buckets,
+      weighted,
+    })),
   "token-bucket": fc.record(
-    { algorithm: fc.constant("token-bucket" as const), limit: fc.integer({ min: 1, max: 6 }), window: windowMsArb, capacity: fc.integer({ min: 1, max: 8 }) },
+    {
+      algorithm: fc.constant("token-bucket" as const),
+      limit: fc.integer({ min: 1, max: 6 }),
+      window: windowMsArb,
+      capacity: fc.integer({ min: 1, max: 8 }),
+    },
     { requiredKeys: ["algorithm", "limit", "window"] },
   ),
   "leaky-bucket police": fc.record(
@@ -285,7 +305,12 @@ export const specArbs: Record<string, fc.Arbitrary<LimitSpec>> = {
     { requiredKeys: ["algorithm", "limit", "window", "mode"] },
   ),
   gcra: fc.record(
-    { algorithm: fc.constant("gcra" as const), limit: fc.integer({ min: 1, max: 6 }), window: windowMsArb, burst: fc.integer({ min: 0, max: 5 }) },
+    {
+      algorithm: fc.constant("gcra" as const),
+      limit: fc.integer({ min: 1, max: 6 }),
+      window: windowMsArb,
+      burst: fc.integer({ min: 0, max: 5 }),
+    },
     { requiredKeys: ["algorithm", "limit", "window"] },
   ),
 };
@@ -302,7 +327,9 @@ export interface Op {
 
 /** Traffic: mostly consumes, some at the same instant, some across several windows. */
 export function opsArb(windowMs: number, maxLength = 40, refunds = true): fc.Arbitrary<Op[]> {
-  const kinds: Array<Op["kind"]> = refunds ? ["consume", "consume", "consume", "consume", "peek", "refund"] : ["consume", "consume", "consume", "peek"];
+  const kinds: Array<Op["kind"]> = refunds
+    ? ["consume", "consume", "consume", "consume", "peek", "refund"]
+    : ["consume", "consume", "consume", "peek"];
   return fc.array(
     fc.record({
       kind: fc.constantFrom(...kinds),

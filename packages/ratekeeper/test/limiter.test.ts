@@ -36,10 +36,17 @@ describe("RateLimiter + MemoryStore = the pure core", () => {
       fc.asyncProperty(arb, async ([specs, t0, steps]) => {
         let now = t0;
         const store = new MemoryStore({ sweepIntervalMs: 0 });
-        const limiter = specs.length === 1 ? new RateLimiter({ ...(specs[0] as LimitSpec), store, clock: () => now }) : new RateLimiter({ limits: specs, store, clock: () => now });
+        const limiter =
+          specs.length === 1
+            ? new RateLimiter({ ...(specs[0] as LimitSpec), store, clock: () => now })
+            : new RateLimiter({ limits: specs, store, clock: () => now });
         const ev = new Evaluator(resolveLimits(specs));
         const states = new Map<string, LimitState[]>();
-        const stateOf = (k: string) => states.get(k) ?? (states.set(k, ev.init()), states.get(k) as LimitState[]);
+        const stateOf = (k: string): LimitState[] => {
+          let st = states.get(k);
+          if (st === undefined) states.set(k, (st = ev.init()));
+          return st;
+        };
         for (const [i, s] of steps.entries()) {
           now += s.dt;
           const key = `k${s.key}`;
@@ -75,7 +82,11 @@ describe("RateLimiter: end to end", () => {
   it("waiting exactly retryAfterMs and retrying the same cost succeeds (every algorithm, several limits)", async () => {
     const arb = fc.array(anySpecArb, { minLength: 1, maxLength: 3 }).chain((specs) => {
       const w = Math.max(...specs.map(windowOf));
-      return fc.tuple(fc.constant(specs), startArb, fc.array(fc.tuple(fc.integer({ min: 0, max: w }), fc.integer({ min: 1, max: 8 })), { minLength: 1, maxLength: 30 }));
+      return fc.tuple(
+        fc.constant(specs),
+        startArb,
+        fc.array(fc.tuple(fc.integer({ min: 0, max: w }), fc.integer({ min: 1, max: 8 })), { minLength: 1, maxLength: 30 }),
+      );
     });
     await fc.assert(
       fc.asyncProperty(arb, async ([specs, t0, reqs]) => {

@@ -13,7 +13,10 @@ const TSX = fileURLToPath(new URL("../../../node_modules/tsx/dist/esm/index.mjs"
 /** Runs an ESM snippet in a fresh node (TypeScript sources loaded through tsx); `RK` is the library. */
 function runNode(code: string, flags: string[] = [], timeoutMs = 60_000) {
   const script = `const RK = await import(${JSON.stringify(SRC)});\n${code}`;
-  return spawnSync(process.execPath, [...flags, "--import", TSX, "--input-type=module", "-e", script], { encoding: "utf8", timeout: timeoutMs });
+  return spawnSync(process.execPath, [...flags, "--import", TSX, "--input-type=module", "-e", script], {
+    encoding: "utf8",
+    timeout: timeoutMs,
+  });
 }
 
 describe("MemoryStore: bounded by maxKeys", () => {

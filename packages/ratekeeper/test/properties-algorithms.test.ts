@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { boundViolation, driver, opsArb, runAgainstModel, specArbs, startArb, windowOf, type Op } from "./core-models.js";
+import { boundViolation, driver, opsArb, runAgainstModel, specArbs, startArb, windowOf } from "./core-models.js";
 import type { LimitSpec } from "../src/index.js";
 
 const RUNS = 400;
@@ -69,7 +69,11 @@ describe.each(Object.keys(specArbs))("%s against its reference model", (name) =>
 describe("the token bucket, the leaky bucket (meter and queue) and GCRA are one state machine", () => {
   it("token-bucket(capacity C) = leaky-bucket police(capacity C) = leaky-bucket shape admissions = gcra(burst C-1)", () => {
     const arb = fc
-      .record({ limit: fc.integer({ min: 1, max: 6 }), window: fc.constantFrom(1, 3, 10, 60, 1000), capacity: fc.integer({ min: 1, max: 6 }) })
+      .record({
+        limit: fc.integer({ min: 1, max: 6 }),
+        window: fc.constantFrom(1, 3, 10, 60, 1000),
+        capacity: fc.integer({ min: 1, max: 6 }),
+      })
       .chain((p) => fc.tuple(fc.constant(p), startArb, opsArb(p.window, 40, true)));
     fc.assert(
       fc.property(arb, ([p, t0, ops]) => {
@@ -80,7 +84,7 @@ describe("the token bucket, the leaky bucket (meter and queue) and GCRA are one 
           driver({ algorithm: "gcra", limit: p.limit, window: p.window, burst: p.capacity - 1 }),
         ];
         let t = t0;
-        for (const op of ops as Op[]) {
+        for (const op of ops) {
           t += op.dt;
           const c = Math.min(op.c, p.capacity);
           if (op.kind === "refund") {

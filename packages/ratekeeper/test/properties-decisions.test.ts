@@ -5,7 +5,19 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Evaluator, resolveLimits, type LimitSpec, type LimitState } from "../src/index.js";
-import { History, anySpecArb, driver, modelDecide, opsArb, snapshotOf, specArbs, startArb, windowOf, type Driver, type Op } from "./core-models.js";
+import {
+  History,
+  anySpecArb,
+  driver,
+  modelDecide,
+  opsArb,
+  snapshotOf,
+  specArbs,
+  startArb,
+  windowOf,
+  type Driver,
+  type Op,
+} from "./core-models.js";
 
 const RUNS = 300;
 
@@ -23,7 +35,13 @@ function replay(d: Driver, t0: number, ops: readonly Op[]): number {
 
 const scenarioArb = (specArb: fc.Arbitrary<LimitSpec>) =>
   specArb.chain((spec) =>
-    fc.tuple(fc.constant(spec), startArb, opsArb(windowOf(spec), 30, true), fc.integer({ min: 0, max: 2 * windowOf(spec) }), fc.integer({ min: 1, max: 8 })),
+    fc.tuple(
+      fc.constant(spec),
+      startArb,
+      opsArb(windowOf(spec), 30, true),
+      fc.integer({ min: 0, max: 2 * windowOf(spec) }),
+      fc.integer({ min: 1, max: 8 }),
+    ),
   );
 
 describe.each(Object.keys(specArbs))("%s: decision fields", (name) => {

@@ -58,7 +58,17 @@ const cases: Bad[] = [
   ["limits empty", { limits: [] }, "limits", "[]"],
   ["limits not an array", { limits: { algorithm: "gcra", limit: 1, window: "1s" } }, "limits", "gcra"],
   ["an option beside limits", { limits: [{ algorithm: "gcra", limit: 1, window: "1s" }], limit: 5 }, "limit", "beside"],
-  ["a bad entry in limits", { limits: [{ algorithm: "gcra", limit: 1, window: "1s" }, { algorithm: "gcra", limit: 0, window: "1s" }] }, "limits[1].limit", "0"],
+  [
+    "a bad entry in limits",
+    {
+      limits: [
+        { algorithm: "gcra", limit: 1, window: "1s" },
+        { algorithm: "gcra", limit: 0, window: "1s" },
+      ],
+    },
+    "limits[1].limit",
+    "0",
+  ],
 ];
 
 describe("RateLimiter options", () => {
@@ -96,7 +106,9 @@ describe("RateLimiter options", () => {
 
   it("the same checks apply to resolveLimit/resolveLimits and parseDuration, with the caller's path", () => {
     expect(() => resolveLimit({ algorithm: "gcra", limit: 1, window: "1s", burst: -2 }, "rules[3]")).toThrow(/rules\[3\]\.burst: .*-2/);
-    expect(() => resolveLimits([{ algorithm: "fixed-window", limit: -1, window: "1m" }], "rules[0].limits")).toThrow(/rules\[0\]\.limits\[0\]\.limit: .*-1/);
+    expect(() => resolveLimits([{ algorithm: "fixed-window", limit: -1, window: "1m" }], "rules[0].limits")).toThrow(
+      /rules\[0\]\.limits\[0\]\.limit: .*-1/,
+    );
     expect(() => parseDuration("10 minutes", "ttl")).toThrow(/ttl: .*"10 minutes"/);
     expect(parseDuration("500ms", "x")).toBe(500);
     expect(parseDuration("10s", "x")).toBe(10_000);
@@ -112,7 +124,9 @@ describe("RateLimiter options", () => {
     expect(new RateLimiter({ algorithm: "gcra", limit: 10, window: "1s", burst: 4 }).maxCost).toBe(5);
     expect(new RateLimiter({ algorithm: "token-bucket", limit: 10, window: "1s" }).maxCost).toBe(10);
     expect(new RateLimiter({ algorithm: "leaky-bucket", limit: 10, window: "1s", capacity: 3, mode: "shape" }).limits[0]?.shape).toBe(true);
-    expect(new RateLimiter({ algorithm: "fixed-window", limit: 1, window: 1, align: "first-request", name: "a.b:c-d_e" }).limits[0]?.alignFirst).toBe(true);
+    expect(
+      new RateLimiter({ algorithm: "fixed-window", limit: 1, window: 1, align: "first-request", name: "a.b:c-d_e" }).limits[0]?.alignFirst,
+    ).toBe(true);
   });
 });
 
@@ -134,7 +148,11 @@ describe("per-call input", () => {
     ["a string", "2"],
     ["null", null],
   ])("cost %s is a RangeError naming cost and the value", async (_label, cost) => {
-    for (const call of [() => limiter.consume("k", cost as number), () => limiter.peek("k", cost as number), () => limiter.refund("k", cost as number)]) {
+    for (const call of [
+      () => limiter.consume("k", cost as number),
+      () => limiter.peek("k", cost as number),
+      () => limiter.refund("k", cost as number),
+    ]) {
       const p = call();
       await expect(p).rejects.toThrow(RangeError);
       await expect(p).rejects.toThrow(/^cost: /);
