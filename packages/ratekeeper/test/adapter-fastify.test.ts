@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { describe } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApp, start } from "../../../examples/fastify/app.js";
-import { behaviourTable, realDriver, type Driver, type Reply } from "./http-table.js";
+import { behaviourTable, realDriver, redisBehaviourTable, type Driver, type Reply } from "./http-table.js";
 
 const pathOf = (req: unknown) => (req as FastifyRequest).url.split("?")[0] as string;
 
@@ -26,6 +26,55 @@ const inject: Driver = {
 };
 
 describe("Fastify adapter (examples/fastify)", () => {
-  behaviourTable(realDriver("fastify", start, pathOf));
+  const real = realDriver("fastify", start, pathOf);
+  behaviourTable(real);
   behaviourTable(inject);
+  redisBehaviourTable([real, inject]);
+});
+
+describe("Fastify specifics", () => {
+  it("the plugin is not encapsulated (skip-override): registered at the root it limits routes of every context", async () => {
+    const Fastify = (await import("fastify")).default;
+    const { rateLimitPlugin } = await import("ratekeeper/fastify");
+    const app = Fastify();
+    await app.register(rateLimitPlugin, { limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000 });
+    await app.register(async (child) => {
+      child.get("/child", async () => "child");
+    });
+    app.get("/", async () => "root");
+    expect((await app.inject({ url: "/" })).statusCode).toBe(200);
+    expect((await app.inject({ url: "/child" })).statusCode).toBe(429);
+    await app.close();
+  });
+
+  it("registered inside a child context, it limits only that context; the hook form limits one route; custom handler", async () => {
+    const Fastify = (await import("fastify")).default;
+    const { rateLimitPlugin, rateLimitHook } = await import("ratekeeper/fastify");
+    const app = Fastify();
+    await app.register(async (child) => {
+      await child.register(rateLimitPlugin, { limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000 });
+      child.get("/limited", async () => "limited");
+    });
+    app.get("/free", async () => "free");
+    app.get(
+      "/hooked/:id",
+      {
+        onRequest: rateLimitHook({
+          limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000,
+          key: "route",
+          handler: async (_req, reply, result) => {
+            await reply.code(result.status).send({ custom: true });
+          },
+        }),
+      },
+      async () => "hooked",
+    );
+    for (let i = 0; i < 3; i++) expect((await app.inject({ url: "/free" })).statusCode).toBe(200);
+    expect((await app.inject({ url: "/limited" })).statusCode).toBe(200);
+    expect((await app.inject({ url: "/limited" })).statusCode).toBe(429);
+    expect((await app.inject({ url: "/hooked/1" })).statusCode).toBe(200);
+    const r = await app.inject({ url: "/hooked/2" });
+    expect([r.statusCode, r.json(), r.headers["retry-after"]]).toEqual([429, { custom: true }, "60"]);
+    await app.close();
+  });
 });

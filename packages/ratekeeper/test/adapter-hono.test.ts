@@ -1,7 +1,7 @@
 import type { Context, Hono } from "hono";
-import { describe } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApp, start } from "../../../examples/hono/app.js";
-import { behaviourTable, realDriver, type Driver, type Reply } from "./http-table.js";
+import { behaviourTable, realDriver, redisBehaviourTable, type Driver, type Reply } from "./http-table.js";
 
 const pathOf = (c: unknown) => (c as Context).req.path;
 
@@ -29,6 +29,33 @@ const inProcess: Driver = {
 };
 
 describe("Hono adapter (examples/hono)", () => {
-  behaviourTable(realDriver("hono", start, pathOf));
+  const real = realDriver("hono", start, pathOf);
+  behaviourTable(real);
   behaviourTable(inProcess);
+  redisBehaviourTable([real, inProcess]);
+});
+
+describe("Hono specifics", () => {
+  it("a custom handler builds the refusal (headers added to it); getRemoteAddress for other runtimes", async () => {
+    const { Hono } = await import("hono");
+    const { rateLimit } = await import("ratekeeper/hono");
+    const app = new Hono();
+    const keys: string[] = [];
+    app.use(
+      rateLimit({
+        limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000,
+        getRemoteAddress: (c) => c.req.header("x-test-peer"),
+        onDecision: (e) => keys.push(e.key),
+        handler: (c, result) => c.json({ custom: result.status }, 429),
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    expect((await app.request("/", { headers: { "x-test-peer": "::ffff:198.51.100.7" } })).status).toBe(200);
+    const r = await app.request("/", { headers: { "x-test-peer": "198.51.100.7" } });
+    expect(r.status).toBe(429);
+    expect(await r.json()).toEqual({ custom: 429 });
+    expect(r.headers.get("retry-after")).toBe("60");
+    expect(r.headers.get("ratelimit")).toBe('"1-per-1m";r=0;t=60');
+    expect(keys).toEqual(["198.51.100.7", "198.51.100.7"]);
+  });
 });

@@ -6,9 +6,12 @@
  * themselves (tens of ms, asserted as lower bounds only).
  */
 import http from "node:http";
-import { expect, it } from "vitest";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { MemoryStore, RateLimiter, RateLimitStoreError, type LimitSpec, type Store } from "ratekeeper";
 import type { RateLimitEvent } from "ratekeeper/http";
+import { RedisStore } from "ratekeeper/redis";
+import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 
 /** A response, headers lower-cased. */
 export interface Reply {
@@ -504,4 +507,26 @@ export function realDriver(
       };
     },
   };
+}
+
+/**
+ * The same table against the Redis store: one throw-away redis-server per test file
+ * (test-support/redis.ts), skipped loudly without redis-server, required under CI.
+ */
+export function redisBehaviourTable(drivers: readonly Driver[]): void {
+  describeRedis("with the Redis store", () => {
+    let redis: RedisHandle | undefined;
+    let client: Redis | undefined;
+    beforeAll(async () => {
+      redis = await startRedis();
+      client = new Redis(redis.port, redis.host, { lazyConnect: false, maxRetriesPerRequest: 1 });
+    });
+    afterAll(async () => {
+      client?.disconnect();
+      await redis?.stop();
+    });
+    // A generous timeout: the machine is shared; a timeout here would turn into a silent fail-open.
+    const factory = (): Store => new RedisStore({ client: client as Redis, timeoutMs: 5_000, failure: "closed" });
+    for (const d of drivers) behaviourTable(d, factory, "redis");
+  });
 }

@@ -19,7 +19,7 @@ const expressAccess: RequestAccess<Request> = {
   // Set when the middleware is mounted on a route (`app.post("/user", limit, handler)`).
   route: (req) => (req.route !== undefined ? `${req.baseUrl}${(req.route as { path: string }).path}` : undefined),
   remoteAddress: (req) => req.socket.remoteAddress,
-  header: nodeAccess.header,
+  header: (req, name) => nodeAccess.header(req, name),
 };
 
 /** Options of the Express middleware. */

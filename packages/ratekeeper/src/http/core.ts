@@ -150,7 +150,7 @@ const PASS: RateLimitResult = Object.freeze({
   key: undefined,
   cost: 0,
   settles: false,
-}) as RateLimitResult;
+});
 
 const KNOWN_OPTIONS = new Set([
   "limiter", "limits", "store", "clock", "namespace", "key", "keyPrefix", "cost", "skip", "allowList", "denyList",
@@ -236,7 +236,7 @@ export class HttpRateLimiter<Req> {
       for (const k of ["store", "clock", "namespace"] as const) {
         if (o[k] !== undefined) issues.push({ path: k, message: "belongs to the limiter you passed; set it there" });
       }
-      limiter = o.limiter as RateLimiter;
+      limiter = o.limiter;
     } else if (o.limiter !== undefined) {
       limiter = guard(() => new RateLimiter(o.limiter as RateLimiterOptions));
     } else if (o.limits !== undefined) {
@@ -350,8 +350,8 @@ export class HttpRateLimiter<Req> {
       default:
         break;
     }
-    if (typeof p === "object" && p !== null && typeof (p as { header?: unknown }).header === "string" && (p as { header: string }).header.length > 0) {
-      const name = (p as { header: string }).header.toLowerCase();
+    if (typeof p === "object" && p !== null && typeof (p as { header?: unknown }).header === "string" && p.header.length > 0) {
+      const name = p.header.toLowerCase();
       return (req, info) => {
         const v = this.access.header(req, name);
         return v === undefined || v.length === 0 ? `ip=${info.ip}` : `${name}=${v}`;

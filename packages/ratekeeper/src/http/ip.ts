@@ -32,13 +32,15 @@ const PRESETS: Readonly<Record<string, readonly string[]>> = {
 export function normalizeIp(address: string | undefined): string | undefined {
   if (address === undefined || address.length === 0) return undefined;
   let a = address;
-  const v = isIP(a);
-  if (v === 4) return a;
-  if (v === 0) {
-    const zone = a.indexOf("%");
-    if (zone < 0) return undefined;
+  const zone = a.indexOf("%");
+  if (zone >= 0) {
+    // A zone (RFC 4007) names the local interface, not the host: only valid on IPv6.
     a = a.slice(0, zone);
     if (isIP(a) !== 6) return undefined;
+  } else {
+    const v = isIP(a);
+    if (v === 4) return a;
+    if (v === 0) return undefined;
   }
   a = a.toLowerCase();
   // IPv4-mapped: ::ffff:a.b.c.d, or its hex form ::ffff:0a00:0001 (as some stacks print it).

@@ -1,0 +1,179 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { RateLimiter } from "../src/limiter.js";
+import { MemoryStore } from "../src/stores/memory.js";
+import { RateLimitConfigError } from "../src/core/errors.js";
+import type { LimitSpec } from "../src/core/options.js";
+import { HttpRateLimiter, type RequestAccess } from "../src/http/core.js";
+import { HeaderWriter, type HeaderStyle } from "../src/http/headers.js";
+
+/** A plain request object, so the core is tested without any framework. */
+interface FakeReq {
+  method: string;
+  path: string;
+  peer: string | undefined;
+  headers: Record<string, string>;
+}
+const access: RequestAccess<FakeReq> = {
+  method: (r) => r.method,
+  path: (r) => r.path,
+  route: () => undefined,
+  remoteAddress: (r) => r.peer,
+  header: (r, n) => r.headers[n],
+};
+const req = (over: Partial<FakeReq> = {}): FakeReq => ({ method: "GET", path: "/", peer: "192.0.2.1", headers: {}, ...over });
+
+function issuesOf(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof RateLimitConfigError) return e.issues.map((i) => i.path);
+    throw e;
+  }
+  return [];
+}
+
+describe("HttpRateLimiter options", () => {
+  it("names every bad option", () => {
+    const paths = issuesOf(
+      () =>
+        new HttpRateLimiter(
+          {
+            limits: [{ algorithm: "fixed-window", limit: 0, window: "1m" }],
+            key: ["ip", "nope" as "ip"],
+            cost: { "GET /user": 0 },
+            headers: ["ietf", "draft-7"],
+            maxDelayMs: -1,
+            onStoreError: "maybe" as "allow",
+            trustedProxies: ["bogus"],
+            storeTimeoutMs: 0,
+            countOnly: "some" as "failed",
+            typo: true,
+          } as never,
+          access,
+        ),
+    );
+    expect(paths).toEqual(
+      expect.arrayContaining(["typo", "limits[0].limit", "trustedProxies[0]", "key[1]", 'cost["GET /user"]', "headers", "maxDelayMs", "onStoreError", "storeTimeoutMs", "countOnly"]),
+    );
+  });
+
+  it("needs a policy, and not two", () => {
+    expect(issuesOf(() => new HttpRateLimiter({}, access))).toEqual(["limiter"]);
+    const limiter = new RateLimiter({ algorithm: "gcra", limit: 1, window: "1s" });
+    expect(issuesOf(() => new HttpRateLimiter({ limiter, limits: [] }, access))).toContain("limits");
+    expect(issuesOf(() => new HttpRateLimiter({ limiter, store: new MemoryStore() }, access))).toEqual(["store"]);
+  });
+
+  it("accepts a limiter, limiter options, or limits", () => {
+    const spec: LimitSpec = { algorithm: "gcra", limit: 1, window: "1s" };
+    for (const o of [{ limiter: new RateLimiter(spec) }, { limiter: spec }, { limits: [spec] }]) {
+      expect(new HttpRateLimiter(o, access).limiter.limits[0]?.algorithm).toBe("gcra");
+    }
+  });
+});
+
+describe("HttpRateLimiter.check", () => {
+  const clockAt = (t: { now: number }) => () => t.now;
+
+  it("cost table: METHOD route, then route alone, else 1", async () => {
+    const t = { now: 0 };
+    const rl = new HttpRateLimiter({ limits: [{ algorithm: "fixed-window", limit: 10, window: "1m" }], clock: clockAt(t), cost: { "post /user": 3, "/upload": 5 } }, access);
+    const costs = [];
+    for (const r of [req({ method: "POST", path: "/user" }), req({ method: "PUT", path: "/upload" }), req({ path: "/other" })]) costs.push((await rl.check(r)).cost);
+    expect(costs).toEqual([3, 5, 1]);
+  });
+
+  it("an unknown peer is keyed 'unknown' rather than failing", async () => {
+    const rl = new HttpRateLimiter({ limits: [{ algorithm: "fixed-window", limit: 10, window: "1m" }] }, access);
+    expect((await rl.check(req({ peer: undefined }))).key).toBe("unknown");
+  });
+
+  it("errors thrown by user callbacks go to onError and the request passes", async () => {
+    const errors: unknown[] = [];
+    const rl = new HttpRateLimiter(
+      {
+        limits: [{ algorithm: "fixed-window", limit: 10, window: "1m" }],
+        key: () => {
+          throw new Error("boom");
+        },
+        onError: (e) => errors.push(e),
+      },
+      access,
+    );
+    const r = await rl.check(req());
+    expect(r.pass).toBe(true);
+    expect(String(errors[0])).toMatch(/boom/);
+  });
+
+  it("a cost above what the policy can ever admit is an error reported through onError, not a crash", async () => {
+    const errors: unknown[] = [];
+    const rl = new HttpRateLimiter({ limits: [{ algorithm: "fixed-window", limit: 2, window: "1m" }], cost: 3, onError: (e) => errors.push(e) }, access);
+    expect((await rl.check(req())).pass).toBe(true);
+    expect(errors[0]).toBeInstanceOf(RangeError);
+  });
+
+  it("Retry-After equals the denying policy's t in every header style, for any traffic (property)", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.record({ dt: fc.integer({ min: 0, max: 3_000 }), cost: fc.integer({ min: 1, max: 2 }) }), { minLength: 1, maxLength: 40 }),
+        fc.constantFrom<HeaderStyle>("ietf", "draft-7", "draft-6"),
+        async (ops, style) => {
+          const t = { now: 1_000_000 };
+          const rl = new HttpRateLimiter(
+            {
+              limits: [
+                { algorithm: "sliding-window", limit: 5, window: "10s", name: "slow" },
+                { algorithm: "token-bucket", limit: 2, window: "1s", name: "fast" },
+              ],
+              clock: clockAt(t),
+              headers: style,
+              cost: (r: FakeReq) => Number(r.headers["x-cost"]),
+            },
+            access,
+          );
+          for (const op of ops) {
+            t.now += op.dt;
+            const r = await rl.check(req({ headers: { "x-cost": String(op.cost) } }));
+            if (r.pass) continue;
+            const h = Object.fromEntries(r.headers);
+            const retry = Number(h["Retry-After"]);
+            expect(retry).toBeGreaterThanOrEqual(1);
+            const d = r.decision!;
+            if (style === "ietf") {
+              const denyName = d.policyName;
+              const m = new RegExp(`"${denyName}";r=\\d+;t=(\\d+)`).exec(h["RateLimit"] as string);
+              expect(Number(m?.[1])).toBe(retry);
+            } else if (style === "draft-7") expect(h["RateLimit"]).toMatch(new RegExp(`reset=${retry}$`));
+            else expect(h["RateLimit-Reset"]).toBe(String(retry));
+            // Truthful: after Retry-After seconds the same request is admitted.
+            const probe = await rl.limiter.peek("192.0.2.1", op.cost);
+            expect(probe.allowed).toBe(false);
+            t.now += retry * 1000;
+            expect((await rl.limiter.peek("192.0.2.1", op.cost)).allowed).toBe(true);
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+});
+
+describe("HeaderWriter", () => {
+  it("renders RateLimit-Policy once per limit with q and w (seconds, rounded up)", () => {
+    const limiter = new RateLimiter({ limits: [{ algorithm: "gcra", limit: 2, window: 1500, name: "a" }, { algorithm: "fixed-window", limit: 100, window: "1h" }] });
+    const out: [string, string][] = [];
+    new HeaderWriter(limiter.limits, ["ietf"]).write(
+      { allowed: true, limit: 2, remaining: 1, retryAfterMs: 0, resetAfterMs: 750, delayMs: 0, reason: undefined, policy: 0, policyName: "a", windowMs: 1500, limits: [
+        { name: "a", allowed: true, limit: 2, remaining: 1, retryAfterMs: 0, resetAfterMs: 750, windowMs: 1500 },
+        { name: "100-per-1h", allowed: true, limit: 100, remaining: 99, retryAfterMs: 0, resetAfterMs: 3_600_000, windowMs: 3_600_000 },
+      ] },
+      0,
+      out,
+    );
+    expect(out).toEqual([
+      ["RateLimit-Policy", '"a";q=2;w=2, "100-per-1h";q=100;w=3600'],
+      ["RateLimit", '"a";r=1;t=1, "100-per-1h";r=99;t=3600'],
+    ]);
+  });
+});
