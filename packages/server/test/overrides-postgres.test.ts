@@ -82,14 +82,27 @@ describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => 
     // Written while B's notification connection is down (or coming back): its NOTIFY may be lost.
     await a.put({ domain: "api", key: "during-outage", policy: "unlimited" });
     await pollUntil("B notices the loss", () => eventsB.filter((e) => e.type === "lost").length > lostBefore, 10_000);
-    await pollUntil("B reconnects with a new backend", () => b.listening && b.listenBackendPid !== undefined && b.listenBackendPid !== pid, 10_000);
+    await pollUntil(
+      "B reconnects with a new backend",
+      () => b.listening && b.listenBackendPid !== undefined && b.listenBackendPid !== pid,
+      10_000,
+    );
     await pollUntil("B catches up on the missed change", () => cacheB.get("api", "during-outage", now())?.policy === "unlimited", 10_000);
-    const [backend] = await pgQuery<{ application_name: string }>(PG_ADMIN_URL, "SELECT application_name FROM pg_stat_activity WHERE pid = $1", [b.listenBackendPid]);
+    const [backend] = await pgQuery<{ application_name: string }>(
+      PG_ADMIN_URL,
+      "SELECT application_name FROM pg_stat_activity WHERE pid = $1",
+      [b.listenBackendPid],
+    );
     expect(backend?.application_name).toBe("rk-test-b-listen");
 
     // And the restored connection carries notifications again.
     await a.put({ domain: "api", key: "after-outage", policy: "blocked" });
-    const tookMs = await pollUntil("B sees a change after reconnecting", () => cacheB.get("api", "after-outage", now()) !== undefined, 5_000, 5);
+    const tookMs = await pollUntil(
+      "B sees a change after reconnecting",
+      () => cacheB.get("api", "after-outage", now()) !== undefined,
+      5_000,
+      5,
+    );
     expect(tookMs).toBeLessThan(1000);
     expect(eventsB.some((e) => e.type === "connected" && e.reconnects >= 1)).toBe(true);
   });

@@ -22,7 +22,9 @@ export async function postgresTestMode(): Promise<"run" | "skip"> {
     return "run";
   } catch (e) {
     if (process.env.CI === "true") {
-      throw new Error(`PostgreSQL is not reachable at ${PG_ADMIN_URL} and CI=true: the overrides tests must run under CI (${(e as Error).message})`);
+      throw new Error(
+        `PostgreSQL is not reachable at ${PG_ADMIN_URL} and CI=true: the overrides tests must run under CI (${(e as Error).message})`,
+      );
     }
     const bar = "!".repeat(72);
     console.warn(
@@ -69,7 +71,11 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
 }
 
 /** Runs one query on a fresh connection to `url`. */
-export async function pgQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(url: string, sql: string, params: unknown[] = []): Promise<R[]> {
+export async function pgQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(
+  url: string,
+  sql: string,
+  params: unknown[] = [],
+): Promise<R[]> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
@@ -96,4 +102,116 @@ export async function pollUntil(what: string, probe: () => boolean | Promise<boo
     if (performance.now() - start > maxMs) throw new Error(`${what}: not within ${maxMs} ms`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service as a process (the built CLI), for the admin API and restart tests.
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+export const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../dist/cli.js");
+
+/** A tiny rules file: `api` domain, `user_id` descriptors at 100 a minute (overrides replace that). */
+export const RULES_YAML = `domains:
+  - domain: api
+    descriptors:
+      - key: user_id
+        algorithm: fixed-window
+        limit: 100
+        window: 1m
+`;
+
+export function writeRules(dir: string): string {
+  const file = path.join(dir, "rules.yaml");
+  writeFileSync(file, RULES_YAML);
+  return file;
+}
+
+const running = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const p of running) p.kill("SIGKILL");
+});
+
+/** A running `ratekeeper serve`. */
+export interface ServiceProcess {
+  readonly base: string;
+  readonly lines: string[];
+  /** SIGTERM and wait for the exit (SIGKILL after 10 s). */
+  stop(): Promise<void>;
+}
+
+/** Starts `ratekeeper serve` on a free loopback port and waits for its "listening" log line. */
+export function startService(args: string[], env: Record<string, string> = {}): Promise<ServiceProcess> {
+  const proc = spawn(process.execPath, [CLI, "serve", "--port", "0", "--grpc-port", "0", "--host", "127.0.0.1", "--no-watch", ...args], {
+    env: { ...process.env, RATEKEEPER_ADMIN_TOKEN: "", RATEKEEPER_OVERRIDES: "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  running.add(proc);
+  const lines: string[] = [];
+  const exited = new Promise<void>((resolve) =>
+    proc.once("exit", () => {
+      running.delete(proc);
+      resolve();
+    }),
+  );
+  const stop = async () => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    proc.kill("SIGTERM");
+    const t = setTimeout(() => proc.kill("SIGKILL"), 10_000);
+    await exited;
+    clearTimeout(t);
+  };
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      void stop();
+      reject(new Error(`service did not start within 20 s:\n${lines.join("\n")}`));
+    }, 20_000);
+    let buf = "";
+    const onData = (chunk: Buffer) => {
+      buf += chunk.toString("utf8");
+      let nl: number;
+      while ((nl = buf.indexOf("\n")) !== -1) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        lines.push(line);
+        if (line.includes('"listening"')) {
+          const port = (JSON.parse(line) as { httpPort: number }).httpPort;
+          clearTimeout(timer);
+          resolve({ base: `http://127.0.0.1:${port}`, lines, stop });
+        }
+      }
+    };
+    proc.stdout.on("data", onData);
+    proc.stderr.on("data", onData);
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`service exited before listening:\n${lines.join("\n")}`));
+    });
+  });
+}
+
+/** One HTTP call; resolves status and parsed JSON body (or text). */
+export async function call(base: string, method: string, urlPath: string, opts: { token?: string; body?: unknown; raw?: string } = {}): Promise<{ status: number; body: any }> {
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
+  const body = opts.raw ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body));
+  const res = await fetch(`${base}${urlPath}`, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: res.status, body: parsed };
+}
+
+/** POST /v1/check for one `user_id` descriptor in domain `api`. */
+export async function checkUser(base: string, userId: string): Promise<{ allowed: boolean; limit: number | null; policy: string | null; source: string }> {
+  const r = await call(base, "POST", "/v1/check", { body: { domain: "api", descriptors: [[{ key: "user_id", value: userId }]] } });
+  if (r.status !== 200) throw new Error(`check failed: ${r.status} ${JSON.stringify(r.body)}`);
+  const s = r.body.statuses[0];
+  return { allowed: r.body.allowed, limit: s.limit, policy: s.policy, source: s.explain.source };
 }
