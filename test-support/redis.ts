@@ -160,13 +160,20 @@ function spawnServer(port: number, args: string[], cwd?: string): ChildProcess {
   const child = spawn(
     "redis-server",
     [
-      "--port", String(port),
-      "--bind", HOST,
-      "--save", "",
-      "--appendonly", "no",
-      "--daemonize", "no",
-      "--protected-mode", "no",
-      "--loglevel", "warning",
+      "--port",
+      String(port),
+      "--bind",
+      HOST,
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--daemonize",
+      "no",
+      "--protected-mode",
+      "no",
+      "--loglevel",
+      "warning",
       ...args,
     ],
     { stdio: ["ignore", "ignore", "pipe"], cwd },
@@ -256,12 +263,7 @@ export async function startRedisCluster(masters = 3): Promise<RedisClusterHandle
   const children = ports.map((p) =>
     spawnServer(
       p,
-      [
-        "--cluster-enabled", "yes",
-        "--cluster-config-file", `nodes-${p}.conf`,
-        "--cluster-node-timeout", "5000",
-        "--dir", dir,
-      ],
+      ["--cluster-enabled", "yes", "--cluster-config-file", `nodes-${p}.conf`, "--cluster-node-timeout", "5000", "--dir", dir],
       dir,
     ),
   );
@@ -271,9 +273,7 @@ export async function startRedisCluster(masters = 3): Promise<RedisClusterHandle
   };
   try {
     for (const p of ports) {
-      await waitFor(`cluster node ${p} to answer PING`, 10_000, async () =>
-        (await rawCommand(p, ["PING"])).startsWith("+PONG"),
-      );
+      await waitFor(`cluster node ${p} to answer PING`, 10_000, async () => (await rawCommand(p, ["PING"])).startsWith("+PONG"));
     }
     const create = spawnSync(
       "redis-cli",
@@ -309,9 +309,7 @@ export function redisTestMode(): "run" | "skip" {
     return cachedMode;
   }
   if (process.env.CI === "true") {
-    throw new Error(
-      "redis-server not found on PATH, and CI=true: Redis tests must run under CI. Install redis-server.",
-    );
+    throw new Error("redis-server not found on PATH, and CI=true: Redis tests must run under CI. Install redis-server.");
   }
   const bar = "!".repeat(72);
   console.warn(

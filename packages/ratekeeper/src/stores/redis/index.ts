@@ -10,10 +10,5 @@
  *   store: new RedisStore({ client: new Redis(process.env.REDIS_URL) }),
  * });
  */
-export {
-  RedisStore,
-  type RedisStoreOptions,
-  type RedisFailurePolicy,
-  type RedisErrorContext,
-} from "./store.js";
+export { RedisStore, type RedisStoreOptions, type RedisFailurePolicy, type RedisErrorContext } from "./store.js";
 export type { RedisClientLike, IoRedisLike, NodeRedisLike } from "./client.js";

@@ -131,7 +131,10 @@ export class RedisStore implements Store {
       failure !== "throw" &&
       !(typeof insurance === "object" && insurance !== null && typeof (insurance as Store).bind === "function")
     ) {
-      issues.push({ path: "failure", message: `must be "open", "closed", "throw" or { insurance: new MemoryStore() } (got ${describe(options.failure)})` });
+      issues.push({
+        path: "failure",
+        message: `must be "open", "closed", "throw" or { insurance: new MemoryStore() } (got ${describe(options.failure)})`,
+      });
     }
     if (options.onError !== undefined && typeof options.onError !== "function") {
       issues.push({ path: "onError", message: `must be a function (got ${describe(options.onError)})` });
