@@ -62,6 +62,7 @@ export const COMMANDS: Command[] = [
       config: { type: "string", short: "c" },
       redis: { type: "string" },
       "redis-failure": { type: "string" },
+      "redis-timeout": { type: "string" },
       port: { type: "string", short: "p" },
       "grpc-port": { type: "string" },
       host: { type: "string" },
@@ -77,6 +78,7 @@ export const COMMANDS: Command[] = [
       redis: "URL  share state in Redis (redis://host:6379); default: in-memory store [env REDIS_URL]",
       "redis-failure":
         "POLICY  when Redis fails or is slow (50 ms): open (admit), closed (deny), insurance (per-process memory store) or throw (503, and /readyz not ready) [default open]",
+      "redis-timeout": "MS  the most one Redis call may take before the failure policy decides [default 50]",
       port: "N  HTTP port [env PORT, default 8080]",
       "grpc-port": "N  gRPC port (Envoy RLS) [env GRPC_PORT, default 8081]",
       host: "ADDR  interface to listen on [default 0.0.0.0]",
@@ -108,6 +110,7 @@ export const COMMANDS: Command[] = [
           redisUrl: str(v.redis) ?? process.env.REDIS_URL,
           redisFailure: redisFailure as "open" | "closed" | "insurance" | "throw" | undefined,
           port: port(str(v.port) ?? process.env.PORT, "--port", 8080),
+          redisTimeoutMs: positive(str(v["redis-timeout"]), "--redis-timeout"),
           grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
           host: str(v.host),
           watch: v["no-watch"] !== true,

@@ -35,6 +35,8 @@ export interface ServeOptions {
    * @default "open" (the library's default)
    */
   redisFailure?: "open" | "closed" | "insurance" | "throw" | undefined;
+  /** The most ms one Redis call may take before the failure policy decides (the library's `timeoutMs`). @default 50 */
+  redisTimeoutMs?: number | undefined;
   /** HTTP port (0: any free port). @default 8080 */
   port?: number | undefined;
   /** gRPC port (0: any free port). @default 8081 */
@@ -89,6 +91,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     let lastLogMs = 0;
     store = new RedisStore({
       client: redis,
+      ...(options.redisTimeoutMs !== undefined ? { timeoutMs: options.redisTimeoutMs } : {}),
       failure: options.redisFailure === "insurance" ? { insurance: new MemoryStore() } : (options.redisFailure ?? "open"),
       onError: (e, ctx) => {
         // Every failed call lands here; log at most one every 10 s (metrics count them all).

@@ -1,0 +1,164 @@
+/**
+ * The service with the Redis store: state shared by instances; two instances behind nginx as a
+ * load balancer (examples/nginx/load-balancer.conf) admit exactly the limit under a burst;
+ * Redis failures follow --redis-failure.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { adaptNginxConf, example, freePort, postJson, rlsClient, startNginx, startServiceProcess, type NginxProc, type ServiceProc } from "./support.js";
+
+const RULES = `
+domains:
+  - domain: lb
+    descriptors:
+      - key: tenant
+        algorithm: sliding-log
+        limit: 50
+        window: 1h
+      - key: grpc_tenant
+        algorithm: gcra
+        limit: 30
+        window: 1h
+        burst: 29
+      - key: user
+        algorithm: fixed-window
+        limit: 5
+        window: 1h
+`;
+
+describeRedis("decision service with the Redis store", () => {
+  let redis: RedisHandle;
+  let dir: string;
+  let a: ServiceProc;
+  let b: ServiceProc;
+  let nginx: NginxProc;
+  let grpcLbPort: number;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    dir = mkdtempSync(path.join(tmpdir(), "rk-redis-"));
+    const rules = path.join(dir, "rules.yaml");
+    writeFileSync(rules, RULES);
+    // A generous Redis timeout: under a burst on two shared cores the default 50 ms could let the
+    // failure policy (open) decide, and this test is about exactness.
+    const args = ["--config", rules, "--redis", redis.url, "--redis-timeout", "2000", "--no-watch"];
+    [a, b] = await Promise.all([startServiceProcess(args), startServiceProcess(args)]);
+    const port = await freePort();
+    grpcLbPort = await freePort();
+    const conf = adaptNginxConf(example("examples/nginx/load-balancer.conf"), {
+      8100: port,
+      8101: grpcLbPort,
+      8080: a.httpPort,
+      8081: a.grpcPort,
+      8090: b.httpPort,
+      8091: b.grpcPort,
+    });
+    nginx = await startNginx(conf, port);
+  });
+
+  afterAll(async () => {
+    await nginx?.stop();
+    await Promise.all([a?.stop(), b?.stop()]);
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("shares state between instances: one charges, the other sees it", async () => {
+    const r1 = await postJson(`${a.base}/v1/check`, { domain: "lb", descriptors: [{ user: "u1" }] });
+    const r2 = await postJson(`${b.base}/v1/check`, { domain: "lb", descriptors: [{ user: "u1" }] });
+    expect(r1.json.statuses[0].remaining).toBe(4);
+    expect(r2.json.statuses[0].remaining).toBe(3);
+    const peek = await (await fetch(`${a.base}/v1/keys/lb/user=u1`)).json();
+    expect(peek.statuses[0]).toMatchObject({ allowed: true, limit: 5 });
+    expect((await fetch(`${b.base}/readyz`)).status).toBe(200);
+  });
+
+  it("two instances behind nginx: a burst from many clients at one descriptor admits exactly the limit", async () => {
+    const clients = 25;
+    const perClient = 8; // 200 checks for a limit of 50
+    const lb = `http://127.0.0.1:${nginx.port}/v1/check`;
+    const allowed = await Promise.all(
+      Array.from({ length: clients }, async () => {
+        let n = 0;
+        for (let i = 0; i < perClient; i++) {
+          const r = await postJson(lb, { domain: "lb", descriptors: [{ tenant: "acme" }] });
+          expect(r.status).toBe(200);
+          if (r.json.allowed) n++;
+        }
+        return n;
+      }),
+    );
+    expect(allowed.reduce((x, y) => x + y, 0)).toBe(50);
+    // Both instances took part.
+    for (const s of [a, b]) {
+      const m = await (await fetch(`${s.base}/metrics`)).text();
+      const ok = Number(/ratekeeper_decisions_total\{domain="lb",rule="lb\/tenant",outcome="ok"\} (\d+)/.exec(m)?.[1] ?? 0);
+      const over = Number(/ratekeeper_decisions_total\{domain="lb",rule="lb\/tenant",outcome="over_limit"\} (\d+)/.exec(m)?.[1] ?? 0);
+      expect(ok + over).toBeGreaterThan(0);
+    }
+  });
+
+  it("the same over gRPC (Envoy RLS) through nginx's grpc_pass: exactly the limit", async () => {
+    const clients = Array.from({ length: 10 }, () => rlsClient(grpcLbPort));
+    try {
+      const ok = await Promise.all(
+        clients.map(async (c) => {
+          let n = 0;
+          for (let i = 0; i < 10; i++) {
+            const r = await c.shouldRateLimit({ domain: "lb", descriptors: [{ entries: [{ key: "grpc_tenant", value: "acme" }] }] });
+            if (r.overall_code === "OK") n++;
+          }
+          return n;
+        }),
+      );
+      expect(ok.reduce((x, y) => x + y, 0)).toBe(30);
+    } finally {
+      for (const c of clients) c.close();
+    }
+  });
+});
+
+describeRedis("decision service when Redis fails", () => {
+  let redis: RedisHandle;
+  let dir: string;
+  let closed: ServiceProc;
+  let thrower: ServiceProc;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    dir = mkdtempSync(path.join(tmpdir(), "rk-redis-fail-"));
+    const rules = path.join(dir, "rules.yaml");
+    writeFileSync(rules, RULES);
+    const args = ["--config", rules, "--redis", redis.url, "--no-watch"];
+    [closed, thrower] = await Promise.all([
+      startServiceProcess([...args, "--redis-failure", "closed"]),
+      startServiceProcess([...args, "--redis-failure", "throw"]),
+    ]);
+  });
+
+  afterAll(async () => {
+    await Promise.all([closed?.stop(), thrower?.stop()]);
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("closed: denies with reason store-error and stays ready; throw: 503 and not ready", async () => {
+    const body = { domain: "lb", descriptors: [{ user: "f1" }] };
+    expect((await postJson(`${closed.base}/v1/check`, body)).json.allowed).toBe(true);
+    await redis.stop();
+    const c = await postJson(`${closed.base}/v1/check`, body);
+    expect(c.status).toBe(200);
+    expect(c.json.statuses[0]).toMatchObject({ allowed: false, reason: "store-error" });
+    expect((await fetch(`${closed.base}/readyz`)).status).toBe(200);
+    const t = await postJson(`${thrower.base}/v1/check`, body);
+    expect(t.status).toBe(503);
+    const ready = await fetch(`${thrower.base}/readyz`);
+    expect(ready.status).toBe(503);
+    expect((await ready.json()).reason).toMatch(/redis is/);
+    const m = await (await fetch(`${closed.base}/metrics`)).text();
+    expect(m).toMatch(/ratekeeper_store_errors_total\{kind="failure_policy"\} [1-9]/);
+  });
+});
