@@ -1,0 +1,160 @@
+/**
+ * Rules (schema + matching) and decide() in-process, with a manual clock: no transport.
+ */
+import { describe, expect, it } from "vitest";
+import { MemoryStore } from "ratekeeper";
+import { CheckError, DecisionService, compileRules, descriptorKey, matchDescriptor, parseDescriptorKey, parseRules, RulesError } from "../src/index.js";
+import type { Override, OverrideLookup } from "../src/overrides/types.js";
+
+const YAML = `
+policies:
+  p: { algorithm: fixed-window, limit: 2, window: 1m }
+domains:
+  - domain: d
+    descriptors:
+      - key: k
+        value: exact
+        algorithm: fixed-window
+        limit: 1
+        window: 1m
+      - key: k
+        value: pre*
+        algorithm: fixed-window
+        limit: 2
+        window: 1m
+      - key: k
+        algorithm: fixed-window
+        limit: 3
+        window: 1m
+      - key: a
+        descriptors:
+          - key: b
+            algorithm: fixed-window
+            limit: 4
+            window: 1m
+`;
+
+const e = (pairs: Record<string, string>) => Object.entries(pairs).map(([key, value]) => ({ key, value }));
+
+describe("rules: validation", () => {
+  it("names the file and the path of every problem", () => {
+    const bad = `domains:
+  - domain: d
+    descriptors:
+      - key: x
+        algorithm: gcra
+        limit: 0
+        window: 1s
+      - key: y
+        limits: [{ algorithm: nope, limit: 1, window: 1s }]
+      - key: z
+        algorithm: token-bucket
+        limit: 5
+        window: 1s
+        cost: 9
+      - key: w
+        unlimited: true
+        algorithm: gcra
+        limit: 1
+        window: 1s
+  - domain: d
+`;
+    let err: RulesError | undefined;
+    try {
+      parseRules(bad, "rules.yaml");
+    } catch (x) {
+      err = x as RulesError;
+    }
+    expect(err).toBeInstanceOf(RulesError);
+    const lines = err!.message.split("\n");
+    expect(lines).toContain("rules.yaml: domains[0].descriptors[0].limit: must be a positive whole number (got 0)");
+    expect(lines.some((l) => l.startsWith("rules.yaml: domains[0].descriptors[1].limits[0].algorithm: must be one of"))).toBe(true);
+    expect(lines).toContain("rules.yaml: domains[0].descriptors[2].cost: must be at most 5, the most this policy could ever admit (got 9)");
+    expect(lines).toContain("rules.yaml: domains[0].descriptors[3].unlimited: an unlimited rule cannot also have a policy");
+    expect(lines).toContain('rules.yaml: domains[1].domain: duplicate domain "d"');
+  });
+
+  it("structural errors come from the schema, with paths", () => {
+    let err: RulesError | undefined;
+    try {
+      compileRules({ domains: [{ domain: "d", descriptors: [{ key: "k", value: "a*b", unlimited: true }] }], extra: 1 }, "f.yaml");
+    } catch (x) {
+      err = x as RulesError;
+    }
+    expect(err?.message.split("\n")).toEqual([
+      "f.yaml: domains[0].descriptors[0].value: a wildcard '*' may only end the value (a prefix match)",
+      'f.yaml: Unrecognized key: "extra"',
+    ]);
+  });
+});
+
+describe("rules: matching (envoyproxy/ratelimit semantics)", () => {
+  const rules = parseRules(YAML, "r.yaml");
+  it("prefers the exact value, then a wildcard prefix, then any value", () => {
+    expect(matchDescriptor(rules, "d", e({ k: "exact" })).rule?.limits[0]?.limit).toBe(1);
+    expect(matchDescriptor(rules, "d", e({ k: "prefix-x" })).rule?.limits[0]?.limit).toBe(2);
+    expect(matchDescriptor(rules, "d", e({ k: "other" })).rule?.limits[0]?.limit).toBe(3);
+  });
+  it("applies a limit only when the last entry lands on a rule", () => {
+    expect(matchDescriptor(rules, "d", e({ a: "1", b: "2" })).rule?.id).toBe("d/a/b");
+    expect(matchDescriptor(rules, "d", e({ a: "1" })).rule).toBeUndefined();
+    expect(matchDescriptor(rules, "d", e({ k: "x", more: "y" })).miss).toMatch(/stop at depth 1/);
+    expect(matchDescriptor(rules, "zz", e({ k: "x" })).miss).toMatch(/no domain "zz"/);
+  });
+  it("canonical descriptor keys round-trip", () => {
+    const entries = e({ remote_address: "1.2.3.4", path: "/api" });
+    expect(descriptorKey(entries)).toBe("remote_address=1.2.3.4|path=/api");
+    expect(parseDescriptorKey("remote_address=1.2.3.4|path=/api")).toEqual(entries);
+    expect(parseDescriptorKey("novalue")).toBeUndefined();
+  });
+});
+
+describe("decide() with overrides", () => {
+  const rules = parseRules(YAML, "r.yaml");
+  let nowMs = 1_000_000;
+  const table = new Map<string, Override>();
+  const overrides: OverrideLookup = {
+    get: (domain, key, at) => {
+      const o = table.get(`${domain}/${key}`);
+      return o && (o.expiresAtMs === undefined || o.expiresAtMs > at) ? o : undefined;
+    },
+  };
+  const svc = new DecisionService({ store: new MemoryStore(), rules, overrides, clock: () => nowMs, injectClock: true });
+  const one = async (value: string) => (await svc.decide({ domain: "d", descriptors: [e({ k: value })] })).statuses[0]!;
+
+  it("uses the rule without an override, the override's policy with one", async () => {
+    expect((await one("u1")).limit).toBe(3);
+    table.set("d/k=u1", { domain: "d", key: "k=u1", policy: { limits: [{ algorithm: "fixed-window", limit: 10, window: "1m" }] }, note: "vip" });
+    const s = await one("u1");
+    expect(s).toMatchObject({ limit: 10, remaining: 9, allowed: true });
+    expect(s.explain.source).toBe("override");
+    expect(s.explain.why).toContain("vip");
+  });
+
+  it("unlimited and blocked overrides, and expiry", async () => {
+    table.set("d/k=u2", { domain: "d", key: "k=u2", policy: "unlimited" });
+    table.set("d/k=u3", { domain: "d", key: "k=u3", policy: "blocked", expiresAtMs: nowMs + 30_000 });
+    expect(await one("u2")).toMatchObject({ allowed: true, unlimited: true });
+    expect(await one("u3")).toMatchObject({ allowed: false, reason: "blocked", retryAfterMs: 30_000 });
+    nowMs += 30_000;
+    expect(await one("u3")).toMatchObject({ allowed: true, limit: 3 });
+  });
+
+  it("an override applies even where no rule matches (block one address)", async () => {
+    table.set("d/nope=x", { domain: "d", key: "nope=x", policy: "blocked" });
+    const r = await svc.decide({ domain: "d", descriptors: [e({ nope: "x" })] });
+    expect(r.allowed).toBe(false);
+  });
+
+  it("a bad request is a CheckError, not a denial", async () => {
+    await expect(svc.decide({ domain: "d", descriptors: [e({ k: "u9" })], cost: 0 })).rejects.toBeInstanceOf(CheckError);
+    await expect(svc.decide({ key: "x", policy: "missing" })).rejects.toThrow(/no policy named "missing" \(known: p\)/);
+  });
+
+  it("a reload keeps the state of unchanged policies", async () => {
+    await svc.decide({ key: "z", policy: "p" });
+    svc.setRules(parseRules(YAML.replace("limit: 4", "limit: 40"), "r.yaml"));
+    const s = (await svc.decide({ key: "z", policy: "p" })).statuses[0]!;
+    expect(s.remaining).toBe(0);
+  });
+});
