@@ -1,0 +1,227 @@
+// Benchmark section "service": the decision service's checks per second, as a process, next to
+// the ceilings measured in the same run:
+//   - HTTP keep-alive with wrk: a bare node:http hello-world server (the ceiling for a Node
+//     service on this machine), POST /v1/check and GET /v1/auth (nginx auth_request) on
+//     `ratekeeper serve` with the memory store;
+//   - gRPC (Envoy RLS ShouldRateLimit) from a Node client with N concurrent calls in a separate
+//     process, against the service and against a bare grpc-js server answering the same RPC
+//     with a constant response (the gRPC ceiling).
+// Keys cycle over 100k user ids (examples/rules.yaml, domain "api": sliding-window 100/min), so
+// nearly every check is admitted and the store holds a realistic number of keys.
+//
+//   npm run bench -- service                       (3 runs of 8 s per target)
+//   npm run bench -- service -- --runs 5 --duration 10 --connections 50 --markdown
+//
+// Each server runs in its own process; wrk (one thread) and the gRPC client take the other core.
+
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { fmtRate, machineLine, table } from "./lib/format.js";
+import { median } from "./lib/stats.js";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const argv = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(argv[i + 1]) : dflt;
+};
+const RUNS = opt("runs", 3);
+const DURATION_S = opt("duration", 8);
+const CONNECTIONS = opt("connections", 50);
+const GRPC_CONCURRENCY = opt("grpc-concurrency", 50);
+const KEYS = 100_000;
+
+// ---- child roles ------------------------------------------------------------------------------
+
+if (argv[0] === "--role") {
+  const role = argv[1];
+  if (role === "bare-http") {
+    const http = await import("node:http");
+    const server = http.createServer((_req, res) => res.end("hello"));
+    server.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ port: server.address().port })));
+  } else if (role === "bare-grpc") {
+    const grpc = await import("@grpc/grpc-js");
+    const { loadRlsDefinition } = await import("../packages/server/dist/transport/grpc.js");
+    const def = loadRlsDefinition();
+    const server = new grpc.Server();
+    const answer = { overall_code: "OK", statuses: [{ code: "OK", current_limit: { name: "100-per-1m", requests_per_unit: 100, unit: "MINUTE" }, limit_remaining: 99, duration_until_reset: { seconds: 60, nanos: 0 } }], response_headers_to_add: [] };
+    server.addService(def.envoy.service.ratelimit.v3.RateLimitService.service, { ShouldRateLimit: (_call, cb) => cb(null, answer) });
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => console.log(JSON.stringify({ port })));
+  } else if (role === "grpc-client") {
+    await grpcClient(Number(argv[2]), Number(argv[3]), Number(argv[4]));
+  }
+} else {
+  await main();
+}
+
+async function grpcClient(port, concurrency, durationS) {
+  const grpc = await import("@grpc/grpc-js");
+  const { loadRlsDefinition } = await import("../packages/server/dist/transport/grpc.js");
+  const def = loadRlsDefinition();
+  const client = new def.envoy.service.ratelimit.v3.RateLimitService(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  await new Promise((r, j) => client.waitForReady(Date.now() + 5000, (e) => (e ? j(e) : r())));
+  const call = (req) => new Promise((resolve, reject) => client.ShouldRateLimit(req, (e, res) => (e ? reject(e) : resolve(res))));
+  let n = 0;
+  let errors = 0;
+  const lat = [];
+  const run = async (warm) => {
+    const end = Date.now() + (warm ? 1000 : durationS * 1000);
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (Date.now() < end) {
+          const req = { domain: "api", descriptors: [{ entries: [{ key: "user_id", value: String(n++ % KEYS) }] }] };
+          const t0 = process.hrtime.bigint();
+          try {
+            await call(req);
+            if (!warm) lat.push(Number(process.hrtime.bigint() - t0) / 1e6);
+          } catch {
+            errors++;
+          }
+        }
+      }),
+    );
+  };
+  await run(true);
+  const t0 = Date.now();
+  await run(false);
+  const s = (Date.now() - t0) / 1000;
+  lat.sort((a, b) => a - b);
+  const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))];
+  console.log(JSON.stringify({ rps: lat.length / s, p50: q(0.5), p99: q(0.99), errors }));
+  client.close();
+}
+
+// ---- orchestration ----------------------------------------------------------------------------
+
+function startChild(args, env = {}) {
+  const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, LOG_LEVEL: "warn", ...env }, stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    child.stdout.on("data", (c) => {
+      buf += c;
+      const line = buf.split("\n").find((l) => l.includes('"port"') || l.includes('"httpPort"'));
+      if (line) {
+        const j = JSON.parse(line);
+        resolve({ child, port: j.port ?? j.httpPort, grpcPort: j.grpcPort });
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`child ${args.join(" ")} exited ${code}: ${buf}`)));
+  });
+}
+
+function wrkScript(dir, kind) {
+  const file = join(dir, `${kind}.lua`);
+  const body =
+    kind === "check"
+      ? `local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. (n % ${KEYS}) .. '"}]}')
+end`
+      : `local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", "/v1/auth?domain=api&d=user_id%3D" .. (n % ${KEYS}))
+end`;
+  writeFileSync(file, body);
+  return file;
+}
+
+function toMs(text) {
+  const m = /^([\d.]+)(us|ms|s)$/.exec(text);
+  if (!m) return NaN;
+  return Number(m[1]) * (m[2] === "us" ? 0.001 : m[2] === "s" ? 1000 : 1);
+}
+
+function wrk(port, path, script, durationS = DURATION_S) {
+  const args = ["-t1", `-c${CONNECTIONS}`, `-d${durationS}s`, "--latency", ...(script ? ["-s", script] : []), `http://127.0.0.1:${port}${path}`];
+  const r = spawnSync("wrk", args, { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`wrk failed: ${r.stderr}`);
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(r.stdout)?.[1]);
+  const p50 = toMs(/\s50%\s+(\S+)/.exec(r.stdout)?.[1] ?? "");
+  const p99 = toMs(/\s99%\s+(\S+)/.exec(r.stdout)?.[1] ?? "");
+  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(r.stdout)?.[1] ?? 0);
+  return { rps, p50, p99, non2xx };
+}
+
+async function grpcRun(port) {
+  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), "--role", "grpc-client", String(port), String(GRPC_CONCURRENCY), String(DURATION_S)], {
+    cwd: root,
+    encoding: "utf8",
+  });
+  if (r.status !== 0) throw new Error(`grpc client failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split("\n").pop());
+}
+
+async function main() {
+  if (spawnSync("wrk", ["--version"]).error) {
+    console.error("service bench: wrk not found (apt-get install wrk)");
+    process.exit(1);
+  }
+  const dir = mkdtempSync(join(tmpdir(), "rk-bench-service-"));
+  const self = fileURLToPath(import.meta.url);
+  const bare = await startChild([self, "--role", "bare-http"]);
+  const bareGrpc = await startChild([self, "--role", "bare-grpc"]);
+  const svc = await startChild(["packages/server/dist/cli.js", "serve", "--config", "examples/rules.yaml", "--port", "0", "--grpc-port", "0", "--host", "127.0.0.1", "--no-watch"], {
+    LOG_LEVEL: "info",
+  });
+  const checkLua = wrkScript(dir, "check");
+  const authLua = wrkScript(dir, "auth");
+  const http = [
+    { id: "bare", label: "bare node:http hello world (ceiling)", run: () => wrk(bare.port, "/", undefined) },
+    { id: "check", label: "ratekeeper POST /v1/check (memory store)", run: () => wrk(svc.port, "/v1/check", checkLua) },
+    { id: "auth", label: "ratekeeper GET /v1/auth (memory store)", run: () => wrk(svc.port, "/v1/auth", authLua) },
+  ];
+  const grpcCases = [
+    { id: "grpc-bare", label: "bare grpc-js RLS, constant answer (ceiling)", run: () => grpcRun(bareGrpc.port) },
+    { id: "grpc", label: "ratekeeper ShouldRateLimit (memory store)", run: () => grpcRun(svc.grpcPort) },
+  ];
+  const results = {};
+  try {
+    // Warm-up: JIT and the store's keys.
+    wrk(svc.port, "/v1/check", checkLua, 2);
+    wrk(svc.port, "/v1/auth", authLua, 2);
+    for (let r = 0; r < RUNS; r++) {
+      // Rotate the order each run so no target always follows the same one.
+      const order = [...http.slice(r % http.length), ...http.slice(0, r % http.length)];
+      for (const c of order) (results[c.id] ??= []).push(c.run());
+      const gorder = r % 2 ? [...grpcCases].reverse() : grpcCases;
+      for (const c of gorder) (results[c.id] ??= []).push(await c.run());
+      process.stdout.write(`run ${r + 1}/${RUNS} done\n`);
+    }
+  } finally {
+    for (const p of [bare, bareGrpc, svc]) p.child.kill("SIGTERM");
+    rmSync(dir, { recursive: true, force: true });
+  }
+
+  const med = (id, k) => median(results[id].map((x) => x[k]));
+  const spread = (id) => {
+    const v = results[id].map((x) => x.rps);
+    return `${fmtRate(Math.min(...v))}-${fmtRate(Math.max(...v))}`;
+  };
+  const ceiling = med("bare", "rps");
+  const gCeiling = med("grpc-bare", "rps");
+  const row = (c, base) => [
+    c.label,
+    fmtRate(med(c.id, "rps")),
+    spread(c.id),
+    `${((med(c.id, "rps") / base) * 100).toFixed(0)}%`,
+    med(c.id, "p50").toFixed(2),
+    med(c.id, "p99").toFixed(2),
+  ];
+  const header = ["target", "req/s (median)", "range", "of ceiling", "p50 ms", "p99 ms"];
+  console.log(`\n${await machineLine()}`);
+  console.log(`HTTP: wrk -t1 -c${CONNECTIONS} -d${DURATION_S}s --latency (keep-alive); gRPC: ${GRPC_CONCURRENCY} concurrent calls, one channel, separate process; ${RUNS} runs, medians\n`);
+  const t1 = table(header, http.map((c) => row(c, ceiling)));
+  console.log(t1.text);
+  console.log("");
+  const t2 = table(header, [...grpcCases.map((c) => row(c, gCeiling)), ["(ratekeeper gRPC vs the bare HTTP ceiling)", fmtRate(med("grpc", "rps")), "", `${((med("grpc", "rps") / ceiling) * 100).toFixed(0)}%`, "", ""]]);
+  console.log(t2.text);
+  const non2xx = results.check.map((x) => x.non2xx).concat(results.auth.map((x) => x.non2xx));
+  console.log(`\nnon-2xx answers over all runs (denials on /v1/auth are 429): ${non2xx.reduce((a, b) => a + b, 0)}`);
+  if (argv.includes("--markdown")) console.log(`\n${t1.markdown}\n\n${t2.markdown}`);
+}
+
