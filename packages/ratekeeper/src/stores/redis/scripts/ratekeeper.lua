@@ -82,7 +82,8 @@ local function fwStart(s, L)
     if s.b > 0 and now - s.a < L.windowMs then return s.a end
     return now
   end
-  return now - fmod(now, L.windowMs)
+  -- A clock that stepped back into an earlier window still counts in the newest one seen.
+  return max(now - fmod(now, L.windowMs), s.a)
 end
 
 local function fwCheck(s, L, out)
@@ -120,19 +121,22 @@ end
 
 local function bkCheck(s, L, out)
   local level = levelAt(s, L)
+  -- A clock that stepped back: waits count from this earlier reading.
+  local behind = 0
+  if s.a > now then behind = s.a - now end
   local full = L.capacity * L.windowMs
   local after = level + cost * L.windowMs
   if after <= full then
     out[1] = 1
     out[2] = floor((full - after) / L.windowMs)
     out[3] = 0
-    out[4] = ceil(after / L.limit)
-    if L.shape then out[5] = ceil(level / L.limit) else out[5] = 0 end
+    out[4] = ceil(after / L.limit) + behind
+    if L.shape then out[5] = ceil(level / L.limit) + behind else out[5] = 0 end
   else
     out[1] = 0
     out[2] = floor((full - level) / L.windowMs)
-    out[3] = ceil((after - full) / L.limit)
-    out[4] = ceil(level / L.limit)
+    out[3] = ceil((after - full) / L.limit) + behind
+    out[4] = ceil(level / L.limit) + behind
     out[5] = 0
   end
 end
@@ -199,20 +203,23 @@ end
 
 local function swCheck(s, L, out)
   local S = L.windowMs / L.buckets
-  local r = fmod(now, S)
-  local i = (now - r) / S
+  -- A clock that stepped back before the newest sub-window: decide as at that sub-window's start.
+  local atMs = max(now, s.a * S)
+  local behind = atMs - now
+  local r = fmod(atMs, S)
+  local i = (atMs - r) / S
   local used = usedAt(s, L, i, r, 0)
   out[5] = 0
   if used + cost <= L.limit then
     out[1] = 1
     out[2] = L.limit - used - cost
     out[3] = 0
-    out[4] = waitMs(s, L, i, r, L.limit, cost)
+    out[4] = waitMs(s, L, i, r, L.limit, cost) + behind
   else
     out[1] = 0
     out[2] = max(0, L.limit - used)
-    out[3] = waitMs(s, L, i, r, cost, 0)
-    out[4] = waitMs(s, L, i, r, L.limit, 0)
+    out[3] = waitMs(s, L, i, r, cost, 0) + behind
+    out[4] = waitMs(s, L, i, r, L.limit, 0) + behind
   end
 end
 
@@ -235,7 +242,7 @@ end
 
 local function swRefund(s, L)
   local S = L.windowMs / L.buckets
-  local i = (now - fmod(now, S)) / S
+  local i = max((now - fmod(now, S)) / S, s.a)
   local M = L.buckets + 1
   local left = cost
   local j = s.a
@@ -253,26 +260,42 @@ end
 -- ---------------------------------------------------------------- sliding-log.ts
 -- Positions are unit numbers p; slot p mod limit lives at byte 24 + 8 * slot. s.cache holds the
 -- slots read or written by this call (by slot, so two positions sharing a slot never disagree).
+local slPrefetch
 local function slRead(s, L, p)
   local slot = fmod(p, L.limit)
   local v = s.cache[slot]
   if v == nil then
-    local off = 24 + 8 * slot
-    v = unpack_("<d", redis.call("GETRANGE", s.key, off, off + 7))
-    s.cache[slot] = v
+    -- Searches move forward from here: fetch the next few slots in the same call.
+    slPrefetch(s, L, p, 4)
+    v = s.cache[slot]
   end
   return v
 end
 
--- Reads positions p and p+1 with one GETRANGE when their slots are adjacent.
-local function slPrefetch2(s, L, p)
+-- Reads up to `count` consecutive positions from p with one GETRANGE (stops at the ring's end
+-- and at position n): in steady traffic the edge of the window is within a few slots of the hint.
+slPrefetch = function(s, L, p, count)
   local slot = fmod(p, L.limit)
-  if slot + 1 < L.limit and s.cache[slot] == nil and s.cache[slot + 1] == nil then
-    local off = 24 + 8 * slot
-    local a, b = unpack_("<dd", redis.call("GETRANGE", s.key, off, off + 15))
-    s.cache[slot] = a
-    s.cache[slot + 1] = b
-  end
+  count = max(1, min(count, L.limit - slot, s.a - p))
+  if s.cache[slot] ~= nil then return end
+  local off = 24 + 8 * slot
+  local v = { unpack_("<" .. string.rep("d", count), redis.call("GETRANGE", s.key, off, off + 8 * count - 1)) }
+  for k = 1, count do s.cache[slot + k - 1] = v[k] end
+end
+
+-- While the ring fills up (n < limit), grows the string to hold `slots` slots before a write.
+-- SETRANGE past the end would let Redis over-allocate (sds doubles its buffer): grow it here
+-- instead, doubling too but rewriting it at its exact size (SET), and at most to `limit` slots,
+-- so a full ring takes 24 + 8 * limit bytes.
+local function slReserve(s, L, slots)
+  if s.a >= L.limit then return end
+  local len = redis.call("STRLEN", s.key)
+  local have = max(0, floor((len - 24) / 8))
+  if slots <= have then return end
+  local want = min(L.limit, max(slots, 2 * have))
+  local cur = redis.call("GET", s.key) or ""
+  if #cur < 24 then cur = string.rep("\0", 24) end
+  redis.call("SET", s.key, cur .. string.rep("\0", 24 + 8 * want - #cur))
 end
 
 -- freeUnits(): the first position q in [max(0, n-L), n) whose unit is inside the window (or n);
@@ -283,7 +306,7 @@ local function slFirstInside(s, L, cutoff)
   local hi = n
   local h = s.h
   if h > lo and h <= n then
-    if h < n then slPrefetch2(s, L, h - 1) end
+    slPrefetch(s, L, h - 1, 4)
     if slRead(s, L, h - 1) <= cutoff then lo = h else hi = h - 1 end
   end
   -- Gallop from lo (steady traffic: q is at or next to the hint), then bisect.
@@ -313,7 +336,10 @@ local function slCheck(s, L, out)
   local free = q - (s.a - Lim)
   out[5] = 0
   if free >= cost then
-    out[1] = 1; out[2] = free - cost; out[3] = 0; out[4] = L.windowMs
+    -- The units logged now are the last to leave; commit logs them at the newest time seen.
+    local newest = now
+    if s.a > 0 then newest = s.newest end
+    out[1] = 1; out[2] = free - cost; out[3] = 0; out[4] = max(newest - now, 0) + L.windowMs
     return
   end
   local decider = slRead(s, L, s.a - Lim + cost - 1)
@@ -352,6 +378,7 @@ end
 local function slCommit(s, L)
   local t = now
   if s.a > 0 then t = max(now, s.newest) end
+  slReserve(s, L, min(L.limit, s.a + cost))
   slWriteRun(s, L, s.a, cost, t)
   s.a = s.a + cost
   s.h = s.q

@@ -1,0 +1,259 @@
+/**
+ * RedisStore specifics beyond the contract: key layout and hash tags, TTLs, memory per key
+ * (MEMORY USAGE), one script call per decision, the EVAL fallback on NOSCRIPT, the sliding log's
+ * O(1) Redis work, the denial cache, and option validation.
+ */
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { RateLimitConfigError, RateLimiter, type LimitSpec } from "../src/index.js";
+import { RedisStore, type RedisStoreOptions } from "../src/stores/redis/index.js";
+
+/** INFO commandstats as { command: calls }. */
+async function commandCalls(client: Redis): Promise<Record<string, number>> {
+  const text = await client.info("commandstats");
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2]);
+  return out;
+}
+
+async function deltaCalls(client: Redis, fn: () => Promise<unknown>): Promise<Record<string, number>> {
+  const before = await commandCalls(client);
+  await fn();
+  const after = await commandCalls(client);
+  const d: Record<string, number> = {};
+  for (const [k, v] of Object.entries(after)) if (v - (before[k] ?? 0) > 0) d[k] = v - (before[k] ?? 0);
+  // The INFO calls themselves are not the store's.
+  delete d.info;
+  return d;
+}
+
+let seq = 0;
+const ns = () => `st${++seq}`;
+
+describeRedis("RedisStore", () => {
+  let redis: RedisHandle;
+  let client: Redis;
+  let admin: Redis;
+  beforeAll(async () => {
+    redis = await startRedis();
+    client = new Redis(redis.port, redis.host);
+    admin = new Redis(redis.port, redis.host);
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    admin?.disconnect();
+    await redis?.stop();
+  });
+
+  const mk = (spec: LimitSpec | { limits: LimitSpec[] }, opts: Partial<RedisStoreOptions> = {}, clock?: () => number, namespace = ns()) =>
+    new RateLimiter({
+      ...spec,
+      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, ...opts }),
+      namespace,
+      ...(clock ? { clock } : {}),
+    } as never);
+
+  describe("keys", () => {
+    it("one key per limit, <prefix>{<namespace>:<key>}:<index>, each with a TTL of resetAfterMs (server time)", async () => {
+      const limiter = mk({
+        limits: [
+          { algorithm: "fixed-window", limit: 5, window: 60_000 },
+          { algorithm: "sliding-log", limit: 3, window: 10_000 },
+        ],
+      });
+      const d = await limiter.consume("user:{42}");
+      const keys = (await admin.keys(`rk:{${limiter.namespace}:*`)).sort();
+      expect(keys).toEqual([`rk:{${limiter.namespace}:user:{42}}:0`, `rk:{${limiter.namespace}:user:{42}}:1`]);
+      for (const [i, key] of keys.entries()) {
+        const ttl = await admin.pttl(key);
+        const reset = d.limits?.[i]?.resetAfterMs as number;
+        expect(ttl, key).toBeGreaterThan(0);
+        expect(ttl, key).toBeLessThanOrEqual(reset);
+      }
+      // Same hash slot for every key of the decision.
+      const slots = await Promise.all(keys.map((k) => admin.cluster("KEYSLOT", k).catch(() => null)));
+      if (slots[0] !== null) expect(new Set(slots).size).toBe(1);
+    });
+
+    it("minTtlMs raises short TTLs; refund keeps the TTL; reset deletes every key", async () => {
+      const clock = { now: 1_000_000 };
+      const limiter = mk({ algorithm: "token-bucket", limit: 10, window: 1000 }, { minTtlMs: 120_000, prefix: "t:" }, () => clock.now);
+      await limiter.consume("k");
+      const key = `t:{${limiter.namespace}:k}:0`;
+      expect(await admin.pttl(key)).toBeGreaterThan(100_000);
+      await admin.pexpire(key, 50_000);
+      await limiter.refund("k");
+      const ttl = await admin.pttl(key);
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(50_000);
+      await limiter.reset("k");
+      expect(await admin.exists(key)).toBe(0);
+    });
+
+    it("a denial, a peek and a refund of an unknown key write nothing", async () => {
+      const limiter = mk({ algorithm: "sliding-window", limit: 1, window: 60_000 });
+      await limiter.peek("a");
+      await limiter.refund("a");
+      expect(await admin.keys(`rk:{${limiter.namespace}:*`)).toEqual([]);
+    });
+  });
+
+  describe("memory per key (MEMORY USAGE, key user:12345 under the default namespace)", () => {
+    const compact: Record<string, LimitSpec> = {
+      "fixed-window": { algorithm: "fixed-window", limit: 100, window: 60_000 },
+      "token-bucket": { algorithm: "token-bucket", limit: 100, window: 60_000 },
+      "leaky-bucket": { algorithm: "leaky-bucket", limit: 100, window: 60_000 },
+      gcra: { algorithm: "gcra", limit: 100, window: 60_000, burst: 20 },
+    };
+    it.each(Object.keys(compact))("%s: at most 100 bytes", async (name) => {
+      const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
+      const limiter = new RateLimiter({ ...(compact[name] as LimitSpec), store, namespace: undefined } as never);
+      await limiter.reset("user:12345");
+      for (let i = 0; i < 3; i++) await limiter.consume("user:12345");
+      const bytes = Number(await admin.memory("USAGE", `rk:{${limiter.namespace}:user:12345}:0`));
+      expect(bytes).toBeGreaterThan(0);
+      expect(bytes).toBeLessThanOrEqual(100);
+    });
+
+    it("sliding-window with 60 sub-windows: one key", async () => {
+      const limiter = mk({ algorithm: "sliding-window", limit: 1000, window: 60_000, buckets: 60 });
+      const clock = Date.now();
+      for (let i = 0; i < 5; i++) await limiter.consume("user:12345");
+      expect(await admin.keys(`rk:{${limiter.namespace}:*`)).toHaveLength(1);
+      expect(Date.now() - clock).toBeGreaterThanOrEqual(0);
+    });
+
+    it("sliding-log, limit 100, full: at most 12 bytes per stored timestamp", async () => {
+      const limiter = mk({ algorithm: "sliding-log", limit: 100, window: 3_600_000 });
+      for (let i = 0; i < 100; i++) expect((await limiter.consume("user:12345")).allowed).toBe(true);
+      const bytes = Number(await admin.memory("USAGE", `rk:{${limiter.namespace}:user:12345}:0`));
+      expect(bytes / 100).toBeLessThanOrEqual(12);
+    });
+  });
+
+  describe("Redis work", () => {
+    it("one EVALSHA per decision, several limits included; nothing else from the client", async () => {
+      const limiter = mk({
+        limits: [
+          { algorithm: "gcra", limit: 100, window: 1000 },
+          { algorithm: "sliding-window", limit: 1000, window: 60_000, buckets: 6 },
+        ],
+      });
+      await limiter.consume("warm");
+      let calls = 0;
+      const origEvalsha = client.evalsha.bind(client);
+      const spy = client as unknown as { evalsha: (...a: unknown[]) => unknown };
+      spy.evalsha = (...a: unknown[]) => {
+        calls++;
+        return (origEvalsha as (...x: unknown[]) => unknown)(...a);
+      };
+      try {
+        const d = await deltaCalls(admin, async () => {
+          for (let i = 0; i < 20; i++) await limiter.consume(`k${i % 3}`);
+        });
+        expect(calls).toBe(20);
+        expect(d.evalsha).toBe(20);
+        expect(d.eval).toBeUndefined();
+      } finally {
+        delete (spy as { evalsha?: unknown }).evalsha;
+      }
+    });
+
+    it("falls back to EVAL when the script cache was flushed (restart, failover), then EVALSHA again", async () => {
+      const limiter = mk({ algorithm: "fixed-window", limit: 10, window: 60_000 });
+      await limiter.consume("k");
+      await admin.script("FLUSH");
+      const d = await deltaCalls(admin, async () => {
+        expect((await limiter.consume("k")).remaining).toBe(8);
+        expect((await limiter.consume("k")).remaining).toBe(7);
+      });
+      expect(d.eval).toBe(1);
+      expect(d.evalsha).toBe(2); // the one answered NOSCRIPT, and the next call
+    });
+
+    it("sliding log: O(1) reads per decision in steady traffic, whatever the limit (no sorted set)", async () => {
+      const perDecision: Record<number, number> = {};
+      for (const limit of [10, 10_000]) {
+        const clock = { now: 5_000_000 };
+        const limiter = mk({ algorithm: "sliding-log", limit, window: limit * 2 }, { minTtlMs: 600_000 }, () => clock.now);
+        // Warm up past one full window: the ring is full and wraps.
+        for (let i = 0; i < 4 * limit && i < 4000; i++) {
+          clock.now += 2;
+          await limiter.consume("k");
+        }
+        const d = await deltaCalls(admin, async () => {
+          for (let i = 0; i < 100; i++) {
+            clock.now += 2;
+            expect((await limiter.consume("k")).allowed).toBe(true);
+          }
+        });
+        expect(Object.keys(d).some((c) => c.startsWith("z"))).toBe(false);
+        perDecision[limit] = ((d.getrange ?? 0) + (d.setrange ?? 0)) / 100;
+      }
+      // Header read + one ranged read of the window's edge + entry write + header write (a few more
+      // reads where a small ring wraps): the same for a log of 10 and of 10000.
+      expect(perDecision[10]).toBeLessThanOrEqual(5);
+      expect(perDecision[10_000]).toBeLessThanOrEqual(5);
+    });
+  });
+
+  describe("denial cache", () => {
+    it("answers a denied key locally until retryAfterMs passes, only for costs at least as large", async () => {
+      const clock = { now: 9_000_000 };
+      const limiter = mk({ algorithm: "token-bucket", limit: 3, window: 3000 }, { denialCache: true, minTtlMs: 600_000 }, () => clock.now);
+      await limiter.consume("k", 3);
+      const denied = await limiter.consume("k", 2);
+      expect([denied.allowed, denied.reason, denied.retryAfterMs]).toEqual([false, "limit", 2000]);
+      const d = await deltaCalls(admin, async () => {
+        clock.now += 500;
+        const again = await limiter.consume("k", 2);
+        expect([again.allowed, again.reason, again.retryAfterMs]).toEqual([false, "denial-cache", 1500]);
+        expect((await limiter.consume("k", 3)).reason).toBe("denial-cache");
+      });
+      expect(d.evalsha).toBeUndefined();
+      // A smaller cost goes to Redis (it may fit): one token has refilled by now.
+      expect((await limiter.consume("k", 1)).allowed).toBe(false); // 500 ms: half a token
+      clock.now += 1500;
+      const after = await limiter.consume("k", 2);
+      expect([after.allowed, after.reason]).toEqual([true, undefined]);
+    });
+
+    it("is bounded by maxKeys (oldest dropped) and cleared by reset", async () => {
+      const clock = { now: 9_000_000 };
+      const limiter = mk(
+        { algorithm: "fixed-window", limit: 1, window: 60_000 },
+        { denialCache: { maxKeys: 2 }, minTtlMs: 600_000 },
+        () => clock.now,
+      );
+      for (const k of ["a", "b", "c"]) {
+        await limiter.consume(k);
+        expect((await limiter.consume(k)).reason).toBe("limit");
+      }
+      expect((await limiter.consume("c")).reason).toBe("denial-cache");
+      expect((await limiter.consume("a")).reason).toBe("limit"); // dropped: asked Redis again
+      await limiter.reset("c");
+      expect((await limiter.consume("c")).allowed).toBe(true);
+    });
+  });
+
+  describe("options", () => {
+    it("bad options throw a RateLimitConfigError naming each field", () => {
+      expect(() => new RedisStore({ client: {} as never })).toThrow(/client: must be an ioredis Redis or Cluster/);
+      let err: unknown;
+      try {
+        new RedisStore({ client, timeoutMs: -1, failure: "sideways" as never, denialCache: { maxKeys: 0 }, prefix: "a{b", minTtlMs: 1.5 });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(RateLimitConfigError);
+      expect((err as RateLimitConfigError).issues.map((i) => i.path).sort()).toEqual([
+        "denialCache.maxKeys",
+        "failure",
+        "minTtlMs",
+        "prefix",
+        "timeoutMs",
+      ]);
+    });
+  });
+});
