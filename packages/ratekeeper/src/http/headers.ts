@@ -36,7 +36,7 @@ function resetSeconds(allowed: boolean, retryAfterMs: number, resetAfterMs: numb
  */
 export class HeaderWriter {
   private readonly styles: readonly HeaderStyle[];
-  private readonly ietfPolicy: string;
+  private readonly ietfPolicy: [string, string];
   private readonly names: readonly string[];
   private readonly legacyPolicy: string;
   /** Whether {@link HeaderWriter.write} reads `nowMs` (only `X-RateLimit-Reset`, an epoch time, does). */
@@ -47,7 +47,8 @@ export class HeaderWriter {
     this.needsClock = styles.includes("x-ratelimit");
     // Policy names are restricted by resolveLimit to [A-Za-z0-9_.:-], so they need no escaping in an sf-string.
     this.names = limits.map((l) => `"${l.name}"`);
-    this.ietfPolicy = limits.map((l, i) => `${this.names[i] as string};q=${l.limit};w=${toSeconds(l.windowMs)}`).join(", ");
+    // The policy header never changes: one shared pair (callers only read the pairs they are given).
+    this.ietfPolicy = Object.freeze(["RateLimit-Policy", limits.map((l, i) => `${this.names[i] as string};q=${l.limit};w=${toSeconds(l.windowMs)}`).join(", ")]) as [string, string];
     this.legacyPolicy = limits.map((l) => `${l.limit};w=${toSeconds(l.windowMs)}`).join(", ");
   }
 
@@ -60,7 +61,7 @@ export class HeaderWriter {
     for (const style of this.styles) {
       switch (style) {
         case "ietf": {
-          out.push(["RateLimit-Policy", this.ietfPolicy]);
+          out.push(this.ietfPolicy);
           let value: string;
           if (d.limits === undefined) {
             value = `${this.names[0] as string};r=${d.remaining};t=${resetSeconds(d.allowed, d.retryAfterMs, d.resetAfterMs)}`;

@@ -1,0 +1,231 @@
+// Bench section "http": requests per second of a hello-world app with no limiter, with ratekeeper's
+// middleware, and with the framework's usual rate limiter, measured in the same run:
+//   - Express 5: bare | ratekeeper/express | express-rate-limit (its MemoryStore)
+//   - Fastify 5: bare | ratekeeper/fastify (plugin) | @fastify/rate-limit (its in-memory store)
+//   - node:http and Hono on @hono/node-server: bare | ratekeeper (no common peer)
+//
+// Every limiter is keyed by the client IP, keeps state in process memory, sends its default
+// headers, and has a limit far above the load, so every request is allowed and the cost measured
+// is the limiter's own. ratekeeper: one fixed-window limit (as express-rate-limit's store),
+// IETF-draft headers (RateLimit-Policy + RateLimit), the MemoryStore.
+//
+// Method: each app runs in its own server process pinned to CPU 0; the load generator
+// (autocannon, in this process) is pinned to CPU 1, so the two never share a core. Each round
+// measures every variant of a framework once, in a rotating order, for `--duration` seconds after
+// a short warm-up; the table quotes the medians over `--runs` rounds of each variant's requests/s
+// and of its ratio to the bare app *in the same round* (so a noisy neighbour slows both sides).
+//
+// Usage: node bench/http.js [--runs 5] [--duration 5] [--connections 50] [--only express,fastify] [--markdown]
+// (`npm run bench -- http` runs it through bench/run.js.)
+
+import { spawn, spawnSync } from "node:child_process";
+import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { fmtRate, fmtSpread, table, machineLine } from "./lib/format.js";
+import { summarize } from "./lib/stats.js";
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : dflt;
+};
+
+const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout) || 100;
+
+/** The apps: framework -> variant -> async () => { port, close }. */
+const HUGE = 1_000_000_000;
+const POLICY = { algorithm: "fixed-window", limit: HUGE, window: "1m" };
+
+async function serveExpress(variant) {
+  const express = (await import("express")).default;
+  const app = express();
+  app.disable("x-powered-by");
+  if (variant === "ratekeeper") {
+    const { rateLimit } = await import("ratekeeper/express");
+    app.use(rateLimit({ limiter: POLICY }));
+  } else if (variant === "peer") {
+    const { rateLimit } = await import("express-rate-limit");
+    app.use(rateLimit({ windowMs: 60_000, limit: HUGE }));
+  }
+  app.get("/", (_req, res) => res.send("hello"));
+  const server = app.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return server.address().port;
+}
+
+async function serveFastify(variant) {
+  const Fastify = (await import("fastify")).default;
+  const app = Fastify();
+  if (variant === "ratekeeper") {
+    const { rateLimitPlugin } = await import("ratekeeper/fastify");
+    await app.register(rateLimitPlugin, { limiter: POLICY });
+  } else if (variant === "peer") {
+    await app.register((await import("@fastify/rate-limit")).default, { max: HUGE, timeWindow: 60_000 });
+  }
+  app.get("/", async () => "hello");
+  await app.listen({ port: 0, host: "127.0.0.1" });
+  return app.server.address().port;
+}
+
+async function serveNode(variant) {
+  const http = await import("node:http");
+  const hello = (_req, res) => res.end("hello");
+  let listener = hello;
+  if (variant === "ratekeeper") {
+    const { withRateLimit } = await import("ratekeeper/node");
+    listener = withRateLimit({ limiter: POLICY }, hello);
+  }
+  const server = http.createServer(listener).listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return server.address().port;
+}
+
+async function serveHono(variant) {
+  const { Hono } = await import("hono");
+  const { serve } = await import("@hono/node-server");
+  const app = new Hono();
+  if (variant === "ratekeeper") {
+    const { rateLimit } = await import("ratekeeper/hono");
+    app.use(rateLimit({ limiter: POLICY }));
+  }
+  app.get("/", (c) => c.text("hello"));
+  return await new Promise((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, (info) => resolve(info.port));
+    void s;
+  });
+}
+
+const FRAMEWORKS = {
+  express: { serve: serveExpress, variants: ["bare", "ratekeeper", "peer"], peer: "express-rate-limit 8" },
+  fastify: { serve: serveFastify, variants: ["bare", "ratekeeper", "peer"], peer: "@fastify/rate-limit 11" },
+  node: { serve: serveNode, variants: ["bare", "ratekeeper"] },
+  hono: { serve: serveHono, variants: ["bare", "ratekeeper"] },
+};
+
+// Server mode: `node bench/http.js --serve <framework> <variant>` prints its port and serves until killed.
+const serveAt = args.indexOf("--serve");
+if (serveAt >= 0) {
+  const fw = FRAMEWORKS[args[serveAt + 1]];
+  const port = await fw.serve(args[serveAt + 2]);
+  console.log(JSON.stringify({ port }));
+} else {
+  await main();
+}
+
+/** Pins a process to one CPU when taskset exists (Linux); reports whether it could. */
+function pin(pid, cpu) {
+  const r = spawnSync("taskset", ["-cp", String(cpu), String(pid)], { stdio: "ignore" });
+  return r.status === 0;
+}
+
+async function startServer(framework, variant) {
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--serve", framework, variant], { stdio: ["ignore", "pipe", "inherit"] });
+  pin(child.pid, 0);
+  const rl = createInterface({ input: child.stdout });
+  const [line] = await once(rl, "line");
+  rl.close();
+  const { port } = JSON.parse(line);
+  return { port, pid: child.pid, stop: () => child.kill("SIGKILL") };
+}
+
+/** CPU time (user + system, ms) the process has used so far, from /proc (Linux); NaN elsewhere. */
+function cpuMs(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // Fields 14 and 15 of proc(5) (utime, stime), in clock ticks: 11 and 12 after the command name.
+    return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
+  } catch {
+    return NaN;
+  }
+}
+
+async function load(autocannon, server, durationS, connections) {
+  const c0 = cpuMs(server.pid);
+  const r = await autocannon({ url: `http://127.0.0.1:${server.port}/`, connections, duration: durationS, pipelining: 1 });
+  const cpu = cpuMs(server.pid) - c0;
+  return { rps: r.requests.average, cpuUsPerReq: (cpu * 1000) / r.requests.total, non2xx: r.non2xx, errors: r.errors + r.timeouts };
+}
+
+async function main() {
+  const RUNS = Number(opt("--runs", process.env.BENCH_RUNS ?? 5));
+  const DURATION = Number(opt("--duration", process.env.BENCH_DURATION ?? 5));
+  const CONNECTIONS = Number(opt("--connections", 50));
+  const ONLY = opt("--only", "express,fastify,node,hono").split(",");
+  const MARKDOWN = args.includes("--markdown");
+  const autocannon = (await import("autocannon")).default;
+  const machine = await machineLine();
+  const pinned = pin(process.pid, 1);
+
+  console.log(`http: ${machine}`);
+  console.log(`autocannon -c ${CONNECTIONS} -d ${DURATION} (in this process${pinned ? ", CPU 1" : ""}) against one server process per variant${pinned ? " (CPU 0)" : ""}; ${RUNS} rounds, medians; warm-up 1 s per variant per round`);
+
+  const rows = [];
+  for (const fw of ONLY) {
+    const spec = FRAMEWORKS[fw];
+    if (!spec) throw new Error(`--only: unknown framework ${fw}`);
+    const servers = {};
+    for (const v of spec.variants) servers[v] = await startServer(fw, v);
+    const rps = Object.fromEntries(spec.variants.map((v) => [v, []]));
+    const ratio = Object.fromEntries(spec.variants.map((v) => [v, []]));
+    const cpu = Object.fromEntries(spec.variants.map((v) => [v, []]));
+    const cpuRatio = Object.fromEntries(spec.variants.map((v) => [v, []]));
+    let problems = 0;
+    try {
+      for (let round = 0; round < RUNS; round++) {
+        // Rotate (and every other round reverse) the order so no variant always runs first or last.
+        const order = spec.variants.map((_, i) => spec.variants[(i + round) % spec.variants.length]);
+        if (round % 2 === 1) order.reverse();
+        const got = {};
+        const gotCpu = {};
+        for (const v of order) {
+          await load(autocannon, servers[v], 1, CONNECTIONS);
+          const r = await load(autocannon, servers[v], DURATION, CONNECTIONS);
+          problems += r.non2xx + r.errors;
+          got[v] = r.rps;
+          gotCpu[v] = r.cpuUsPerReq;
+        }
+        for (const v of spec.variants) {
+          rps[v].push(got[v]);
+          ratio[v].push(got[v] / got.bare);
+          cpu[v].push(gotCpu[v]);
+          cpuRatio[v].push(gotCpu.bare / gotCpu[v]);
+        }
+        process.stdout.write(
+          `  ${fw} round ${round + 1}/${RUNS}: ${spec.variants.map((v) => `${v} ${fmtRate(got[v])}/s ${gotCpu[v].toFixed(1)} µs CPU/req`).join(", ")}\n`,
+        );
+      }
+    } finally {
+      for (const s of Object.values(servers)) s.stop();
+    }
+    if (problems > 0) console.log(`  WARNING: ${fw}: ${problems} non-2xx responses or errors (a limiter denied or failed: the comparison is void)`);
+    for (const v of spec.variants) {
+      const r = summarize(rps[v]);
+      const q = summarize(ratio[v]);
+      const c = summarize(cpu[v]);
+      const cq = summarize(cpuRatio[v]);
+      const label = v === "bare" ? `${fw} (no limiter)` : v === "ratekeeper" ? `${fw} + ratekeeper` : `${fw} + ${spec.peer}`;
+      const pct = (x) => `${(x * 100).toFixed(1)}%`;
+      rows.push([
+        label,
+        fmtRate(r.median),
+        fmtSpread(r.spread),
+        v === "bare" ? "100%" : pct(q.median),
+        c.median.toFixed(1),
+        fmtSpread(c.spread),
+        v === "bare" ? "100%" : pct(cq.median),
+      ]);
+    }
+  }
+  const t = table(["app", "req/s", "spread", "req/s of bare", "CPU µs/req", "spread", "CPU-equivalent of bare"], rows);
+  console.log(
+    "\nreq/s of bare: the median over rounds of (variant req/s / bare req/s in the same round).\n" +
+      "CPU-equivalent of bare: the median of (bare CPU µs per request / variant CPU µs per request): the share of\n" +
+      "bare throughput the variant keeps when the server's core is the bottleneck, measured from the server's own\n" +
+      "CPU time (/proc), so time stolen by other processes on a shared machine does not count against anyone.",
+  );
+  console.log(`\n${t.text}`);
+  if (MARKDOWN) console.log(`\n${t.markdown}`);
+}
