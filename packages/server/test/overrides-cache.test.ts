@@ -46,6 +46,7 @@ describe("OverrideCache over SQLite", () => {
     await store.putMany(rows);
     const cache = await cacheOf(store, 1000);
     expect(cache.size).toBe(5_500);
+    expect(cache.fullLoads).toBe(1);
     expect(cache.version).toBe(await store.currentVersion());
     expect(cache.get("api", "user_id=5499", nowMs)?.policy).toEqual(policy);
     expect(cache.get("web", "user_id=5499", nowMs)).toBeUndefined();
@@ -119,5 +120,6 @@ describe("OverrideCache over SQLite", () => {
     expect(cache.get("api", "c", nowMs)?.policy).toBe("unlimited");
     expect(cache.size).toBe(2);
     expect(cache.version).toBe(await mine.currentVersion());
+    expect(cache.fullLoads).toBe(2);
   });
 });

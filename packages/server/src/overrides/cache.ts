@@ -37,13 +37,61 @@ export interface OverrideCacheOptions {
  * const cache = await OverrideCache.start(store);
  * cache.get("api", "user_id=241531", Date.now());
  */
-export class OverrideCache implements OverrideLookup {
+/** One generation of the cache's contents: swapped whole after a full reload. */
+class Table {
   /** domain -> key -> override. Two levels so the hot path does not build a joined string. */
-  private byDomain = new Map<string, Map<string, StoredOverride>>();
+  readonly byDomain = new Map<string, Map<string, StoredOverride>>();
   /** Entries with an expiry, so the purge does not walk a million permanent overrides. */
-  private expiring = new Set<StoredOverride>();
-  private count = 0;
+  readonly expiring = new Set<StoredOverride>();
+  count = 0;
+
+  constructor(private readonly clock: () => number) {}
+
+  /** Puts (`o` set) or removes (`o` undefined) the override for `domain` and `key`. */
+  apply(domain: string, key: string, change: StoredOverride | undefined): void {
+    // An override already expired is as good as deleted: do not spend memory on it.
+    const o = change?.expiresAtMs !== undefined && change.expiresAtMs <= this.clock() ? undefined : change;
+    let keys = this.byDomain.get(domain);
+    const old = keys?.get(key);
+    if (old !== undefined) {
+      this.expiring.delete(old);
+      if (o === undefined) {
+        keys?.delete(key);
+        this.count--;
+        if (keys?.size === 0) this.byDomain.delete(domain);
+        return;
+      }
+    }
+    if (o === undefined) return;
+    if (!keys) {
+      keys = new Map();
+      this.byDomain.set(domain, keys);
+    }
+    keys.set(key, o);
+    if (old === undefined) this.count++;
+    if (o.expiresAtMs !== undefined) this.expiring.add(o);
+  }
+}
+
+/**
+ * The in-memory copy of every override, answering {@link OverrideLookup.get} synchronously:
+ * seed 004 caches configuration "since the information does not change often and making a disk
+ * read every time is expensive". Unlike the seed's read-through cache it holds *all*
+ * overrides, so a miss is an answer too and the database is never on the hot path.
+ *
+ * Loading: note the store's current version V, scan every live override in primary-key order
+ * (pages of `pageSize`), then apply the change feed after V (whatever changed during the scan),
+ * and swap the new table in. Following: on every signal (a local write, a PostgreSQL NOTIFY, a
+ * SQLite poll, a reconnect) read the changes after the last version applied. If the store has
+ * forgotten deletions newer than that version (tombstones purged: its horizon passed), load again.
+ * @example
+ * const cache = await OverrideCache.start(store);
+ * cache.get("api", "user_id=241531", Date.now());
+ */
+export class OverrideCache implements OverrideLookup {
+  private table: Table;
   private appliedVersion = 0;
+  private loaded = false;
   private dirty = false;
   private loop: Promise<void> | undefined;
   private readonly clock: () => number;
@@ -51,6 +99,7 @@ export class OverrideCache implements OverrideLookup {
   private readonly timers: NodeJS.Timeout[] = [];
   private unwatch: (() => void) | undefined;
   private lastSyncAtMs = 0;
+  private reloads = 0;
 
   private constructor(
     private readonly store: OverrideStore,
@@ -58,6 +107,7 @@ export class OverrideCache implements OverrideLookup {
   ) {
     this.clock = options.clock ?? Date.now;
     this.pageSize = options.pageSize ?? 10_000;
+    this.table = new Table(this.clock);
   }
 
   /**
@@ -89,7 +139,7 @@ export class OverrideCache implements OverrideLookup {
 
   /** The live override for `domain` and `key` at `nowMs`, if any. O(1), no I/O. */
   get(domain: string, key: string, nowMs: number): Override | undefined {
-    const o = this.byDomain.get(domain)?.get(key);
+    const o = this.table.byDomain.get(domain)?.get(key);
     if (o === undefined) return undefined;
     if (o.expiresAtMs !== undefined && o.expiresAtMs <= nowMs) return undefined;
     return o;
@@ -97,12 +147,17 @@ export class OverrideCache implements OverrideLookup {
 
   /** How many overrides are held (expired ones not yet purged included). */
   get size(): number {
-    return this.count;
+    return this.table.count;
   }
 
   /** The highest change-feed version applied. */
   get version(): number {
     return this.appliedVersion;
+  }
+
+  /** How many full loads it has done (1 after start; more after the store forgot deletions it had not seen). */
+  get fullLoads(): number {
+    return this.reloads;
   }
 
   /** When the cache last finished reading the change feed, ms since the epoch (for readiness). */
@@ -128,79 +183,53 @@ export class OverrideCache implements OverrideLookup {
   private async drain(): Promise<void> {
     while (this.dirty) {
       this.dirty = false;
-      await this.catchUp();
+      if (this.loaded) await this.catchUp();
+      else await this.reload();
     }
     this.lastSyncAtMs = this.clock();
   }
 
   private async catchUp(): Promise<void> {
+    const r = await this.follow(this.table, this.appliedVersion);
+    if (r === "forgotten") await this.reload();
+  }
+
+  /** Applies the change feed after `from` to `table`; "forgotten" when deletions after `from` were purged. */
+  private async follow(table: Table, from: number): Promise<number | "forgotten"> {
+    let version = from;
     for (;;) {
-      const batch = await this.store.changesSince(this.appliedVersion, this.pageSize);
-      if (this.appliedVersion > 0 && batch.horizon > this.appliedVersion) {
-        // Deletions we never saw were forgotten: rebuild from scratch (into new maps, so the
-        // hot path keeps answering from the old ones meanwhile).
-        await this.reload();
-        return;
-      }
-      for (const c of batch.changes) this.apply(this.byDomain, c.domain, c.key, c.override);
+      const batch = await this.store.changesSince(version, this.pageSize);
+      if (batch.horizon > version) return "forgotten";
+      for (const c of batch.changes) table.apply(c.domain, c.key, c.override);
       const last = batch.changes[batch.changes.length - 1];
-      if (last) this.appliedVersion = last.version;
-      if (batch.changes.length < this.pageSize) return;
+      if (last) version = last.version;
+      if (table === this.table) this.appliedVersion = version;
+      if (batch.changes.length < this.pageSize) return version;
     }
   }
 
+  /** A full load into a new table (the hot path keeps answering from the old one meanwhile). */
   private async reload(): Promise<void> {
     for (let attempt = 0; ; attempt++) {
-      const fresh = new Map<string, Map<string, StoredOverride>>();
-      const savedExpiring = this.expiring;
-      const savedCount = this.count;
-      this.expiring = new Set();
-      this.count = 0;
-      let version = 0;
-      let firstHorizon: number | undefined;
-      let horizonMoved = false;
+      const fresh = new Table(this.clock);
+      const startVersion = await this.store.currentVersion();
+      let after: readonly [string, string] | undefined;
       for (;;) {
-        const batch = await this.store.changesSince(version, this.pageSize);
-        firstHorizon ??= batch.horizon;
-        if (batch.horizon !== firstHorizon) horizonMoved = true;
-        for (const c of batch.changes) this.apply(fresh, c.domain, c.key, c.override);
-        const last = batch.changes[batch.changes.length - 1];
-        if (last) version = last.version;
-        if (batch.changes.length < this.pageSize) break;
+        const page = await this.store.scan(after, this.pageSize);
+        for (const o of page) fresh.apply(o.domain, o.key, o);
+        const last = page[page.length - 1];
+        if (!last || page.length < this.pageSize) break;
+        after = [last.domain, last.key];
       }
-      if (horizonMoved && attempt < 3) {
-        this.expiring = savedExpiring;
-        this.count = savedCount;
-        continue;
-      }
-      this.byDomain = fresh;
-      this.appliedVersion = version;
+      // What changed during the scan (versions after startVersion), deletions included.
+      const version = await this.follow(fresh, startVersion);
+      if (version === "forgotten" && attempt < 3) continue;
+      this.table = fresh;
+      this.appliedVersion = version === "forgotten" ? startVersion : version;
+      this.loaded = true;
+      this.reloads++;
       return;
     }
-  }
-
-  private apply(into: Map<string, Map<string, StoredOverride>>, domain: string, key: string, change: StoredOverride | undefined): void {
-    // An override already expired is as good as deleted: do not spend memory on it.
-    const o = change?.expiresAtMs !== undefined && change.expiresAtMs <= this.clock() ? undefined : change;
-    let keys = into.get(domain);
-    const old = keys?.get(key);
-    if (old !== undefined) {
-      this.expiring.delete(old);
-      if (o === undefined) {
-        keys?.delete(key);
-        this.count--;
-        if (keys?.size === 0) into.delete(domain);
-        return;
-      }
-    }
-    if (o === undefined) return;
-    if (!keys) {
-      keys = new Map();
-      into.set(domain, keys);
-    }
-    keys.set(key, o);
-    if (old === undefined) this.count++;
-    if (o.expiresAtMs !== undefined) this.expiring.add(o);
   }
 
   /**
@@ -209,8 +238,9 @@ export class OverrideCache implements OverrideLookup {
    */
   async purge(): Promise<void> {
     const nowMs = this.clock();
-    for (const o of this.expiring) {
-      if (o.expiresAtMs !== undefined && o.expiresAtMs <= nowMs) this.apply(this.byDomain, o.domain, o.key, undefined);
+    const table = this.table;
+    for (const o of table.expiring) {
+      if (o.expiresAtMs !== undefined && o.expiresAtMs <= nowMs) table.apply(o.domain, o.key, undefined);
     }
     if (this.options.purgeStore ?? true) {
       await this.store.purge(nowMs, this.options.tombstoneRetentionMs ?? 3_600_000);

@@ -309,6 +309,16 @@ export class PostgresOverrideStore implements OverrideStore {
     return Number(rows[0]?.v ?? 0);
   }
 
+  async scan(after: readonly [string, string] | undefined, limit: number): Promise<StoredOverride[]> {
+    const { rows } = after
+      ? await this.pool.query<OverrideRow>(
+          `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE (domain, key) > ($1, $2) AND NOT deleted ORDER BY domain, key LIMIT $3`,
+          [after[0], after[1], limit],
+        )
+      : await this.pool.query<OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE NOT deleted ORDER BY domain, key LIMIT $1`, [limit]);
+    return rows.map((r) => rowToOverride(r, this.policies));
+  }
+
   async changesSince(afterVersion: number, limit: number): Promise<ChangeBatch> {
     const { rows } = await this.pool.query<OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE version > $1 ORDER BY version LIMIT $2`, [
       afterVersion,

@@ -53,6 +53,8 @@ const MIGRATIONS: readonly string[] = [
 ];
 
 const COLUMNS = "domain, key, policy, expires_at_ms, note, version, updated_at_ms, deleted";
+/** A row as better-sqlite3's raw mode gives it, in {@link COLUMNS} order. */
+type RawRow = [string, string, string, number | null, string | null, number, number, number];
 
 /**
  * The embedded default configuration store: one SQLite file (WAL mode), no server, survives
@@ -113,6 +115,14 @@ export class SqliteOverrideStore implements OverrideStore {
            note = excluded.note, version = excluded.version, updated_at_ms = excluded.updated_at_ms, deleted = 0`,
       ),
       tombstone: db.prepare(`UPDATE ratekeeper_overrides SET deleted = 1, version = ?, updated_at_ms = ? WHERE domain = ? AND key = ? AND deleted = 0`),
+      scanFirst: db
+        .prepare<[number], unknown[]>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE deleted = 0 ORDER BY domain, key LIMIT ?`)
+        .raw(true),
+      scanAfter: db
+        .prepare<[string, string, number], unknown[]>(
+          `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE (domain, key) > (?, ?) AND deleted = 0 ORDER BY domain, key LIMIT ?`,
+        )
+        .raw(true),
       changes: db.prepare<[number, number], OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE version > ? ORDER BY version LIMIT ?`),
       expired: db.prepare<[number], { domain: string; key: string }>(
         `SELECT domain, key FROM ratekeeper_overrides WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? AND deleted = 0`,
@@ -255,6 +265,27 @@ export class SqliteOverrideStore implements OverrideStore {
 
   currentVersion(): Promise<number> {
     return settle(() => this.versionNow());
+  }
+
+  scan(after: readonly [string, string] | undefined, limit: number): Promise<StoredOverride[]> {
+    return settle(() => {
+      // Raw arrays (in COLUMNS order) rather than objects: half the cost when loading a million rows.
+      const rows = (after ? this.stmt.scanAfter.all(after[0], after[1], limit) : this.stmt.scanFirst.all(limit)) as RawRow[];
+      const out: StoredOverride[] = new Array<StoredOverride>(rows.length);
+      for (let i = 0; i < rows.length; i++) {
+        const r = rows[i] as RawRow;
+        out[i] = {
+          domain: r[0],
+          key: r[1],
+          policy: this.policies.get(r[2]),
+          expiresAtMs: r[3] ?? undefined,
+          note: r[4] ?? undefined,
+          version: r[5],
+          updatedAtMs: r[6],
+        };
+      }
+      return out;
+    });
   }
 
   changesSince(afterVersion: number, limit: number): Promise<ChangeBatch> {

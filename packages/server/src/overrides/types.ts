@@ -120,6 +120,12 @@ export interface OverrideStore {
   list(options?: ListOverridesOptions): Promise<OverridePage>;
   /** The highest version written so far (0 for an empty store). */
   currentVersion(): Promise<number>;
+  /**
+   * Live (not deleted) overrides after `after` (a `[domain, key]` position; undefined: from the
+   * start) in (domain, key) order, at most `limit`, expired ones included. The fast path for a
+   * full load: a primary-key range scan, unlike `changesSince`, which walks the version index.
+   */
+  scan(after: readonly [string, string] | undefined, limit: number): Promise<StoredOverride[]>;
   /** Changes with a version above `afterVersion`, oldest first, at most `limit`. */
   changesSince(afterVersion: number, limit: number): Promise<ChangeBatch>;
   /**
