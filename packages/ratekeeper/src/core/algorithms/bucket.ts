@@ -23,19 +23,22 @@ export const bucket: Algorithm = {
 
   check(s, nowMs, cost, lim, out) {
     const level = levelAt(s, nowMs, lim);
+    // A clock that stepped back (before the last update): decide as at the last update, and
+    // count the waits from this earlier reading, so that they stay truthful on this clock.
+    const behind = s.a > nowMs ? s.a - nowMs : 0;
     const full = lim.capacity * lim.windowMs;
     const after = level + cost * lim.windowMs;
     if (after <= full) {
       out.allowed = true;
       out.remaining = Math.floor((full - after) / lim.windowMs);
       out.retryAfterMs = 0;
-      out.resetAfterMs = Math.ceil(after / lim.limit);
-      out.delayMs = lim.shape ? Math.ceil(level / lim.limit) : 0;
+      out.resetAfterMs = Math.ceil(after / lim.limit) + behind;
+      out.delayMs = lim.shape ? Math.ceil(level / lim.limit) + behind : 0;
     } else {
       out.allowed = false;
       out.remaining = Math.floor((full - level) / lim.windowMs);
-      out.retryAfterMs = Math.ceil((after - full) / lim.limit);
-      out.resetAfterMs = Math.ceil(level / lim.limit);
+      out.retryAfterMs = Math.ceil((after - full) / lim.limit) + behind;
+      out.resetAfterMs = Math.ceil(level / lim.limit) + behind;
       out.delayMs = 0;
     }
   },

@@ -41,7 +41,12 @@ export const fixedWindow: Algorithm = {
   },
 };
 
+/**
+ * The start of the window `nowMs` counts in. A clock that stepped back into an earlier window
+ * still counts in the newest window seen (`s.a`): otherwise it would open a fresh count there and
+ * overwrite the newer one, admitting up to `limit` more within the newer window.
+ */
 function windowStart(s: LimitState, nowMs: number, lim: ResolvedLimit): number {
   if (lim.alignFirst) return s.b > 0 && nowMs - s.a < lim.windowMs ? s.a : nowMs;
-  return nowMs - (nowMs % lim.windowMs);
+  return Math.max(nowMs - (nowMs % lim.windowMs), s.a);
 }

@@ -24,7 +24,10 @@ export const slidingLog: Algorithm = {
       out.allowed = true;
       out.remaining = free - cost;
       out.retryAfterMs = 0;
-      out.resetAfterMs = lim.windowMs; // the units logged now are the last to leave
+      // The units logged now are the last to leave. commit() logs them at the newest time seen
+      // when the clock has stepped back, so count from there: the store expires the key on this.
+      const newest = s.a > 0 ? ((s.ring as Float64Array)[(s.a - 1) % L] as number) : nowMs;
+      out.resetAfterMs = Math.max(newest - nowMs, 0) + lim.windowMs;
       return;
     }
     // The cost-th oldest unit is inside the window: room comes when it leaves.

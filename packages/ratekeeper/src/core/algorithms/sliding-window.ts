@@ -18,20 +18,25 @@ export const slidingWindow: Algorithm = {
 
   check(s, nowMs, cost, lim, out) {
     const S = lim.windowMs / lim.buckets;
-    const r = nowMs % S;
-    const i = (nowMs - r) / S;
+    // A clock that stepped back before the newest sub-window written: decide as at that
+    // sub-window's start (else its units would not be counted at all), and count the waits from
+    // this earlier reading, so that they stay truthful on this clock.
+    const atMs = Math.max(nowMs, s.a * S);
+    const behind = atMs - nowMs;
+    const r = atMs % S;
+    const i = (atMs - r) / S;
     const used = usedAt(s, lim, i, r, 0);
     out.delayMs = 0;
     if (used + cost <= lim.limit) {
       out.allowed = true;
       out.remaining = lim.limit - used - cost;
       out.retryAfterMs = 0;
-      out.resetAfterMs = waitMs(s, lim, i, r, lim.limit, cost);
+      out.resetAfterMs = waitMs(s, lim, i, r, lim.limit, cost) + behind;
     } else {
       out.allowed = false;
       out.remaining = Math.max(0, lim.limit - used);
-      out.retryAfterMs = waitMs(s, lim, i, r, cost, 0);
-      out.resetAfterMs = waitMs(s, lim, i, r, lim.limit, 0);
+      out.retryAfterMs = waitMs(s, lim, i, r, cost, 0) + behind;
+      out.resetAfterMs = waitMs(s, lim, i, r, lim.limit, 0) + behind;
     }
   },
 
@@ -46,7 +51,7 @@ export const slidingWindow: Algorithm = {
 
   refund(s, nowMs, cost, lim) {
     const S = lim.windowMs / lim.buckets;
-    const i = (nowMs - (nowMs % S)) / S;
+    const i = Math.max((nowMs - (nowMs % S)) / S, s.a);
     const ring = s.ring as Float64Array;
     const M = lim.buckets + 1;
     // Take the units back from the newest sub-windows still counted, the partly counted oldest one
