@@ -108,6 +108,48 @@ describe("RateLimiter: end to end", () => {
     );
   });
 
+  it("a denied consume changes nothing: every peek (each cost, now and later) reads the same before and after", async () => {
+    const arb = fc.array(anySpecArb, { minLength: 1, maxLength: 3 }).chain((specs) => {
+      const w = Math.max(...specs.map(windowOf));
+      return fc.tuple(
+        fc.constant(specs),
+        startArb,
+        fc.array(fc.tuple(fc.integer({ min: 0, max: w }), fc.integer({ min: 1, max: 8 })), { minLength: 1, maxLength: 30 }),
+      );
+    });
+    await fc.assert(
+      fc.asyncProperty(arb, async ([specs, t0, reqs]) => {
+        let now = t0;
+        const limiter = new RateLimiter({ limits: specs, clock: () => now, store: new MemoryStore({ sweepIntervalMs: 0 }) });
+        const w = Math.max(...limiter.limits.map((l) => l.windowMs));
+        const survey = async (retryAfterMs: number) => {
+          const start = now;
+          const seen: Decision[] = [];
+          for (const dt of [0, 1, retryAfterMs, w, 2 * w]) {
+            now = start + dt;
+            for (let c = 1; c <= limiter.maxCost; c++) seen.push(await limiter.peek("k", c));
+          }
+          now = start;
+          return seen;
+        };
+        for (const [dt, cost] of reqs) {
+          now += dt;
+          const c = Math.min(cost, limiter.maxCost);
+          const probe = await limiter.peek("k", c);
+          if (probe.allowed) {
+            await limiter.consume("k", c);
+            continue;
+          }
+          const before = await survey(probe.retryAfterMs);
+          const d = await limiter.consume("k", c);
+          expect(d).toEqual(probe); // peek said what consume would do
+          expect(await survey(probe.retryAfterMs)).toEqual(before);
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
   it("100 per minute and 2 per second: a denial by one limit charges neither; the decision names the limit that denied", async () => {
     let now = 1_700_000_000_000;
     const limiter = new RateLimiter({
