@@ -3,7 +3,16 @@
  */
 import { describe, expect, it } from "vitest";
 import { MemoryStore } from "ratekeeper";
-import { CheckError, DecisionService, compileRules, descriptorKey, matchDescriptor, parseDescriptorKey, parseRules, RulesError } from "../src/index.js";
+import {
+  CheckError,
+  DecisionService,
+  compileRules,
+  descriptorKey,
+  matchDescriptor,
+  parseDescriptorKey,
+  parseRules,
+  RulesError,
+} from "../src/index.js";
 import type { Override, OverrideLookup } from "../src/overrides/types.js";
 
 const YAML = `
@@ -124,7 +133,12 @@ describe("decide() with overrides", () => {
 
   it("uses the rule without an override, the override's policy with one", async () => {
     expect((await one("u1")).limit).toBe(3);
-    table.set("d/k=u1", { domain: "d", key: "k=u1", policy: { limits: [{ algorithm: "fixed-window", limit: 10, window: "1m" }] }, note: "vip" });
+    table.set("d/k=u1", {
+      domain: "d",
+      key: "k=u1",
+      policy: { limits: [{ algorithm: "fixed-window", limit: 10, window: "1m" }] },
+      note: "vip",
+    });
     const s = await one("u1");
     expect(s).toMatchObject({ limit: 10, remaining: 9, allowed: true });
     expect(s.explain.source).toBe("override");

@@ -1,12 +1,23 @@
 /**
  * A real nginx in front of an app, asking the service through auth_request, with the config in
- * examples/nginx/nginx.conf and the rules in examples/rules.yaml (ports rewritten).
+ * examples/nginx/nginx.conf and the rules in examples/rules.yaml (ports rewritten). Also the
+ * descriptors examples/envoy/envoy.yaml makes Envoy send, over gRPC (Envoy is not installed).
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT, adaptNginxConf, example, freePort, startNginx, startServiceProcess, type NginxProc, type ServiceProc } from "./support.js";
+import {
+  ROOT,
+  adaptNginxConf,
+  example,
+  freePort,
+  rlsClient,
+  startNginx,
+  startServiceProcess,
+  type NginxProc,
+  type ServiceProc,
+} from "./support.js";
 
 let svc: ServiceProc;
 let nginx: NginxProc;
@@ -70,5 +81,42 @@ describe("nginx auth_request -> ratekeeper", () => {
       await r.text();
     }
     expect(status).toBe(429);
+  });
+});
+
+describe("examples/envoy/envoy.yaml's descriptors against examples/rules.yaml (gRPC, standing in for Envoy)", () => {
+  it("each descriptor the Envoy config builds matches its rule; the shadow rule never denies", async () => {
+    const conf = example("examples/envoy/envoy.yaml");
+    expect(conf).toContain("domain: envoy");
+    expect(conf).toContain("port_value: 8081");
+    const rls = rlsClient(svc.grpcPort);
+    try {
+      const req = {
+        domain: "envoy",
+        descriptors: [
+          { entries: [{ key: "generic_key", value: "default" }] },
+          {
+            entries: [
+              { key: "destination_cluster", value: "app" },
+              { key: "remote_address", value: "10.0.0.1" },
+            ],
+          },
+          { entries: [{ key: "plan", value: "free" }] },
+        ],
+      };
+      const r = await rls.shouldRateLimit(req);
+      expect(r.overall_code).toBe("OK");
+      expect(r.statuses.map((s: { current_limit: { name: string } }) => s.current_limit.name)).toEqual([
+        "500-per-1s",
+        "20-per-1s",
+        "60-per-1m",
+      ]);
+      // The shadow rule (plan=free, 60/min): past its limit it still answers OK.
+      let last;
+      for (let i = 0; i < 61; i++) last = await rls.shouldRateLimit({ domain: "envoy", descriptors: [req.descriptors[2]] });
+      expect(last.overall_code).toBe("OK");
+    } finally {
+      rls.close();
+    }
   });
 });

@@ -8,7 +8,17 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
-import { adaptNginxConf, example, freePort, postJson, rlsClient, startNginx, startServiceProcess, type NginxProc, type ServiceProc } from "./support.js";
+import {
+  adaptNginxConf,
+  example,
+  freePort,
+  postJson,
+  rlsClient,
+  startNginx,
+  startServiceProcess,
+  type NginxProc,
+  type ServiceProc,
+} from "./support.js";
 
 const RULES = `
 domains:

@@ -488,8 +488,14 @@ function statusOf(
   return s;
 }
 
+const LIMIT_TEXT = new WeakMap<readonly ResolvedLimit[], string>();
 function describeLimits(limits: readonly ResolvedLimit[]): string {
-  return limits.map((l) => `${l.algorithm} ${l.limit} per ${l.windowMs} ms`).join(" + ");
+  let t = LIMIT_TEXT.get(limits);
+  if (t === undefined) {
+    t = limits.map((l) => `${l.algorithm} ${l.limit} per ${l.windowMs} ms`).join(" + ");
+    LIMIT_TEXT.set(limits, t);
+  }
+  return t;
 }
 
 function describeOutcome(d: Decision, cost: number, shadow: boolean): string {

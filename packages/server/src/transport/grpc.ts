@@ -131,7 +131,7 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
           callback(null, {
             overall_code: r.allowed ? "OK" : "OVER_LIMIT",
             statuses: r.statuses.map(toRls),
-            response_headers_to_add: Object.entries(headers).map(([key, value]) => ({ key, value })),
+            response_headers_to_add: Object.entries(headers).map(([key, value]) => ({ key: key.toLowerCase(), value })),
           });
         })
         .catch((e: unknown) => {

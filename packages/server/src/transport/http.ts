@@ -62,6 +62,9 @@ export interface HttpOptions {
   overridesStore?: unknown;
 }
 
+/** `X-RateLimit-Descriptor-1` ... `-9`: further descriptors for `/v1/auth`, in order. */
+const NUMBERED_DESCRIPTOR_HEADERS = Array.from({ length: 9 }, (_, i) => `x-ratelimit-descriptor-${i + 1}`);
+
 /** The `/v1/auth` deny status. nginx's auth_request accepts only 2xx, 401 and 403 from the subrequest. */
 const DENY_STATUSES = new Set([429, 403, 401]);
 
@@ -160,7 +163,9 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
     if (path.startsWith("/v1/admin/") || path === "/v1/admin") {
       if (!admin || !tokenBuf)
         return send(res, 404, { error: "the admin API is off (start with --admin-token or RATEKEEPER_ADMIN_TOKEN)" });
-      const auth = createHash("sha256").update(req.headers.authorization ?? "").digest();
+      const auth = createHash("sha256")
+        .update(req.headers.authorization ?? "")
+        .digest();
       if (auth.length !== tokenBuf.length || !timingSafeEqual(auth, tokenBuf))
         return send(res, 401, { error: "admin API: needs Authorization: Bearer <admin token>" }, { "www-authenticate": "Bearer" });
       if (await admin(req, res)) return;
@@ -232,8 +237,8 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
       const texts = query.getAll("d");
       const one = header(h["x-ratelimit-descriptor"]);
       if (one !== undefined) texts.push(one);
-      for (let i = 1; i <= 9; i++) {
-        const t = header(h[`x-ratelimit-descriptor-${i}`]);
+      for (const name of NUMBERED_DESCRIPTOR_HEADERS) {
+        const t = header(h[name]);
         if (t !== undefined) texts.push(t);
       }
       if (texts.length === 0)
@@ -425,23 +430,25 @@ export function limitHeaders(
       writers = new Map();
       WRITERS.set(detail.limits, writers);
     }
-    const styleKey = styles.join(",");
-    let w = writers.get(styleKey);
+    let w = writers.get(styles);
     if (w === undefined) {
       w = new HeaderWriter(detail.limits, styles);
-      writers.set(styleKey, w);
+      writers.set(styles, w);
     }
     const out: [string, string][] = [];
     w.write(detail.decision, w.needsClock ? Date.now() : 0, out, detail.cost);
-    for (const [k, v] of out) h[k.toLowerCase()] = v;
+    for (let i = 0; i < out.length; i++) {
+      const [k, v] = out[i] as [string, string];
+      h[k] = v;
+    }
   }
-  if (!s.allowed) h["retry-after"] = String(Math.max(1, toSeconds(s.retryAfterMs)));
+  if (!s.allowed) h["Retry-After"] = String(Math.max(1, toSeconds(s.retryAfterMs)));
   return h;
 }
 
 const DEFAULT_STYLES: readonly HeaderStyle[] = ["ietf"];
 /** One HeaderWriter per set of limits and styles: they render the constant parts once. */
-const WRITERS = new WeakMap<readonly ResolvedLimit[], Map<string, HeaderWriter>>();
+const WRITERS = new WeakMap<readonly ResolvedLimit[], Map<readonly HeaderStyle[], HeaderWriter>>();
 
 function send(res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
   const text = JSON.stringify(body);
