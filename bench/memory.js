@@ -59,7 +59,8 @@ const NOOP = "empty async function (ceiling)";
  */
 function ourSpec(base, keys, traffic) {
   if (traffic === "denied") return { ...base, limit: 1, window: HOUR_MS };
-  if (base.algorithm === "sliding-log") return keys === "hot" ? { ...base, limit: 1_000_000, window: 50 } : { ...base, limit: 100, window: 100 };
+  if (base.algorithm === "sliding-log")
+    return keys === "hot" ? { ...base, limit: 1_000_000, window: 50 } : { ...base, limit: 100, window: 100 };
   if (base.algorithm === "gcra") return { ...base, limit: 1e9, window: HOUR_MS, burst: 1e9 - 1 };
   return { ...base, limit: 1e9, window: HOUR_MS };
 }
@@ -176,9 +177,15 @@ async function throughput() {
   const groups = [...new Set(cases.map((c) => c.group))];
   const impls = [...new Set(cases.map((c) => c.impl))];
   console.log(`${await machineLine()}`);
-  console.log(`${RUNS} recorded runs per case, ~${SAMPLE_MS} ms each, alternating; gc ${globalThis.gc ? "between samples" : "not exposed"}\n`);
+  console.log(
+    `${RUNS} recorded runs per case, ~${SAMPLE_MS} ms each, alternating; gc ${globalThis.gc ? "between samples" : "not exposed"}\n`,
+  );
   const t0 = Date.now();
-  const res = await runCases(cases, { runs: RUNS, sampleMs: SAMPLE_MS, log: (s) => console.error(`  ${s} (${((Date.now() - t0) / 1000).toFixed(0)} s)`) });
+  const res = await runCases(cases, {
+    runs: RUNS,
+    sampleMs: SAMPLE_MS,
+    log: (s) => console.error(`  ${s} (${((Date.now() - t0) / 1000).toFixed(0)} s)`),
+  });
 
   const header = ["decisions/s (median, ±half-range)", ...groups.flatMap((g) => [g, "vs rlf"])];
   const rows = impls.map((impl) => [
@@ -206,7 +213,8 @@ async function throughput() {
       }
     }
   }
-  if (Number.isFinite(worst.ratio)) console.log(`\nslowest of ours relative to rate-limiter-flexible: ${worst.label} (${worst.g}) at ${worst.ratio.toFixed(2)}x`);
+  if (Number.isFinite(worst.ratio))
+    console.log(`\nslowest of ours relative to rate-limiter-flexible: ${worst.label} (${worst.g}) at ${worst.ratio.toFixed(2)}x`);
   for (const c of cases) for (const p of res.get(c.id).problems) console.log(`WARNING ${c.id}: ${p}`);
 }
 
@@ -246,7 +254,15 @@ async function allocation() {
   ];
   erl.shutdown();
   const t1 = table(
-    ["bytes per decision, 1 hot key", "allowed: consume", "minus empty async", "BoundStore (sync)", "denied: consume", "minus empty async", "BoundStore (sync)"],
+    [
+      "bytes per decision, 1 hot key",
+      "allowed: consume",
+      "minus empty async",
+      "BoundStore (sync)",
+      "denied: consume",
+      "minus empty async",
+      "BoundStore (sync)",
+    ],
     rows,
   );
   const t2 = table(["peer, 1 hot key", "bytes per call", "minus empty async"], peers);

@@ -1,6 +1,38 @@
+import { bucket } from "./algorithms/bucket.js";
+import { fixedWindow } from "./algorithms/fixed-window.js";
 import { ALGORITHM_IMPLS, type Algorithm, type LimitState } from "./algorithms/index.js";
+import { slidingLog } from "./algorithms/sliding-log.js";
+import { slidingWindow } from "./algorithms/sliding-window.js";
 import { newOutcome, type Decision, type LimitOutcome, type Outcome } from "./decision.js";
 import type { ResolvedLimit } from "./options.js";
+
+/*
+ * Dispatch by kind, not through `algorithm.check(...)`: one call site that sees every algorithm
+ * turns megamorphic in V8 (no inlining, an indirect call per decision) as soon as a process runs
+ * limiters of three or more algorithms. A switch gives each algorithm its own call site, which
+ * stays monomorphic and is inlined into the store's consume. Unknown algorithms fall back to the
+ * generic call. (Measured with bench/memory.js; see docs/benchmarks/memory.md.)
+ */
+const KIND_GENERIC = 0;
+const KIND_FIXED = 1;
+const KIND_LOG = 2;
+const KIND_SLIDING = 3;
+const KIND_BUCKET = 4;
+
+function kindOf(alg: Algorithm): number {
+  if (alg === fixedWindow) return KIND_FIXED;
+  if (alg === slidingLog) return KIND_LOG;
+  if (alg === slidingWindow) return KIND_SLIDING;
+  if (alg === bucket) return KIND_BUCKET;
+  return KIND_GENERIC;
+}
+
+/** Resets a state in place to a fresh one (a = b = 0, ring zeroed), keeping its ring. */
+export function clearState(s: LimitState): void {
+  s.a = 0;
+  s.b = 0;
+  if (s.ring !== null) s.ring.fill(0);
+}
 
 /**
  * Runs one decision over the states of every limit on a key: pure, no I/O.
@@ -14,12 +46,27 @@ export class Evaluator {
   private readonly algs: readonly Algorithm[];
   private readonly outs: Outcome[];
   private readonly single: boolean;
+  // The first limit, unpacked: with one limit (the common case) the hot path reads these fields
+  // and never indexes the arrays above.
+  private readonly lim0: ResolvedLimit;
+  private readonly alg0: Algorithm;
+  private readonly out0: Outcome;
+  private readonly kind0: number;
 
   constructor(limits: readonly ResolvedLimit[]) {
     this.limits = limits;
     this.algs = limits.map((l) => ALGORITHM_IMPLS[l.algorithm]);
     this.outs = limits.map(() => newOutcome());
     this.single = limits.length === 1;
+    this.lim0 = limits[0] as ResolvedLimit;
+    this.alg0 = this.algs[0] as Algorithm;
+    this.out0 = this.outs[0] as Outcome;
+    this.kind0 = kindOf(this.alg0);
+  }
+
+  /** Whether there is exactly one limit (then {@link Evaluator.run1} may be used). */
+  get isSingle(): boolean {
+    return this.single;
   }
 
   /** Fresh states for a key never seen. */
@@ -29,11 +76,12 @@ export class Evaluator {
 
   /** Resets `states` in place to fresh ones (for an expired entry), keeping their rings. */
   clear(states: LimitState[]): void {
-    for (const s of states) {
-      s.a = 0;
-      s.b = 0;
-      if (s.ring) s.ring.fill(0);
-    }
+    for (const s of states) clearState(s);
+  }
+
+  /** A fresh state for the first limit: the single-limit form of {@link Evaluator.init}. */
+  init1(): LimitState {
+    return this.alg0.init(this.lim0);
   }
 
   /**
@@ -41,27 +89,7 @@ export class Evaluator {
    * `this.ttlMs` is left holding how long the states matter after this call.
    */
   run(states: LimitState[], nowMs: number, cost: number, commit: boolean): Decision {
-    if (this.single) {
-      const lim = this.limits[0] as ResolvedLimit;
-      const out = this.outs[0] as Outcome;
-      const st = states[0] as LimitState;
-      (this.algs[0] as Algorithm).check(st, nowMs, cost, lim, out);
-      if (out.allowed && commit) (this.algs[0] as Algorithm).commit(st, nowMs, cost, lim);
-      this.ttlMs = out.resetAfterMs;
-      return {
-        allowed: out.allowed,
-        limit: lim.limit,
-        remaining: out.remaining,
-        retryAfterMs: out.retryAfterMs,
-        resetAfterMs: out.resetAfterMs,
-        delayMs: out.delayMs,
-        reason: out.allowed ? undefined : "limit",
-        policy: 0,
-        policyName: lim.name,
-        windowMs: lim.windowMs,
-        limits: undefined,
-      };
-    }
+    if (this.single) return this.run1(states[0] as LimitState, nowMs, cost, commit);
     let allowed = true;
     for (let i = 0; i < this.limits.length; i++) {
       const out = this.outs[i] as Outcome;
@@ -78,6 +106,52 @@ export class Evaluator {
 
   /** How long the states of the last `run` matter (ms): after it they equal fresh states. */
   ttlMs = 0;
+
+  /**
+   * {@link Evaluator.run} for a limiter with exactly one limit, given that limit's state: the
+   * memory store's hot path. Same decision, same `ttlMs`.
+   */
+  run1(st: LimitState, nowMs: number, cost: number, commit: boolean): Decision {
+    const lim = this.lim0;
+    const out = this.out0;
+    switch (this.kind0) {
+      case KIND_FIXED:
+        fixedWindow.check(st, nowMs, cost, lim, out);
+        if (commit && out.allowed) fixedWindow.commit(st, nowMs, cost, lim);
+        break;
+      case KIND_BUCKET:
+        bucket.check(st, nowMs, cost, lim, out);
+        if (commit && out.allowed) bucket.commit(st, nowMs, cost, lim);
+        break;
+      case KIND_SLIDING:
+        slidingWindow.check(st, nowMs, cost, lim, out);
+        if (commit && out.allowed) slidingWindow.commit(st, nowMs, cost, lim);
+        break;
+      case KIND_LOG:
+        slidingLog.check(st, nowMs, cost, lim, out);
+        if (commit && out.allowed) slidingLog.commit(st, nowMs, cost, lim);
+        break;
+      default:
+        this.alg0.check(st, nowMs, cost, lim, out);
+        if (commit && out.allowed) this.alg0.commit(st, nowMs, cost, lim);
+    }
+    const allowed = out.allowed;
+    this.ttlMs = out.resetAfterMs;
+    // One literal, the same keys in the same order as in `combine`, so every Decision has one shape.
+    return {
+      allowed,
+      limit: lim.limit,
+      remaining: out.remaining,
+      retryAfterMs: out.retryAfterMs,
+      resetAfterMs: out.resetAfterMs,
+      delayMs: out.delayMs,
+      reason: allowed ? undefined : "limit",
+      policy: 0,
+      policyName: lim.name,
+      windowMs: lim.windowMs,
+      limits: undefined,
+    };
+  }
 
   /**
    * Builds the decision from outcomes already written into the scratch space (by `run`, or by a

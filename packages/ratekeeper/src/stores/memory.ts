@@ -2,7 +2,7 @@ import type { LimitState } from "../core/algorithms/index.js";
 import type { Decision } from "../core/decision.js";
 import { describe } from "../core/duration.js";
 import { RateLimitConfigError } from "../core/errors.js";
-import { Evaluator } from "../core/evaluate.js";
+import { clearState, Evaluator } from "../core/evaluate.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { BoundStore, Store } from "../store.js";
 
@@ -24,10 +24,28 @@ export interface MemoryStoreOptions {
   sweepIntervalMs?: number;
 }
 
-/** One key's states, one per limit, and when they stop mattering. */
-interface Entry {
-  exp: number;
-  readonly s: LimitState[];
+/**
+ * One limit's state for one key, and (for a limiter with one limit) when the key stops mattering.
+ * With one limit the slot is the whole entry, so a decision follows one pointer from the map, not
+ * three (entry, array, state). Every state in the store is a Slot, so the algorithms see one shape.
+ */
+class Slot implements LimitState {
+  a = 0;
+  b = 0;
+  ring: Float64Array | null;
+  /** When the key's states equal fresh ones again (ms since the epoch); 0 = never written. */
+  exp = 0;
+  constructor(fresh: LimitState) {
+    this.a = fresh.a;
+    this.b = fresh.b;
+    this.ring = fresh.ring;
+  }
+}
+
+/** One key's states, one per limit, and when they stop mattering (limiters with several limits). */
+class Entry {
+  exp = 0;
+  constructor(readonly s: Slot[]) {}
 }
 
 /**
@@ -44,7 +62,7 @@ interface Entry {
  */
 export class MemoryStore implements Store {
   readonly maxKeys: number;
-  private readonly tables = new Set<MemoryTable>();
+  private readonly tables = new Set<Table<Slot | Entry>>();
   private timer: ReturnType<typeof setInterval> | undefined;
   /** Keys held now, over all tables. */
   size = 0;
@@ -60,7 +78,9 @@ export class MemoryStore implements Store {
     }
     const sweep = options.sweepIntervalMs ?? 60_000;
     if (!Number.isSafeInteger(sweep) || sweep < 0) {
-      throw new RateLimitConfigError([{ path: "sweepIntervalMs", message: `must be a whole number >= 0 (got ${describe(options.sweepIntervalMs)})` }]);
+      throw new RateLimitConfigError([
+        { path: "sweepIntervalMs", message: `must be a whole number >= 0 (got ${describe(options.sweepIntervalMs)})` },
+      ]);
     }
     this.maxKeys = maxKeys;
     this.half = Math.floor(maxKeys / 2);
@@ -71,7 +91,7 @@ export class MemoryStore implements Store {
   }
 
   bind(limits: readonly ResolvedLimit[]): BoundStore {
-    const t = new MemoryTable(this, limits);
+    const t = limits.length === 1 ? new SingleTable(this, limits) : new MultiTable(this, limits);
     this.tables.add(t);
     return t;
   }
@@ -101,46 +121,32 @@ export class MemoryStore implements Store {
   }
 }
 
-/** The keys of one limiter in a {@link MemoryStore}. */
-class MemoryTable implements BoundStore {
-  private young = new Map<string, Entry>();
-  private old = new Map<string, Entry>();
-  private readonly ev: Evaluator;
-  private readonly fresh: LimitState[];
+/**
+ * The keys of one limiter in a {@link MemoryStore}: two generations (see MemoryStore) of entries
+ * that know when they expire. Subclasses hold one slot per key (one limit) or an entry of slots.
+ */
+abstract class Table<E extends { exp: number }> implements BoundStore {
+  protected young = new Map<string, E>();
+  protected old = new Map<string, E>();
+  protected readonly ev: Evaluator;
 
   constructor(
     private readonly store: MemoryStore,
     limits: readonly ResolvedLimit[],
   ) {
     this.ev = new Evaluator(limits);
-    this.fresh = this.ev.init();
   }
+
+  abstract consume(key: string, cost: number, nowMs: number | undefined): Decision;
+  abstract peek(key: string, cost: number, nowMs: number | undefined): Decision;
+  abstract refund(key: string, cost: number, nowMs: number | undefined): void;
+  /** A fresh entry. */
+  protected abstract create(): E;
+  /** Resets an expired entry in place to fresh states. */
+  protected abstract clear(e: E): void;
 
   get held(): number {
     return this.young.size + this.old.size;
-  }
-
-  consume(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? Date.now();
-    let e = this.young.get(key);
-    if (e === undefined) e = this.adopt(key, now);
-    else if (e.exp <= now) this.ev.clear(e.s);
-    const d = this.ev.run(e.s, now, cost, true);
-    if (d.allowed) e.exp = now + this.ev.ttlMs;
-    return d;
-  }
-
-  peek(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? Date.now();
-    const e = this.young.get(key) ?? this.old.get(key);
-    const states = e === undefined || e.exp <= now ? this.fresh : e.s;
-    return this.ev.run(states, now, cost, false);
-  }
-
-  refund(key: string, cost: number, nowMs: number | undefined): void {
-    const now = nowMs ?? Date.now();
-    const e = this.young.get(key) ?? this.old.get(key);
-    if (e !== undefined && e.exp > now) this.ev.refund(e.s, now, cost);
   }
 
   reset(key: string): void {
@@ -151,20 +157,26 @@ class MemoryTable implements BoundStore {
   }
 
   /** Finds the key in the old generation (moving it to the young one) or creates it. */
-  private adopt(key: string, now: number): Entry {
+  protected adopt(key: string, now: number): E {
     let e = this.old.get(key);
     if (e !== undefined) {
       this.old.delete(key); // still counted in size; out of old before a turn can drop it
-      if (e.exp <= now) this.ev.clear(e.s);
+      if (e.exp <= now) this.clear(e);
       this.store.makeRoom();
     } else {
       this.store.makeRoom();
-      e = { exp: 0, s: this.ev.init() };
+      e = this.create();
       this.store.size++;
     }
     this.young.set(key, e);
     this.store.young++;
     return e;
+  }
+
+  /** The key's live entry in either generation, or undefined if absent or expired at `now`. */
+  protected live(key: string, now: number): E | undefined {
+    const e = this.young.get(key) ?? this.old.get(key);
+    return e !== undefined && e.exp > now ? e : undefined;
   }
 
   /** Drops the old generation; the young one becomes old. */
@@ -187,5 +199,83 @@ class MemoryTable implements BoundStore {
     }
     this.store.size -= dropped;
     return dropped;
+  }
+}
+
+/** A limiter with one limit: each key is one {@link Slot}. The hot path of the library. */
+class SingleTable extends Table<Slot> {
+  private readonly fresh: Slot;
+
+  constructor(store: MemoryStore, limits: readonly ResolvedLimit[]) {
+    super(store, limits);
+    this.fresh = this.create();
+  }
+
+  consume(key: string, cost: number, nowMs: number | undefined): Decision {
+    const now = nowMs ?? Date.now();
+    let e = this.young.get(key);
+    if (e === undefined) e = this.adopt(key, now);
+    else if (e.exp <= now) clearState(e);
+    const d = this.ev.run1(e, now, cost, true);
+    if (d.allowed) e.exp = now + this.ev.ttlMs;
+    return d;
+  }
+
+  peek(key: string, cost: number, nowMs: number | undefined): Decision {
+    const now = nowMs ?? Date.now();
+    return this.ev.run1(this.live(key, now) ?? this.fresh, now, cost, false);
+  }
+
+  refund(key: string, cost: number, nowMs: number | undefined): void {
+    const now = nowMs ?? Date.now();
+    const e = this.live(key, now);
+    if (e !== undefined) this.ev.refund([e], now, cost);
+  }
+
+  protected create(): Slot {
+    return new Slot(this.ev.init1());
+  }
+
+  protected clear(e: Slot): void {
+    clearState(e);
+  }
+}
+
+/** A limiter with several limits: each key is an {@link Entry} of slots, decided all-or-nothing. */
+class MultiTable extends Table<Entry> {
+  private readonly fresh: Slot[];
+
+  constructor(store: MemoryStore, limits: readonly ResolvedLimit[]) {
+    super(store, limits);
+    this.fresh = this.create().s;
+  }
+
+  consume(key: string, cost: number, nowMs: number | undefined): Decision {
+    const now = nowMs ?? Date.now();
+    let e = this.young.get(key);
+    if (e === undefined) e = this.adopt(key, now);
+    else if (e.exp <= now) this.ev.clear(e.s);
+    const d = this.ev.run(e.s, now, cost, true);
+    if (d.allowed) e.exp = now + this.ev.ttlMs;
+    return d;
+  }
+
+  peek(key: string, cost: number, nowMs: number | undefined): Decision {
+    const now = nowMs ?? Date.now();
+    return this.ev.run(this.live(key, now)?.s ?? this.fresh, now, cost, false);
+  }
+
+  refund(key: string, cost: number, nowMs: number | undefined): void {
+    const now = nowMs ?? Date.now();
+    const e = this.live(key, now);
+    if (e !== undefined) this.ev.refund(e.s, now, cost);
+  }
+
+  protected create(): Entry {
+    return new Entry(this.ev.init().map((st) => new Slot(st)));
+  }
+
+  protected clear(e: Entry): void {
+    this.ev.clear(e.s);
   }
 }
