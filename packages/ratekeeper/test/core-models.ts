@@ -143,9 +143,10 @@ function reichBucket(lim: ResolvedLimit, reqs: readonly Req[], t: number, c: num
  */
 function fifoQueue(lim: ResolvedLimit, reqs: readonly Req[], t: number, c: number): ModelDecision {
   const W = lim.windowMs;
+  const base = reqs[0]?.t ?? t; // times relative to the first request, so that x limit stays exact
   let finish = Number.NEGATIVE_INFINITY; // when the queue empties, x limit
-  for (const q of reqs) finish = Math.max(finish, q.t * lim.limit) + q.c * W;
-  const backlog = Math.max(0, finish - t * lim.limit); // work ahead, in cost x window units
+  for (const q of reqs) finish = Math.max(finish, (q.t - base) * lim.limit) + q.c * W;
+  const backlog = Math.max(0, finish - (t - base) * lim.limit); // work ahead, in cost x window units
   const full = lim.capacity * W;
   const allowed = backlog + c * W <= full;
   return {
@@ -314,6 +315,54 @@ export const specArbs: Record<string, fc.Arbitrary<LimitSpec>> = {
     { requiredKeys: ["algorithm", "limit", "window"] },
   ),
 };
+
+/** Realistic and extreme sizes: limits up to 10^6, windows up to a day, costs up to the capacity. */
+export const bigSpecArb: fc.Arbitrary<LimitSpec> = fc.oneof(
+  fc.record({
+    algorithm: fc.constant("fixed-window" as const),
+    limit: fc.integer({ min: 1, max: 1_000_000 }),
+    window: fc.integer({ min: 1, max: 86_400_000 }),
+    align: fc.constantFrom("clock" as const, "first-request" as const),
+  }),
+  fc.record({
+    algorithm: fc.constant("sliding-log" as const),
+    limit: fc.integer({ min: 1, max: 2_000 }),
+    window: fc.integer({ min: 1, max: 86_400_000 }),
+  }),
+  fc
+    .record({
+      limit: fc.integer({ min: 1, max: 1_000_000 }),
+      buckets: fc.integer({ min: 1, max: 60 }),
+      subMs: fc.integer({ min: 1, max: 1_440_000 }),
+      weighted: fc.boolean(),
+    })
+    .map(({ limit, buckets, subMs, weighted }) => ({
+      algorithm: "sliding-window" as const,
+      limit,
+      window: buckets * subMs,
+      buckets,
+      weighted,
+    })),
+  fc.record({
+    algorithm: fc.constant("token-bucket" as const),
+    limit: fc.integer({ min: 1, max: 1_000_000 }),
+    window: fc.integer({ min: 1, max: 86_400_000 }),
+    capacity: fc.integer({ min: 1, max: 1_000_000 }),
+  }),
+  fc.record({
+    algorithm: fc.constant("leaky-bucket" as const),
+    limit: fc.integer({ min: 1, max: 1_000_000 }),
+    window: fc.integer({ min: 1, max: 86_400_000 }),
+    capacity: fc.integer({ min: 1, max: 1_000_000 }),
+    mode: fc.constantFrom("police" as const, "shape" as const),
+  }),
+  fc.record({
+    algorithm: fc.constant("gcra" as const),
+    limit: fc.integer({ min: 1, max: 1_000_000 }),
+    window: fc.integer({ min: 1, max: 86_400_000 }),
+    burst: fc.integer({ min: 0, max: 100_000 }),
+  }),
+);
 
 export const anySpecArb: fc.Arbitrary<LimitSpec> = fc.oneof(...Object.values(specArbs));
 

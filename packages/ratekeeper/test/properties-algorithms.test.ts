@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { boundViolation, driver, opsArb, runAgainstModel, specArbs, startArb, windowOf } from "./core-models.js";
+import { bigSpecArb, boundViolation, driver, opsArb, runAgainstModel, specArbs, startArb, windowOf } from "./core-models.js";
 import type { LimitSpec } from "../src/index.js";
 
 const RUNS = 400;
@@ -136,5 +136,29 @@ describe("the bounds are tight: the worst cases the docs describe happen", () =>
       expect(boundViolation(d.lim, reqs)).toBeNull(); // within the sliding window's promise (2 x limit)
       expect(boundViolation(driver({ algorithm: "sliding-log", limit: 10, window: 60_000 }).lim, reqs)).not.toBeNull();
     }
+  });
+});
+
+describe("large limits, windows and costs stay exact (integer arithmetic near 2^53 is avoided by validation)", () => {
+  it("decisions equal the model's with big numbers and costs up to the capacity", () => {
+    fc.assert(
+      fc.property(
+        bigSpecArb.chain((spec) => {
+          const cap = driver(spec).lim.capacity;
+          const w = windowOf(spec);
+          const ops = fc.array(
+            fc.record({
+              kind: fc.constantFrom("consume" as const, "consume" as const, "peek" as const, "refund" as const),
+              dt: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: w }), fc.integer({ min: 0, max: Math.max(1, Math.floor(w / 1000)) })),
+              c: fc.oneof(fc.integer({ min: 1, max: cap }), fc.constant(cap), fc.integer({ min: 1, max: Math.max(1, Math.ceil(cap / 3)) })),
+            }),
+            { minLength: 1, maxLength: 25 },
+          );
+          return fc.tuple(fc.constant(spec), startArb, ops);
+        }),
+        ([spec, t0, ops]) => runAgainstModel(spec, t0, ops),
+      ),
+      { numRuns: 300 },
+    );
   });
 });

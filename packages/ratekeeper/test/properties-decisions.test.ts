@@ -8,6 +8,7 @@ import { Evaluator, resolveLimits, type LimitSpec, type LimitState } from "../sr
 import {
   History,
   anySpecArb,
+  bigSpecArb,
   driver,
   modelDecide,
   opsArb,
@@ -96,6 +97,39 @@ describe.each(Object.keys(specArbs))("%s: decision fields", (name) => {
         expect(passed).toBe(out.remaining);
       }),
       { numRuns: RUNS },
+    );
+  });
+});
+
+describe("large limits, windows and costs: retryAfterMs and resetAfterMs stay truthful and tight", () => {
+  const arb = bigSpecArb.chain((spec) => {
+    const cap = driver(spec).lim.capacity;
+    const w = windowOf(spec);
+    const ops = fc.array(
+      fc.record({
+        kind: fc.constantFrom("consume" as const, "consume" as const, "refund" as const),
+        dt: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: w }), fc.integer({ min: 0, max: Math.max(1, Math.floor(w / 1000)) })),
+        c: fc.oneof(fc.integer({ min: 1, max: cap }), fc.constant(cap)),
+      }),
+      { minLength: 1, maxLength: 20 },
+    );
+    return fc.tuple(fc.constant(spec), startArb, ops, fc.integer({ min: 0, max: w }), fc.integer({ min: 1, max: cap }));
+  });
+
+  it("retryAfterMs, resetAfterMs", () => {
+    fc.assert(
+      fc.property(arb, ([spec, t0, ops, dt, c]) => {
+        const d = driver(spec);
+        const t = replay(d, t0, ops) + dt;
+        const out = d.check(t, c);
+        if (!out.allowed) {
+          expect(d.check(t + out.retryAfterMs, c).allowed).toBe(true);
+          expect(d.check(t + out.retryAfterMs - 1, c).allowed).toBe(false);
+        } else d.commit(t, c);
+        expect(d.check(t + out.resetAfterMs, d.lim.capacity).allowed).toBe(true);
+        if (out.resetAfterMs > 0) expect(d.check(t + out.resetAfterMs - 1, d.lim.capacity).allowed).toBe(false);
+      }),
+      { numRuns: 400 },
     );
   });
 });
