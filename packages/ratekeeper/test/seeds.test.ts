@@ -248,7 +248,7 @@ describe("seed 002 (Vikas Kumar, Rate Limiting Techniques)", () => {
   });
 });
 
-describe("seed 003 (ClassDojo, the weighted sliding window): 100 per minute", () => {
+describe("seed 003 (ClassDojo, the weighted sliding window; the issue calls it seed 004): 100 per minute", () => {
   const MIN = 60_000;
 
   async function afterBurst(burstAtMs: number, askAtMs: number, buckets: number): Promise<number> {
@@ -280,5 +280,41 @@ describe("seed 003 (ClassDojo, the weighted sliding window): 100 per minute", ()
   it("100 requests at 0.99 min: still 25 at 1.25 min with one counter, but all blocked with 30 s sub-windows", async () => {
     expect(await afterBurst(0.99 * MIN, 1.25 * MIN, 1)).toBe(25);
     expect(await afterBurst(0.99 * MIN, 1.25 * MIN, 2)).toBe(0);
+  });
+});
+
+describe("seed 004 (Arpit Bhayani, sliding window over per-second counters)", () => {
+  it('"user:241531": 5 requests in 1 second: exactly 5 pass per second', async () => {
+    // The seed's request store keeps one counter per epoch second and sums those newer than
+    // now - time_window_sec; with time_window_sec 1 that is one counter: buckets 1, unweighted.
+    // (Its pseudocode rejects only when the count is `> capacity` before registering, which lets
+    // a 6th through; we admit exactly `limit`.)
+    const second = Date.UTC(2021, 0, 1, 0, 0, 0);
+    const clock = manualClock(second);
+    const limiter = limiterFor({ algorithm: "sliding-window", limit: 5, window: "1s", buckets: 1, weighted: false }, clock);
+    const got: boolean[] = [];
+    for (let i = 0; i < 6; i++) {
+      clock.set(second + i * 150);
+      got.push((await limiter.consume("user:241531")).allowed);
+    }
+    expect(got).toEqual([true, true, true, true, true, false]);
+    clock.set(second + 1000); // the next epoch second
+    expect((await limiter.consume("user:241531")).allowed).toBe(true);
+  });
+
+  it("minute-level sub-aggregation over an hour (60 counters instead of 3600): the sum of the last 60 minutes", async () => {
+    const hour = Date.UTC(2021, 0, 1, 2, 0, 0);
+    const clock = manualClock(hour);
+    const limiter = limiterFor({ algorithm: "sliding-window", limit: 100, window: "1h", buckets: 60, weighted: false }, clock);
+    // 100 requests spread over the first 10 minutes of the hour...
+    for (let i = 0; i < 100; i++) {
+      clock.set(hour + i * 6_000);
+      expect((await limiter.consume("k")).allowed).toBe(true);
+    }
+    // ...block the key until their minutes leave the 60-minute sum, one minute at a time.
+    clock.set(hour + 59 * 60_000 + 59_999);
+    expect((await limiter.peek("k")).allowed).toBe(false);
+    clock.set(hour + 60 * 60_000); // minute 0 (requests 0-9) has left
+    expect((await limiter.peek("k")).remaining).toBe(9);
   });
 });
