@@ -5,7 +5,7 @@ import { Evaluator } from "../../core/evaluate.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore, Store } from "../../store.js";
 import { isNoScript, shimFor, type RedisClientLike, type RedisShim } from "./client.js";
-import { loadScript, type LoadedScript } from "./scripts.js";
+import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 
 /**
  * What a {@link RedisStore} does when Redis fails or does not answer within `timeoutMs`:
@@ -97,8 +97,6 @@ export class RedisStore implements Store {
   /** @internal */
   readonly shim: RedisShim;
   /** @internal */
-  readonly script: LoadedScript;
-  /** @internal */
   readonly onError: RedisStoreOptions["onError"];
   /** @internal */
   readonly denialMaxKeys: number;
@@ -162,20 +160,21 @@ export class RedisStore implements Store {
     this.onError = options.onError;
     this.denialMaxKeys = denialMaxKeys;
     this.minTtlMs = minTtlMs;
-    this.script = loadScript("ratekeeper");
+    // Fail at construction, not on the first decision, if the scripts did not ship.
+    loadScript("ratekeeper", []);
   }
 
   bind(limits: readonly ResolvedLimit[], namespace: string): BoundStore {
     return new RedisTable(this, limits, namespace);
   }
 
-  /** @internal Runs the script: EVALSHA, then EVAL when the server lacks it (restart, failover, new node). */
-  async run(keys: string[], args: string[]): Promise<unknown> {
+  /** @internal Runs a script: EVALSHA, then EVAL when the server lacks it (restart, failover, new node). */
+  async run(script: LoadedScript, keys: string[], args: string[]): Promise<unknown> {
     try {
-      return await this.shim.evalsha(this.script.sha, keys, args);
+      return await this.shim.evalsha(script.sha, keys, args);
     } catch (e) {
       if (!isNoScript(e)) throw e;
-      return await this.shim.eval(this.script.source, keys, args);
+      return await this.shim.eval(script.source, keys, args);
     }
   }
 
@@ -239,6 +238,8 @@ class RedisTable implements BoundStore {
   private readonly n: number;
   private insurance: BoundStore | undefined;
   private readonly denials: Map<string, Denial> | undefined;
+  /** The script built with exactly the algorithms of these limits. */
+  readonly script: LoadedScript;
 
   constructor(
     private readonly store: RedisStore,
@@ -263,6 +264,10 @@ class RedisTable implements BoundStore {
       );
     }
     this.keyHead = `${store.prefix}{${namespace}:`;
+    this.script = loadScript(
+      "ratekeeper",
+      limits.flatMap((l) => SECTIONS_OF[l.algorithm] ?? []),
+    );
     this.denials = store.denialMaxKeys > 0 ? new Map() : undefined;
   }
 
@@ -294,7 +299,7 @@ class RedisTable implements BoundStore {
     this.denials?.delete(key);
     const args = ["r", nowMs === undefined ? "" : String(nowMs), String(cost), String(this.store.minTtlMs), ...this.params];
     try {
-      await this.store.withTimeout(this.store.run(this.keysOf(key), args));
+      await this.store.withTimeout(this.store.run(this.script, this.keysOf(key), args));
     } catch (e) {
       await this.failedWrite(e, "refund", key, () => this.insuranceStore()?.refund(key, cost, nowMs));
     }
@@ -315,7 +320,7 @@ class RedisTable implements BoundStore {
     const args = [mode, nowMs === undefined ? "" : String(nowMs), String(cost), String(this.store.minTtlMs), ...this.params];
     let reply: unknown;
     try {
-      reply = await this.store.withTimeout(this.store.run(this.keysOf(key), args));
+      reply = await this.store.withTimeout(this.store.run(this.script, this.keysOf(key), args));
     } catch (e) {
       return this.failed(e, mode === "c" ? "consume" : "peek", key, cost, nowMs);
     }

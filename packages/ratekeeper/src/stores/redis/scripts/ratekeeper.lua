@@ -39,9 +39,8 @@ Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fr
 local mode = ARGV[1]
 local now
 if ARGV[2] == "" then
-  -- Server time, so app servers with skewed clocks agree. Effects replication (default since
-  -- Redis 5) makes writes after a non-deterministic command legal; older servers need this call.
-  if redis.replicate_commands then redis.replicate_commands() end
+  -- Server time, so app servers with skewed clocks agree. Writing after TIME needs effects
+  -- replication, the default since Redis 5 (the store needs 6.0+ anyway, for SET KEEPTTL).
   local t = redis.call("TIME")
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 else
@@ -52,30 +51,28 @@ local minTtl = tonumber(ARGV[4])
 local fmod, floor, ceil, max, min = math.fmod, math.floor, math.ceil, math.max, math.min
 local pack, unpack_ = struct.pack, struct.unpack
 
-local I6_LIMIT = 140737488355328 -- 2^47: struct "i6" is signed
-
--- Packs the numbers of `vals` (a Lua array) as i6 when all fit, else as doubles.
-local function encode(vals)
-  local n = #vals
-  for k = 1, n do
-    local v = vals[k]
-    if not (v >= 0 and v < I6_LIMIT and floor(v) == v) then
-      return pack("<" .. string.rep("d", n), unpack(vals))
-    end
-  end
-  return pack("<" .. string.rep("i6", n), unpack(vals))
-end
-
--- Unpacks `n` numbers written by encode() (the trailing position struct.unpack adds is ignored).
-local function decode(raw, n)
-  if #raw == 6 * n then return { unpack_("<" .. string.rep("i6", n), raw) } end
-  return { unpack_("<" .. string.rep("d", n), raw) }
-end
-
 local function ttlOf(resetAfterMs)
   return max(resetAfterMs, minTtl, 1)
 end
 
+local I6_LIMIT = 140737488355328 -- 2^47: struct "i6" is signed
+
+--[[@if pair]]
+-- The two numbers a, b of fixed-window and bucket states: i6 i6 (12 bytes) when both fit.
+local function decode2(raw)
+  if #raw == 12 then return unpack_("<i6i6", raw) end
+  return unpack_("<dd", raw)
+end
+
+local function encode2(a, b)
+  if a >= 0 and a < I6_LIMIT and floor(a) == a and b >= 0 and b < I6_LIMIT and floor(b) == b then
+    return pack("<i6i6", a, b)
+  end
+  return pack("<dd", a, b)
+end
+--[[@end]]
+
+--[[@if fixed-window]]
 -- ---------------------------------------------------------------- fixed-window.ts
 local function fwStart(s, L)
   if L.alignFirst then
@@ -111,6 +108,9 @@ local function fwRefund(s, L)
   if s.a == fwStart(s, L) then s.b = max(0, s.b - cost) end
 end
 
+--[[@end]]
+
+--[[@if bucket]]
 -- ---------------------------------------------------------------- bucket.ts
 local function levelAt(s, L)
   local elapsed = now - s.a
@@ -151,7 +151,28 @@ local function bkRefund(s, L)
   s.a = max(now, s.a)
 end
 
+--[[@end]]
+
+--[[@if sliding-window]]
 -- ---------------------------------------------------------------- sliding-window.ts
+-- Packs the numbers of `vals` (a Lua array) as i6 when all fit, else as doubles.
+local function encode(vals)
+  local n = #vals
+  for k = 1, n do
+    local v = vals[k]
+    if not (v >= 0 and v < I6_LIMIT and floor(v) == v) then
+      return pack("<" .. string.rep("d", n), unpack(vals))
+    end
+  end
+  return pack("<" .. string.rep("i6", n), unpack(vals))
+end
+
+-- Unpacks `n` numbers written by encode() (the trailing position struct.unpack adds is ignored).
+local function decode(raw, n)
+  if #raw == 6 * n then return { unpack_("<" .. string.rep("i6", n), raw) } end
+  return { unpack_("<" .. string.rep("d", n), raw) }
+end
+
 -- s.ring is 1-based here: TS ring[j] is s.ring[j + 1].
 local function countOf(s, L, j)
   if j <= s.a and j >= s.a - L.buckets and j >= 0 then
@@ -257,6 +278,9 @@ local function swRefund(s, L)
   end
 end
 
+--[[@end]]
+
+--[[@if sliding-log]]
 -- ---------------------------------------------------------------- sliding-log.ts
 -- Positions are unit numbers p; slot p mod limit lives at byte 24 + 8 * slot. s.cache holds the
 -- slots read or written by this call (by slot, so two positions sharing a slot never disagree).
@@ -407,7 +431,10 @@ local function slRefund(s, L)
   return true
 end
 
+--[[@end]]
+
 -- ---------------------------------------------------------------- load / store
+-- (Branches for algorithms whose section was left out of this build of the script never run.)
 local N = #KEYS
 local limits, states = {}, {}
 for i = 1, N do
@@ -449,8 +476,7 @@ for i = 1, N do
       end
     elseif raw then
       s.exists = true
-      local v = decode(raw, 2)
-      s.a, s.b = v[1], v[2]
+      s.a, s.b = decode2(raw)
     end
   end
   states[i] = s
@@ -469,7 +495,7 @@ local function save(s, L, ttlMs)
     for j = 1, L.buckets + 1 do vals[j + 1] = s.ring[j] end
     val = encode(vals)
   else
-    val = encode({ s.a, s.b })
+    val = encode2(s.a, s.b)
   end
   if ttlMs then
     redis.call("SET", s.key, val, "PX", ttlMs)
@@ -497,7 +523,9 @@ local outs = {}
 local allowed = true
 for i = 1, N do
   local s, L = states[i], limits[i]
-  local out = { 0, 0, 0, 0, 0 }
+  -- With one limit (the common case) the outcome is written straight into the reply.
+  local out = reply
+  if N > 1 then out = { 0, 0, 0, 0, 0 } end
   local alg = L.alg
   if alg == 0 then fwCheck(s, L, out)
   elseif alg == 1 then slCheck(s, L, out)
@@ -505,8 +533,10 @@ for i = 1, N do
   else bkCheck(s, L, out) end
   if out[1] == 0 then allowed = false end
   outs[i] = out
-  local o = (i - 1) * 5
-  for k = 1, 5 do reply[o + k] = out[k] end
+  if N > 1 then
+    local o = (i - 1) * 5
+    for k = 1, 5 do reply[o + k] = out[k] end
+  end
 end
 
 if allowed and mode == "c" then

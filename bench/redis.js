@@ -1,0 +1,388 @@
+// Redis section: RedisStore (ratekeeper/redis) next to rate-limiter-flexible's RateLimiterRedis,
+// express-rate-limit's rate-limit-redis and rolling-rate-limiter (ClassDojo's sorted-set log),
+// measured in the same run against the same throw-away redis-server, over one ioredis connection
+// each (default options: no auto-pipelining).
+//
+// Usage: node bench/redis.js [--runs 3] [--seconds 1.5] [--only <substring>] [--markdown]
+//        (or `npm run bench -- redis`, which builds first)
+//
+// Per implementation it reports: decisions/s from one process with 1 and 256 calls in flight,
+// p50/p99 latency at each, Redis CPU microseconds per decision (INFO cpu, user + sys, over the
+// 256-in-flight runs), Redis commands per decision (INFO commandstats, commands run inside
+// scripts included; "calls" = commands the client sent), and bytes of Redis memory per key
+// (MEMORY USAGE over a sample of keys). Then a hot denied key: one key far over its limit.
+// Medians of --runs rounds; the implementations take turns within each round.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Redis } from "ioredis";
+import { RateLimiter } from "ratekeeper";
+import { RedisStore } from "ratekeeper/redis";
+import { RateLimiterRedis } from "rate-limiter-flexible";
+import { RedisStore as RateLimitRedisStore } from "rate-limit-redis";
+import { RedisRateLimiter as RollingRedisRateLimiter } from "rolling-rate-limiter";
+import { fmtRate, fmtRatio, machineLine, table } from "./lib/format.js";
+import { median } from "./lib/stats.js";
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : dflt;
+};
+const RUNS = Number(opt("--runs", process.env.BENCH_RUNS ?? 3));
+const SECONDS = Number(opt("--seconds", 1.5));
+const ONLY = opt("--only", "");
+const MARKDOWN = args.includes("--markdown");
+
+const LIMIT = 100;
+const WINDOW_MS = 60_000;
+const KEYS = Array.from({ length: 50_000 }, (_, i) => `user:${100000 + i}`);
+
+// ------------------------------------------------------------------ redis-server
+async function freePort() {
+  return await new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const p = s.address().port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+async function startRedis() {
+  const port = await freePort();
+  const dir = mkdtempSync(path.join(tmpdir(), "rk-bench-"));
+  const child = spawn(
+    "redis-server",
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning"],
+    {
+      stdio: ["ignore", "ignore", "inherit"],
+    },
+  );
+  const client = new Redis(port, "127.0.0.1", { lazyConnect: true, retryStrategy: () => 50 });
+  for (let i = 0; ; i++) {
+    try {
+      await client.connect();
+      await client.ping();
+      break;
+    } catch (e) {
+      if (i > 200) throw e;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  return {
+    port,
+    admin: client,
+    async stop() {
+      client.disconnect();
+      child.kill("SIGTERM");
+      await new Promise((r) => child.once("exit", r));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function redisCpuUs(admin) {
+  const info = await admin.info("cpu");
+  const user = Number(/used_cpu_user:([\d.]+)/.exec(info)[1]);
+  const sys = Number(/used_cpu_sys:([\d.]+)/.exec(info)[1]);
+  return (user + sys) * 1e6;
+}
+
+async function commandStats(admin) {
+  const text = await admin.info("commandstats");
+  const out = {};
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out[m[1]] = Number(m[2]);
+  return out;
+}
+
+// ------------------------------------------------------------------ implementations
+// Each: { name, prefix (to find its keys), make(client) -> (key) => Promise<boolean allowed> }.
+const rk = (algorithm, extra = {}) => ({
+  name: `ratekeeper ${algorithm}${extra.label ? ` ${extra.label}` : ""}`,
+  ours: true,
+  prefix: "rk:",
+  make: (client) => {
+    const { label: _label, ...spec } = extra;
+    const limiter = new RateLimiter({
+      algorithm,
+      limit: LIMIT,
+      window: WINDOW_MS,
+      ...spec,
+      store: new RedisStore({ client, timeoutMs: 5000, failure: "throw" }),
+    });
+    return async (key) => (await limiter.consume(key)).allowed;
+  },
+});
+
+const IMPLS = [
+  rk("fixed-window"),
+  rk("sliding-log"),
+  rk("sliding-window"),
+  rk("sliding-window", { buckets: 10, label: "(10 sub-windows)" }),
+  rk("token-bucket"),
+  rk("leaky-bucket"),
+  rk("gcra", { burst: 10 }),
+  {
+    name: "rate-limiter-flexible RateLimiterRedis (fixed window)",
+    baseline: true,
+    prefix: "rlflx",
+    make: (client) => {
+      const l = new RateLimiterRedis({ storeClient: client, points: LIMIT, duration: WINDOW_MS / 1000, keyPrefix: "rlflx" });
+      return (key) =>
+        l.consume(key).then(
+          () => true,
+          (e) => {
+            if (e instanceof Error) throw e;
+            return false; // a denial is a rejection with a RateLimiterRes
+          },
+        );
+    },
+  },
+  {
+    name: "rate-limit-redis (express-rate-limit store, fixed window)",
+    prefix: "rl:",
+    make: (client) => {
+      const store = new RateLimitRedisStore({ sendCommand: (...a) => client.call(...a), prefix: "rl:" });
+      store.init({ windowMs: WINDOW_MS });
+      return async (key) => (await store.increment(key)).totalHits <= LIMIT;
+    },
+  },
+  {
+    name: "rolling-rate-limiter (sorted-set sliding log)",
+    prefix: "rrl",
+    make: (client) => {
+      const l = new RollingRedisRateLimiter({ client, namespace: "rrl", interval: WINDOW_MS, maxInInterval: LIMIT });
+      return async (key) => !(await l.limit(key));
+    },
+  },
+  {
+    name: "minimal Lua script (EVALSHA return 1), for scale",
+    prefix: "none",
+    make: (client) => {
+      client.defineCommand("rkNoop", { numberOfKeys: 1, lua: "return 1" });
+      return async (key) => (await client.rkNoop(key)) === 1;
+    },
+  },
+].filter((i) => i.name.includes(ONLY));
+
+// ------------------------------------------------------------------ driver
+async function drive(call, keys, inflight, ms) {
+  let next = 0;
+  let done = 0;
+  let allowed = 0;
+  const lat = [];
+  const t0 = performance.now();
+  const end = t0 + ms;
+  async function worker() {
+    while (performance.now() < end) {
+      const key = keys[next++ % keys.length];
+      const s = performance.now();
+      if (await call(key)) allowed++;
+      lat.push(performance.now() - s);
+      done++;
+    }
+  }
+  await Promise.all(Array.from({ length: inflight }, worker));
+  const elapsed = performance.now() - t0;
+  lat.sort((a, b) => a - b);
+  const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] ?? NaN;
+  return { rate: (done / elapsed) * 1000, done, allowed, p50: q(0.5), p99: q(0.99) };
+}
+
+async function main() {
+  console.log(`\n=== redis: RedisStore vs peers (${await machineLine()})`);
+  const server = await startRedis();
+  const { admin } = server;
+  const version = /redis_version:(\S+)/.exec(await admin.info("server"))[1];
+  console.log(
+    `redis-server ${version} on 127.0.0.1:${server.port}; ${RUNS} runs x ${SECONDS}s per case; limit ${LIMIT} per ${WINDOW_MS / 1000}s; ${KEYS.length} keys round-robin`,
+  );
+
+  const clients = new Map();
+  const calls = new Map();
+  for (const impl of IMPLS) {
+    const c = new Redis(server.port, "127.0.0.1");
+    await c.ping();
+    clients.set(impl.name, c);
+    calls.set(impl.name, impl.make(c));
+  }
+  const res = new Map(
+    IMPLS.map((i) => [
+      i.name,
+      {
+        r1: [],
+        r256: [],
+        p50_1: [],
+        p99_1: [],
+        p50_256: [],
+        p99_256: [],
+        cpu: [],
+        cmds: [],
+        sent: [],
+        hotCpu: [],
+        hotCmds: [],
+        hotRate: [],
+      },
+    ]),
+  );
+
+  // Warm up every implementation (JIT, script cache) briefly.
+  for (const impl of IMPLS) await drive(calls.get(impl.name), KEYS, 64, 300);
+
+  for (let run = 0; run < RUNS; run++) {
+    const order = run % 2 === 0 ? IMPLS : [...IMPLS].reverse();
+    for (const impl of order) {
+      const r = res.get(impl.name);
+      const call = calls.get(impl.name);
+      const one = await drive(call, KEYS, 1, SECONDS * 1000 * 0.5);
+      r.r1.push(one.rate);
+      r.p50_1.push(one.p50);
+      r.p99_1.push(one.p99);
+      const cpu0 = await redisCpuUs(admin);
+      const st0 = await commandStats(admin);
+      const many = await drive(call, KEYS, 256, SECONDS * 1000);
+      const cpu1 = await redisCpuUs(admin);
+      const st1 = await commandStats(admin);
+      r.r256.push(many.rate);
+      r.p50_256.push(many.p50);
+      r.p99_256.push(many.p99);
+      r.cpu.push((cpu1 - cpu0) / many.done);
+      let cmds = 0;
+      for (const [k, v] of Object.entries(st1)) if (k !== "info") cmds += v - (st0[k] ?? 0);
+      r.cmds.push(cmds / many.done);
+      global.gc?.();
+    }
+  }
+
+  // Hot denied key: one key, far over its limit (every call denied).
+  for (let run = 0; run < RUNS; run++) {
+    for (const impl of IMPLS) {
+      const r = res.get(impl.name);
+      const call = calls.get(impl.name);
+      const hot = [`hot:${impl.prefix}`];
+      for (let i = 0; i < LIMIT + 5; i++) await call(hot[0]);
+      const cpu0 = await redisCpuUs(admin);
+      const st0 = await commandStats(admin);
+      const d = await drive(call, hot, 64, SECONDS * 500);
+      const cpu1 = await redisCpuUs(admin);
+      const st1 = await commandStats(admin);
+      let cmds = 0;
+      for (const [k, v] of Object.entries(st1)) if (k !== "info") cmds += v - (st0[k] ?? 0);
+      r.hotCpu.push((cpu1 - cpu0) / d.done);
+      r.hotCmds.push(cmds / d.done);
+      r.hotRate.push(d.rate);
+      if (impl.prefix !== "none" && d.allowed > 0 && !impl.name.includes("minimal")) r.hotNote = `${d.allowed} admitted`;
+    }
+  }
+
+  // Bytes per key: MEMORY USAGE over a sample of each implementation's keys.
+  const bytes = new Map();
+  for (const impl of IMPLS) {
+    if (impl.prefix === "none") continue;
+    const seen = [];
+    let cursor = "0";
+    do {
+      const [next, keys] = await admin.scan(cursor, "MATCH", `*${impl.prefix}*user:1*`, "COUNT", 5000);
+      cursor = next;
+      for (const k of keys) if (seen.length < 500) seen.push(k);
+    } while (cursor !== "0" && seen.length < 500);
+    // Only keys of this implementation (rk: keys of all our algorithms share the prefix: split by namespace).
+    const us = [];
+    for (const k of seen) us.push(Number(await admin.memory("USAGE", k)));
+    bytes.set(impl.prefix, { median: median(us), n: us.length, sample: seen[0] });
+  }
+  // Our algorithms share "rk:"; measure per algorithm on fresh keys with 3 requests each.
+  const perAlg = new Map();
+  for (const impl of IMPLS.filter((i) => i.ours)) {
+    const call = calls.get(impl.name);
+    const us = [];
+    for (let i = 0; i < 50; i++) {
+      const key = `user:${900000 + i}`;
+      for (let j = 0; j < 3; j++) await call(key);
+    }
+    const found = [];
+    let cursor = "0";
+    do {
+      const [next, keys] = await admin.scan(cursor, "MATCH", "rk:*user:9000*", "COUNT", 5000);
+      cursor = next;
+      found.push(...keys);
+    } while (cursor !== "0");
+    for (const k of found) us.push(Number(await admin.memory("USAGE", k)));
+    perAlg.set(impl.name, median(us));
+    for (const k of found) await admin.del(k);
+  }
+  // Sliding log, full ring of 100 timestamps: bytes per stored timestamp.
+  const logFull = new RateLimiter({
+    algorithm: "sliding-log",
+    limit: LIMIT,
+    window: WINDOW_MS,
+    store: new RedisStore({ client: admin, timeoutMs: 5000 }),
+    namespace: "logfull",
+  });
+  for (let i = 0; i < LIMIT; i++) await logFull.consume("user:1");
+  const logBytes = Number(await admin.memory("USAGE", "rk:{logfull:user:1}:0"));
+  const rrlFull = new RollingRedisRateLimiter({ client: admin, namespace: "rrlfull", interval: WINDOW_MS, maxInInterval: LIMIT });
+  for (let i = 0; i < LIMIT; i++) await rrlFull.limit("user:1");
+  const rrlKey = (await admin.keys("rrlfull*"))[0];
+  const rrlBytes = rrlKey ? Number(await admin.memory("USAGE", rrlKey)) : NaN;
+
+  const base = res.get(IMPLS.find((i) => i.baseline)?.name ?? "");
+  const baseRate = base ? median(base.r256) : NaN;
+  const fixedCpu = median(res.get("ratekeeper fixed-window")?.cpu ?? [NaN]);
+  const rows = IMPLS.map((impl) => {
+    const r = res.get(impl.name);
+    const b = impl.ours ? perAlg.get(impl.name) : bytes.get(impl.prefix)?.median;
+    return [
+      impl.name,
+      fmtRate(median(r.r1)),
+      `${median(r.p50_1).toFixed(2)}/${median(r.p99_1).toFixed(2)}`,
+      fmtRate(median(r.r256)),
+      fmtRatio(median(r.r256), baseRate),
+      `${median(r.p50_256).toFixed(2)}/${median(r.p99_256).toFixed(2)}`,
+      median(r.cpu).toFixed(1),
+      median(r.cmds).toFixed(2),
+      b === undefined || Number.isNaN(b) ? "-" : String(b),
+    ];
+  });
+  const t = table(
+    [
+      "implementation",
+      "dec/s @1",
+      "p50/p99 ms @1",
+      "dec/s @256",
+      "vs rlflx",
+      "p50/p99 ms @256",
+      "Redis CPU us/dec",
+      "Redis cmds/dec",
+      "bytes/key",
+    ],
+    rows,
+  );
+  console.log(`\nMany keys (${KEYS.length}, mostly admitted):\n${t.text}`);
+  const hotRows = IMPLS.map((impl) => {
+    const r = res.get(impl.name);
+    return [impl.name, fmtRate(median(r.hotRate)), median(r.hotCpu).toFixed(1), median(r.hotCmds).toFixed(2), r.hotNote ?? ""];
+  });
+  const t2 = table(["implementation", "dec/s @64", "Redis CPU us/dec", "Redis cmds/dec", "note"], hotRows);
+  console.log(`\nOne hot key, far over its limit (every call denied):\n${t2.text}`);
+  const logCpu = median(res.get("ratekeeper sliding-log")?.cpu ?? [NaN]);
+  const summary = [
+    `sliding log, full ring of ${LIMIT}: ${logBytes} bytes = ${(logBytes / LIMIT).toFixed(2)} bytes per stored timestamp (rolling-rate-limiter's sorted set: ${rrlBytes} bytes = ${(rrlBytes / LIMIT).toFixed(2)})`,
+    `sliding log Redis CPU per decision / fixed window's: ${(logCpu / fixedCpu).toFixed(2)}x`,
+  ];
+  console.log(`\n${summary.join("\n")}`);
+  if (MARKDOWN) console.log(`\n${t.markdown}\n\n${t2.markdown}\n\n- ${summary.join("\n- ")}\n`);
+
+  for (const c of clients.values()) c.disconnect();
+  await server.stop();
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
