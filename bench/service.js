@@ -47,7 +47,18 @@ if (argv[0] === "--role") {
     const { loadRlsDefinition } = await import("../packages/server/dist/transport/grpc.js");
     const def = loadRlsDefinition();
     const server = new grpc.Server();
-    const answer = { overall_code: "OK", statuses: [{ code: "OK", current_limit: { name: "100-per-1m", requests_per_unit: 100, unit: "MINUTE" }, limit_remaining: 99, duration_until_reset: { seconds: 60, nanos: 0 } }], response_headers_to_add: [] };
+    const answer = {
+      overall_code: "OK",
+      statuses: [
+        {
+          code: "OK",
+          current_limit: { name: "100-per-1m", requests_per_unit: 100, unit: "MINUTE" },
+          limit_remaining: 99,
+          duration_until_reset: { seconds: 60, nanos: 0 },
+        },
+      ],
+      response_headers_to_add: [],
+    };
     server.addService(def.envoy.service.ratelimit.v3.RateLimitService.service, { ShouldRateLimit: (_call, cb) => cb(null, answer) });
     server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => console.log(JSON.stringify({ port })));
   } else if (role === "grpc-client") {
@@ -97,7 +108,11 @@ async function grpcClient(port, concurrency, durationS) {
 // ---- orchestration ----------------------------------------------------------------------------
 
 function startChild(args, env = {}) {
-  const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, LOG_LEVEL: "warn", ...env }, stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, args, {
+    cwd: root,
+    env: { ...process.env, LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   return new Promise((resolve, reject) => {
     let buf = "";
     child.stdout.on("data", (c) => {
@@ -112,21 +127,29 @@ function startChild(args, env = {}) {
   });
 }
 
+// The requests are built once in init() and cycled through: building each one in request()
+// (wrk.format per request) costs wrk's single thread more than the server's work.
 function wrkScript(dir, kind) {
   const file = join(dir, `${kind}.lua`);
-  const body =
+  const build =
     kind === "check"
-      ? `local n = 0
+      ? `wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. k .. '"}]}')`
+      : kind === "bare"
+        ? `wrk.format("POST", "/", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. k .. '"}]}')`
+        : `wrk.format("GET", "/v1/auth?domain=api&d=user_id%3D" .. k)`;
+  writeFileSync(
+    file,
+    `local reqs = {}
+local i = 0
+init = function(args)
+  for k = 1, ${KEYS} do reqs[k] = ${build} end
+end
 request = function()
-  n = n + 1
-  return wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. (n % ${KEYS}) .. '"}]}')
-end`
-      : `local n = 0
-request = function()
-  n = n + 1
-  return wrk.format("GET", "/v1/auth?domain=api&d=user_id%3D" .. (n % ${KEYS}))
-end`;
-  writeFileSync(file, body);
+  i = i % ${KEYS} + 1
+  return reqs[i]
+end
+`,
+  );
   return file;
 }
 
@@ -137,7 +160,14 @@ function toMs(text) {
 }
 
 function wrk(port, path, script, durationS = DURATION_S) {
-  const args = ["-t1", `-c${CONNECTIONS}`, `-d${durationS}s`, "--latency", ...(script ? ["-s", script] : []), `http://127.0.0.1:${port}${path}`];
+  const args = [
+    "-t1",
+    `-c${CONNECTIONS}`,
+    `-d${durationS}s`,
+    "--latency",
+    ...(script ? ["-s", script] : []),
+    `http://127.0.0.1:${port}${path}`,
+  ];
   const r = spawnSync("wrk", args, { encoding: "utf8" });
   if (r.status !== 0) throw new Error(`wrk failed: ${r.stderr}`);
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(r.stdout)?.[1]);
@@ -148,10 +178,14 @@ function wrk(port, path, script, durationS = DURATION_S) {
 }
 
 async function grpcRun(port) {
-  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), "--role", "grpc-client", String(port), String(GRPC_CONCURRENCY), String(DURATION_S)], {
-    cwd: root,
-    encoding: "utf8",
-  });
+  const r = spawnSync(
+    process.execPath,
+    [fileURLToPath(import.meta.url), "--role", "grpc-client", String(port), String(GRPC_CONCURRENCY), String(DURATION_S)],
+    {
+      cwd: root,
+      encoding: "utf8",
+    },
+  );
   if (r.status !== 0) throw new Error(`grpc client failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split("\n").pop());
 }
@@ -165,13 +199,30 @@ async function main() {
   const self = fileURLToPath(import.meta.url);
   const bare = await startChild([self, "--role", "bare-http"]);
   const bareGrpc = await startChild([self, "--role", "bare-grpc"]);
-  const svc = await startChild(["packages/server/dist/cli.js", "serve", "--config", "examples/rules.yaml", "--port", "0", "--grpc-port", "0", "--host", "127.0.0.1", "--no-watch"], {
-    LOG_LEVEL: "info",
-  });
+  const svc = await startChild(
+    [
+      "packages/server/dist/cli.js",
+      "serve",
+      "--config",
+      "examples/rules.yaml",
+      "--port",
+      "0",
+      "--grpc-port",
+      "0",
+      "--host",
+      "127.0.0.1",
+      "--no-watch",
+    ],
+    {
+      LOG_LEVEL: "info",
+    },
+  );
   const checkLua = wrkScript(dir, "check");
   const authLua = wrkScript(dir, "auth");
+  const bareLua = wrkScript(dir, "bare");
   const http = [
     { id: "bare", label: "bare node:http hello world (ceiling)", run: () => wrk(bare.port, "/", undefined) },
+    { id: "bare-post", label: "bare node:http, same POST bodies as /v1/check", run: () => wrk(bare.port, "/", bareLua) },
     { id: "check", label: "ratekeeper POST /v1/check (memory store)", run: () => wrk(svc.port, "/v1/check", checkLua) },
     { id: "auth", label: "ratekeeper GET /v1/auth (memory store)", run: () => wrk(svc.port, "/v1/auth", authLua) },
   ];
@@ -214,14 +265,28 @@ async function main() {
   ];
   const header = ["target", "req/s (median)", "range", "of ceiling", "p50 ms", "p99 ms"];
   console.log(`\n${await machineLine()}`);
-  console.log(`HTTP: wrk -t1 -c${CONNECTIONS} -d${DURATION_S}s --latency (keep-alive); gRPC: ${GRPC_CONCURRENCY} concurrent calls, one channel, separate process; ${RUNS} runs, medians\n`);
-  const t1 = table(header, http.map((c) => row(c, ceiling)));
+  console.log(
+    `HTTP: wrk -t1 -c${CONNECTIONS} -d${DURATION_S}s --latency (keep-alive); gRPC: ${GRPC_CONCURRENCY} concurrent calls, one channel, separate process; ${RUNS} runs, medians\n`,
+  );
+  const t1 = table(
+    header,
+    http.map((c) => row(c, ceiling)),
+  );
   console.log(t1.text);
   console.log("");
-  const t2 = table(header, [...grpcCases.map((c) => row(c, gCeiling)), ["(ratekeeper gRPC vs the bare HTTP ceiling)", fmtRate(med("grpc", "rps")), "", `${((med("grpc", "rps") / ceiling) * 100).toFixed(0)}%`, "", ""]]);
+  const t2 = table(header, [
+    ...grpcCases.map((c) => row(c, gCeiling)),
+    [
+      "(ratekeeper gRPC vs the bare HTTP ceiling)",
+      fmtRate(med("grpc", "rps")),
+      "",
+      `${((med("grpc", "rps") / ceiling) * 100).toFixed(0)}%`,
+      "",
+      "",
+    ],
+  ]);
   console.log(t2.text);
   const non2xx = results.check.map((x) => x.non2xx).concat(results.auth.map((x) => x.non2xx));
   console.log(`\nnon-2xx answers over all runs (denials on /v1/auth are 429): ${non2xx.reduce((a, b) => a + b, 0)}`);
   if (argv.includes("--markdown")) console.log(`\n${t1.markdown}\n\n${t2.markdown}`);
 }
-

@@ -271,7 +271,9 @@ export class DecisionService {
     const np = this.namedPolicy(rules, input.policy);
     const domain = input.domain ?? np.name;
     const ruleId = `policy:${np.name}`;
+    // Metrics label plain-key checks "(policy)": their domain is whatever the client sent.
     const status = await this.apply(
+      "(policy)",
       domain,
       key,
       ruleId,
@@ -303,22 +305,46 @@ export class DecisionService {
       // An override can still apply (e.g. block one address that no rule names).
       const o = this.overrides?.get(domain, key, nowMs);
       if (o !== undefined)
-        return this.applyOverride(o, domain, key, `${domain}/${key}`, mult, nowMs, peek, `no rule matched (${m.miss ?? ""})`);
-      this.observer?.decision(domain, "", "no_match");
+        return this.applyOverride(
+          o,
+          rules.domains.has(domain) ? domain : "(unknown)",
+          domain,
+          key,
+          `${domain}/${key}`,
+          mult,
+          nowMs,
+          peek,
+          `no rule matched (${m.miss ?? ""})`,
+        );
+      // Label cardinality stays bounded by the rules: a domain no rule names is "(unknown)".
+      this.observer?.decision(rules.domains.has(domain) ? domain : "(unknown)", "", "no_match");
       return unlimitedStatus(key, { rule: null, source: "none", why: `not limited: ${m.miss ?? "no rule matched"}` }, false);
     }
     const via = m.via.join(" > ");
     if (rule.unlimited) {
       const o = this.overrides?.get(domain, key, nowMs);
       if (o !== undefined)
-        return this.applyOverride(o, domain, key, rule.id, rule.cost * mult, nowMs, peek, `rule ${rule.id} is unlimited`);
+        return this.applyOverride(o, domain, domain, key, rule.id, rule.cost * mult, nowMs, peek, `rule ${rule.id} is unlimited`);
       this.observer?.decision(domain, rule.id, "unlimited");
       return unlimitedStatus(key, { rule: rule.id, source: "rule", why: `matched ${via}: unlimited` }, rule.shadow);
     }
-    return this.apply(domain, key, rule.id, rule.policyId, rule.specs, rule.cost * mult, rule.shadow, nowMs, peek, `matched ${via}`);
+    return this.apply(
+      domain,
+      domain,
+      key,
+      rule.id,
+      rule.policyId,
+      rule.specs,
+      rule.cost * mult,
+      rule.shadow,
+      nowMs,
+      peek,
+      `matched ${via}`,
+    );
   }
 
   private async apply(
+    label: string,
     domain: string,
     key: string,
     ruleId: string,
@@ -331,13 +357,13 @@ export class DecisionService {
     matched: string,
   ): Promise<DescriptorStatus> {
     const o = this.overrides?.get(domain, key, nowMs);
-    if (o !== undefined) return this.applyOverride(o, domain, key, ruleId, cost, nowMs, peek, `${matched}, policy replaced`);
+    if (o !== undefined) return this.applyOverride(o, label, domain, key, ruleId, cost, nowMs, peek, `${matched}, policy replaced`);
     const limiter = this.limiterFor(pid, specs);
     if (cost > limiter.maxCost)
       throw new CheckError(`cost: ${cost} is more than rule ${ruleId} could ever admit (at most ${limiter.maxCost})`);
     const d = await this.run(limiter, `${domain}|${key}`, cost, peek);
     const denied = !d.allowed;
-    if (!peek) this.observer?.decision(domain, ruleId, denied ? (shadow ? "shadow_over_limit" : "over_limit") : "ok");
+    if (!peek) this.observer?.decision(label, ruleId, denied ? (shadow ? "shadow_over_limit" : "over_limit") : "ok");
     const allowed = d.allowed || shadow;
     const why = `${matched}: ${describeLimits(limiter.limits)}; ${describeOutcome(d, cost, shadow)}`;
     return statusOf(
@@ -353,6 +379,7 @@ export class DecisionService {
 
   private async applyOverride(
     o: Override,
+    label: string,
     domain: string,
     key: string,
     ruleId: string,
@@ -364,7 +391,7 @@ export class DecisionService {
     const note = o.note ? ` (${o.note})` : "";
     const expiry = o.expiresAtMs !== undefined ? `, until ${new Date(o.expiresAtMs).toISOString()}` : "";
     if (o.policy === "unlimited") {
-      if (!peek) this.observer?.decision(domain, ruleId, "unlimited");
+      if (!peek) this.observer?.decision(label, ruleId, "unlimited");
       return unlimitedStatus(
         key,
         { rule: ruleId, source: "override", why: `${context}; override for ${key}: unlimited${expiry}${note}` },
@@ -372,7 +399,7 @@ export class DecisionService {
       );
     }
     if (o.policy === "blocked") {
-      if (!peek) this.observer?.decision(domain, ruleId, "blocked");
+      if (!peek) this.observer?.decision(label, ruleId, "blocked");
       // A block has no window: Retry-After is the time left on it, or a minute when it has no end.
       const retryAfterMs = o.expiresAtMs !== undefined ? Math.max(1, o.expiresAtMs - nowMs) : 60_000;
       return {
@@ -397,7 +424,7 @@ export class DecisionService {
     if (cost > limiter.maxCost)
       throw new CheckError(`cost: ${cost} is more than the override for ${key} could ever admit (at most ${limiter.maxCost})`);
     const d = await this.run(limiter, `${domain}|${key}`, cost, peek);
-    if (!peek) this.observer?.decision(domain, ruleId, d.allowed ? "ok" : "over_limit");
+    if (!peek) this.observer?.decision(label, ruleId, d.allowed ? "ok" : "over_limit");
     const why = `${context}; override for ${key}: ${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}`;
     return statusOf(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
   }
@@ -452,11 +479,12 @@ export interface StatusDetail {
   /** The cost charged (request cost x rule cost). */
   readonly cost: number;
 }
-const DETAILS = new WeakMap<DescriptorStatus, StatusDetail>();
+/** A symbol-keyed property: JSON.stringify leaves it out, and it is cheaper than a WeakMap entry per check. */
+const DETAIL = Symbol("ratekeeper.statusDetail");
 
 /** The decision and limits behind a status (undefined for unlimited, unmatched and blocked ones). */
 export function statusDetail(s: DescriptorStatus): StatusDetail | undefined {
-  return DETAILS.get(s);
+  return (s as DescriptorStatus & { [DETAIL]?: StatusDetail })[DETAIL];
 }
 
 function statusOf(
@@ -468,7 +496,7 @@ function statusOf(
   limits: readonly ResolvedLimit[],
   cost: number,
 ): DescriptorStatus {
-  const s: DescriptorStatus = {
+  return {
     key,
     allowed,
     overLimit: !d.allowed,
@@ -483,9 +511,8 @@ function statusOf(
     policy: d.policyName,
     reason: d.reason ?? null,
     explain,
-  };
-  DETAILS.set(s, { limits, decision: d, cost });
-  return s;
+    [DETAIL]: { limits, decision: d, cost },
+  } as DescriptorStatus;
 }
 
 const LIMIT_TEXT = new WeakMap<readonly ResolvedLimit[], string>();

@@ -119,7 +119,7 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? "/";
     const method = req.method;
-    if (url === "/v1/check") {
+    if (url === "/v1/check" || (url.startsWith("/v1/check") && url.charCodeAt(9) === 63) /* "?" */) {
       if (method !== "POST") return send(res, 405, { error: "use POST" }, { allow: "POST" });
       const body = await readJson(req, res, maxBody);
       if (body === undefined) return;
