@@ -48,7 +48,7 @@ describeRedis("RedisStore contract", () => {
         const c = createClient({ url: redis.url });
         await c.connect();
         closers.push(() => c.close());
-        return c as unknown as RedisClientLike;
+        return c;
       }),
     );
   });
@@ -69,7 +69,7 @@ describeRedis("RedisStore contract", () => {
         const c = createCluster({ rootNodes: cluster.nodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
         await c.connect();
         closers.push(() => c.close());
-        return c as unknown as RedisClientLike;
+        return c;
       }),
     );
   });

@@ -171,7 +171,7 @@ describeRedis("outage: Redis stops mid-traffic and comes back", () => {
     client.on("error", () => undefined); // node-redis emits connection errors as events
     await client.connect();
     clients.push(() => client.destroy());
-    const { limiter, errors } = await setup("closed", client as unknown as RedisClientLike);
+    const { limiter, errors } = await setup("closed", client);
     await consumeN(limiter, "k", 1);
     await redis.stop();
     const during = await consumeN(limiter, "k", 3);
