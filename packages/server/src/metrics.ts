@@ -18,7 +18,8 @@ import type { DecisionObserver } from "./service/decide.js";
  */
 export class Metrics implements DecisionObserver {
   readonly registry = new Registry();
-  private readonly pending = new Map<string, number>();
+  /** domain -> rule -> outcome -> count since the last scrape: no string building per decision. */
+  private readonly pending = new Map<string, Map<string, Map<string, number>>>();
   private readonly decisions: Counter<"domain" | "rule" | "outcome">;
   private readonly latency: Histogram;
   private readonly storeErrors: Counter<"kind">;
@@ -34,11 +35,14 @@ export class Metrics implements DecisionObserver {
       labelNames: ["domain", "rule", "outcome"],
       registers: [this.registry],
       collect() {
-        for (const [k, n] of pending) {
-          const [domain, rule, outcome] = k.split("\0") as [string, string, string];
-          this.inc({ domain, rule, outcome }, n);
+        for (const [domain, rules] of pending) {
+          for (const [rule, outcomes] of rules) {
+            for (const [outcome, n] of outcomes) {
+              if (n > 0) this.inc({ domain, rule, outcome }, n);
+              outcomes.set(outcome, 0);
+            }
+          }
         }
-        pending.clear();
       },
     });
     this.latency = new Histogram({
@@ -72,8 +76,11 @@ export class Metrics implements DecisionObserver {
   }
 
   decision(domain: string, rule: string, outcome: string): void {
-    const k = `${domain}\0${rule}\0${outcome}`;
-    this.pending.set(k, (this.pending.get(k) ?? 0) + 1);
+    let rules = this.pending.get(domain);
+    if (rules === undefined) this.pending.set(domain, (rules = new Map()));
+    let outcomes = rules.get(rule);
+    if (outcomes === undefined) rules.set(rule, (outcomes = new Map()));
+    outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
   }
 
   storeLatency(seconds: number): void {
