@@ -113,6 +113,19 @@ export class RateLimiter {
     }
   }
 
+  /**
+   * Like {@link RateLimiter.consume}, but returns the decision itself when the store answers
+   * synchronously (the memory store), and the store's promise otherwise. For hot paths such as
+   * the HTTP middleware (`ratekeeper/http`), which then pass a request on without a microtask.
+   * @throws RangeError synchronously when `key` or `cost` is bad
+   * @example const d = limiter.consumeNow("user:42"); const decision = d instanceof Promise ? await d : d;
+   */
+  consumeNow(key: string, cost = 1): Decision | Promise<Decision> {
+    if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
+    if (cost !== 1) this.checkCost(cost);
+    return this.bound.consume(key, cost, this.clock === undefined ? undefined : this.now());
+  }
+
   /** The decision a request of `cost` (default 1) would get now, changing nothing. */
   peek(key: string, cost = 1): Promise<Decision> {
     try {
