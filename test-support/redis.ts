@@ -133,7 +133,7 @@ async function waitFor(what: string, timeoutMs: number, probe: () => Promise<boo
       lastErr = e;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${lastErr ? `: ${String(lastErr)}` : ""}`);
+      throw new Error(`timed out waiting for ${what}${lastErr instanceof Error ? `: ${lastErr.message}` : ""}`);
     }
     await new Promise((r) => setTimeout(r, 25));
   }

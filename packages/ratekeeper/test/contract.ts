@@ -38,7 +38,7 @@ export const CONTRACT_SPECS: Record<string, LimitSpec> = {
 /** A limiter over the target's store with a manual clock starting at a realistic, unaligned time. */
 function setup(target: ContractTarget, spec: LimitSpec | { limits: LimitSpec[] }, t0 = 1_763_740_800_123) {
   const clock = { now: t0 };
-  const limiter = new RateLimiter({ ...spec, store: target.store(), clock: () => clock.now, namespace: uniq("ns") } as never);
+  const limiter = new RateLimiter({ ...spec, store: target.store(), clock: () => clock.now, namespace: uniq("ns") });
   return { limiter, clock };
 }
 

@@ -34,10 +34,10 @@ describeRedis("RedisStore contract", () => {
 
   describe("ioredis Redis", () => {
     storeContract(
-      target(async () => {
+      target(() => {
         const c = new Redis(redis.port, redis.host);
-        closers.push(async () => c.disconnect());
-        return c;
+        closers.push(() => Promise.resolve(c.disconnect()));
+        return Promise.resolve(c);
       }),
     );
   });
@@ -55,10 +55,10 @@ describeRedis("RedisStore contract", () => {
 
   describe("ioredis Cluster", () => {
     storeContract(
-      target(async () => {
+      target(() => {
         const c = new Cluster(cluster.nodes);
-        closers.push(async () => c.disconnect());
-        return c;
+        closers.push(() => Promise.resolve(c.disconnect()));
+        return Promise.resolve(c);
       }),
     );
   });

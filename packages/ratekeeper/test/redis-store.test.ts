@@ -7,7 +7,9 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { RateLimitConfigError, RateLimiter, type LimitSpec } from "../src/index.js";
+import { createHash } from "node:crypto";
 import { RedisStore, type RedisStoreOptions } from "../src/stores/redis/index.js";
+import { loadScript, SECTIONS_OF } from "../src/stores/redis/scripts.js";
 
 /** INFO commandstats as { command: calls }. */
 async function commandCalls(client: Redis): Promise<Record<string, number>> {
@@ -52,7 +54,7 @@ describeRedis("RedisStore", () => {
       store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, ...opts }),
       namespace,
       ...(clock ? { clock } : {}),
-    } as never);
+    });
 
   describe("keys", () => {
     it("one key per limit, <prefix>{<namespace>:<key>}:<index>, each with a TTL of resetAfterMs (server time)", async () => {
@@ -108,7 +110,7 @@ describeRedis("RedisStore", () => {
     };
     it.each(Object.keys(compact))("%s: at most 100 bytes", async (name) => {
       const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
-      const limiter = new RateLimiter({ ...(compact[name] as LimitSpec), store, namespace: undefined } as never);
+      const limiter = new RateLimiter({ ...(compact[name] as LimitSpec), store, namespace: undefined });
       await limiter.reset("user:12345");
       for (let i = 0; i < 3; i++) await limiter.consume("user:12345");
       const bytes = Number(await admin.memory("USAGE", `rk:{${limiter.namespace}:user:12345}:0`));
@@ -235,6 +237,24 @@ describeRedis("RedisStore", () => {
       expect((await limiter.consume("a")).reason).toBe("limit"); // dropped: asked Redis again
       await limiter.reset("c");
       expect((await limiter.consume("c")).allowed).toBe(true);
+    });
+  });
+
+  describe("scripts", () => {
+    it("each build keeps the header and only its algorithms' sections; the SHA is the source's SHA1", () => {
+      const fw = loadScript("ratekeeper", SECTIONS_OF["fixed-window"] as string[]);
+      const all = loadScript("ratekeeper", Object.values(SECTIONS_OF).flat());
+      for (const sc of [fw, all]) {
+        expect(sc.source).toMatch(/^--\[\[\nratekeeper\.lua/);
+        expect(sc.source).toContain("KEYS[i]");
+        expect(sc.sha).toBe(createHash("sha1").update(sc.source).digest("hex"));
+        expect(sc.source).not.toContain("--[[@if");
+      }
+      expect(fw.source).toContain("local function fwCheck");
+      expect(fw.source).not.toContain("local function slCheck");
+      expect(fw.source).not.toContain("local function bkCheck");
+      expect(all.source).toContain("local function slCheck");
+      expect(fw.sha).not.toBe(all.sha);
     });
   });
 

@@ -193,7 +193,7 @@ export class RedisStore implements Store {
         },
         (e: unknown) => {
           clearTimeout(timer);
-          reject(e);
+          reject(e instanceof Error ? e : new Error(String(e)));
         },
       );
     });

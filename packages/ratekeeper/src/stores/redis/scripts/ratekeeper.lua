@@ -33,6 +33,8 @@ State, one string per limit (LimitState {a, b, ring} of core/algorithms/types.ts
   decision needs are read (GETRANGE) and written (SETRANGE): no sorted set, O(1) calls in the
   steady state, O(log limit) at worst.
 A key that does not exist is the fresh state (a = 0, b = 0, empty ring).
+Built per limiter (scripts.ts): only the --[[@if <section>]] ... --[[@end]] blocks of its
+algorithms are kept, since Lua creates every `local function` closure on every call.
 Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fresh one after it.
 ]]
 
@@ -518,8 +520,8 @@ if mode == "r" then
   return 0
 end
 
-local reply = {}
-local outs = {}
+-- Preallocated (growing a Lua table field by field reallocates it several times).
+local reply = { 0, 0, 0, 0, 0 }
 local allowed = true
 for i = 1, N do
   local s, L = states[i], limits[i]
@@ -532,7 +534,7 @@ for i = 1, N do
   elseif alg == 2 then swCheck(s, L, out)
   else bkCheck(s, L, out) end
   if out[1] == 0 then allowed = false end
-  outs[i] = out
+  s.resetAfterMs = out[4]
   if N > 1 then
     local o = (i - 1) * 5
     for k = 1, 5 do reply[o + k] = out[k] end
@@ -547,7 +549,7 @@ if allowed and mode == "c" then
     elseif alg == 1 then slCommit(s, L)
     elseif alg == 2 then swCommit(s, L)
     else bkCommit(s, L) end
-    save(s, L, ttlOf(outs[i][4]))
+    save(s, L, ttlOf(s.resetAfterMs))
   end
 end
 
