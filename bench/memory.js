@@ -3,13 +3,17 @@
 //   - rate-limiter-flexible's RateLimiterMemory (`consume`, rejects on a denial): the baseline of the ratios
 //   - express-rate-limit's MemoryStore (`increment`; the middleware compares totalHits to its limit)
 //   - the `limiter` package's TokenBucket (`tryRemoveTokens`; one bucket per key, in a Map, as a user would)
-//   - an empty async function: the ceiling of any awaited call on this machine
+//   - an empty async function: the ceiling of any awaited call on this machine; and one that reads
+//     Date.now(): the ceiling of any limiter that reads the clock once per decision (all of these do)
 //
 // Scenarios: one hot key, or 100,000 keys visited round-robin (all present before timing); traffic
 // all allowed (limits far above the load) or all denied (limit 1 per hour, already spent).
 // Every call is awaited in turn, as a request handler would. See docs/benchmarks/memory.md.
 //
-// Usage: node --expose-gc bench/memory.js [--runs 7] [--sample-ms 250] [--only <substring>] [--no-alloc] [--markdown]
+// Usage: node --expose-gc bench/memory.js [--runs 7] [--sample-ms 250] [--only <implementation substring>]
+//          [--group <scenario substring>] [--mixed] [--no-alloc] [--only-alloc] [--markdown]
+// Each of our algorithms is measured in its own child process, next to the peers (--mixed: all of
+// them in one process); allocation is measured in further children with a large new space.
 // (`npm run bench -- memory` runs it through bench/run.js with --expose-gc.)
 
 import { spawnSync } from "node:child_process";
@@ -19,6 +23,7 @@ import { MemoryStore as ErlMemoryStore } from "express-rate-limit";
 import { TokenBucket } from "limiter";
 import { RateLimiter, MemoryStore } from "ratekeeper";
 import { runCases, bytesPerCall, bytesPerCallSync } from "./lib/measure.js";
+import { summarize } from "./lib/stats.js";
 import { fmtRate, fmtRatio, fmtSpread, table, machineLine } from "./lib/format.js";
 
 const args = process.argv.slice(2);
@@ -29,6 +34,7 @@ const opt = (name, dflt) => {
 const RUNS = Number(opt("--runs", process.env.BENCH_RUNS ?? 7));
 const SAMPLE_MS = Number(opt("--sample-ms", process.env.BENCH_SAMPLE_MS ?? 250));
 const ONLY = opt("--only", "");
+const ONLY_GROUP = opt("--group", ""); // e.g. "100,000 keys" or "hot key, allowed"
 const MARKDOWN = args.includes("--markdown");
 const HOUR_MS = 3_600_000;
 const MANY = 100_000;
@@ -50,6 +56,7 @@ const RLF = "rate-limiter-flexible RateLimiterMemory";
 const ERL = "express-rate-limit MemoryStore.increment";
 const LIM = "limiter TokenBucket.tryRemoveTokens";
 const NOOP = "empty async function (ceiling)";
+const NOOP_NOW = "empty async function + Date.now()";
 
 /**
  * The limit for a scenario. Allowed traffic: far above what the loop can send (a billion per hour);
@@ -88,14 +95,15 @@ async function checkWith(isAllowed, call, keys, traffic) {
   return undefined;
 }
 
-function buildCases() {
+/** The cases for `ours` (a subset of OURS), the peers and the ceilings, in every scenario. */
+function buildCases(ours) {
   const cases = [];
   for (const keys of ["hot", "many"]) {
     for (const traffic of ["allowed", "denied"]) {
       const group = `${keys === "hot" ? "1 hot key" : "100,000 keys"}, ${traffic}`;
       const ks = KEYS[keys];
       const add = (impl, c) => cases.push({ id: `${group}|${impl}`, group, impl, keys: ks, ...c });
-      for (const [label, base] of OURS) {
+      for (const [label, base] of ours) {
         let store;
         add(label, {
           setup: async () => {
@@ -167,46 +175,98 @@ function buildCases() {
       add(NOOP, {
         setup: async () => async function noop(_key) {},
       });
+      add(NOOP_NOW, {
+        setup: async () =>
+          async function noopNow(_key) {
+            return Date.now();
+          },
+      });
     }
   }
-  return ONLY ? cases.filter((c) => c.impl.includes(ONLY) || c.impl === RLF) : cases;
+  return cases.filter((c) => (!ONLY || c.impl.includes(ONLY) || c.impl === RLF) && (!ONLY_GROUP || c.group.includes(ONLY_GROUP)));
 }
 
-async function throughput() {
-  const cases = buildCases();
-  const groups = [...new Set(cases.map((c) => c.group))];
-  const impls = [...new Set(cases.map((c) => c.impl))];
-  console.log(`${await machineLine()}`);
-  console.log(
-    `${RUNS} recorded runs per case, ~${SAMPLE_MS} ms each, alternating; gc ${globalThis.gc ? "between samples" : "not exposed"}\n`,
-  );
+/** In a child: measures `ours` next to the peers and prints the results as one JSON line. */
+async function child(ours) {
+  const cases = buildCases(ours);
   const t0 = Date.now();
   const res = await runCases(cases, {
     runs: RUNS,
     sampleMs: SAMPLE_MS,
-    log: (s) => console.error(`  ${s} (${((Date.now() - t0) / 1000).toFixed(0)} s)`),
+    log: (s) => console.error(`  [${ours.map(([l]) => l).join(", ") || "peers"}] ${s} (${((Date.now() - t0) / 1000).toFixed(0)} s)`),
   });
+  process.stdout.write(`RESULT ${JSON.stringify(Object.fromEntries(res))}\n`);
+}
 
-  const header = ["decisions/s (median, ±half-range)", ...groups.flatMap((g) => [g, "vs rlf"])];
-  const rows = impls.map((impl) => [
-    impl,
-    ...groups.flatMap((g) => {
-      const r = res.get(`${g}|${impl}`);
-      const base = res.get(`${g}|${RLF}`);
-      if (!r) return ["", ""];
-      return [`${fmtRate(r.median)} ${fmtSpread(r.spread)}`, fmtRatio(r.median, base?.median)];
-    }),
-  ]);
-  const t = table(header, rows);
-  console.log(t.text);
-  if (MARKDOWN) console.log(`\n${t.markdown}\n`);
+/** Runs this file as a child with `extra` arguments; returns its parsed RESULT line. */
+function runChild(extra, nodeFlags = ["--expose-gc"]) {
+  const self = fileURLToPath(import.meta.url);
+  const pass = ["--runs", String(RUNS), "--sample-ms", String(SAMPLE_MS), ...(ONLY_GROUP ? ["--group", ONLY_GROUP] : [])];
+  const r = spawnSync(process.execPath, [...nodeFlags, self, ...extra, ...pass], {
+    stdio: ["ignore", "pipe", "inherit"],
+    encoding: "utf8",
+    maxBuffer: 64 * 2 ** 20,
+  });
+  const line = r.stdout.split("\n").find((l) => l.startsWith("RESULT "));
+  if (r.status !== 0 || !line) throw new Error(`bench child ${extra.join(" ")} failed (exit ${r.status}): ${r.stdout.slice(-2000)}`);
+  return JSON.parse(line.slice("RESULT ".length));
+}
+
+async function throughput() {
+  const mixed = args.includes("--mixed");
+  const ours = OURS.filter(([label]) => !ONLY || label.includes(ONLY));
+  console.log(`${await machineLine()}`);
+  console.log(
+    `${RUNS} recorded runs per case, ~${SAMPLE_MS} ms each, alternating with the peers; ` +
+      (mixed
+        ? "every algorithm in one process (--mixed)"
+        : "one process per algorithm of ours, each also measuring the peers (ratios are within that process)") +
+      "\n",
+  );
+  // Each of our algorithms runs in its own process by default, as in an application that uses one
+  // or two: in one process running all eight, V8 sees every algorithm at the same call sites and
+  // optimizes for none (`--mixed` measures that case).
+  const parts = mixed
+    ? [runChild(["--child", ours.map((_, i) => i).join(",")])]
+    : ours.map(([label]) => runChild(["--child", String(OURS.findIndex(([l]) => l === label))]));
+  const cases = buildCases(ours);
+  const groups = [...new Set(cases.map((c) => c.group))];
+  const impls = [...new Set(cases.map((c) => c.impl))];
+  const peers = impls.filter((impl) => !ours.some(([l]) => l === impl));
+
+  // Ours: the process that measured it. Peers: every process's samples pooled.
+  const get = (g, impl, metric) => {
+    const id = `${g}|${impl}`;
+    const owner = parts.find((p) => p[id] && ours.some(([l]) => l === impl));
+    if (owner) return { r: owner[id][metric], base: owner[`${g}|${RLF}`]?.[metric], problems: owner[id].problems };
+    const pooled = (im) => summarize(parts.flatMap((p) => p[`${g}|${im}`]?.[metric].samples ?? []));
+    return { r: pooled(impl), base: pooled(RLF), problems: parts.flatMap((p) => p[id]?.problems ?? []) };
+  };
+  const render = (metric) => {
+    const header = [`decisions/s, ${metric === "cpu" ? "CPU" : "wall"} time (median ±half-range)`, ...groups.flatMap((g) => [g, "vs rlf"])];
+    const rows = [...ours.map(([l]) => l), ...peers].map((impl) => [
+      impl,
+      ...groups.flatMap((g) => {
+        const { r, base } = get(g, impl, metric);
+        if (!r || !(r.samples.length > 0)) return ["", ""];
+        return [`${fmtRate(r.median)} ${fmtSpread(r.spread)}`, fmtRatio(r.median, base?.median)];
+      }),
+    ]);
+    return table(header, rows);
+  };
+  const cpuTable = render("cpu");
+  const wallTable = render("wall");
+  console.log("Per second of CPU time (steadier on a shared machine):");
+  console.log(cpuTable.text);
+  console.log("\nPer second of wall-clock time (what a caller sees; noisier here):");
+  console.log(wallTable.text);
+  if (MARKDOWN) console.log(`\n${cpuTable.markdown}\n\n${wallTable.markdown}\n`);
 
   // The aim: at least 3x rate-limiter-flexible in every case.
   let worst = { ratio: Infinity };
-  for (const [label] of OURS) {
+  for (const [label] of ours) {
     for (const g of groups) {
-      const r = res.get(`${g}|${label}`);
-      const base = res.get(`${g}|${RLF}`);
+      const { r, base } = get(g, label, "cpu");
       if (r && base) {
         const ratio = r.median / base.median;
         if (ratio < worst.ratio) worst = { ratio, label, g };
@@ -214,15 +274,22 @@ async function throughput() {
     }
   }
   if (Number.isFinite(worst.ratio))
-    console.log(`\nslowest of ours relative to rate-limiter-flexible: ${worst.label} (${worst.g}) at ${worst.ratio.toFixed(2)}x`);
-  for (const c of cases) for (const p of res.get(c.id).problems) console.log(`WARNING ${c.id}: ${p}`);
+    console.log(
+      `\nslowest of ours relative to rate-limiter-flexible (CPU time): ${worst.label} (${worst.g}) at ${worst.ratio.toFixed(2)}x`,
+    );
+  for (const g of groups)
+    for (const impl of impls) for (const p of new Set(get(g, impl, "cpu").problems)) console.log(`WARNING ${g} | ${impl}: ${p}`);
 }
 
-/** Bytes allocated per decision; runs in a child with a new space big enough to hold a batch. */
-async function allocation() {
-  const rows = [];
+/**
+ * In a child with a 128 MB new space (so a batch of calls runs with no collection): bytes per
+ * decision of one of our algorithms (`which` = its index) or of the peers (`which` = "peers").
+ */
+async function allocationChild(which) {
   const noopAsync = await bytesPerCall(async function noop(_key) {}, KEYS.hot);
-  for (const [label, base] of OURS) {
+  const rows = [];
+  if (which !== "peers") {
+    const [label, base] = OURS[Number(which)];
     const row = [label];
     for (const traffic of ["allowed", "denied"]) {
       const store = new MemoryStore();
@@ -235,24 +302,33 @@ async function allocation() {
       store.close();
     }
     rows.push(row);
+  } else {
+    const peer = async (label, call, keys) => {
+      const b = await bytesPerCall(call, keys);
+      return [label, b.toFixed(0), (b - noopAsync).toFixed(0)];
+    };
+    const rlfA = new RateLimiterMemory({ points: 1e9, duration: 3600 });
+    const rlfD = new RateLimiterMemory({ points: 1, duration: 3600 });
+    const erl = new ErlMemoryStore();
+    erl.init({ windowMs: HOUR_MS });
+    const tb = new TokenBucket({ bucketSize: 1e9, tokensPerInterval: 1e9, interval: "hour" });
+    tb.content = 1e9;
+    rows.push(await peer(`${RLF} (allowed)`, (k) => rlfA.consume(k), KEYS.hot));
+    rows.push(await peer(`${RLF} (denied)`, (k) => rlfD.consume(k), KEYS.hot));
+    rows.push(await peer(ERL, (k) => erl.increment(k), KEYS.hot));
+    rows.push(await peer(`limiter TokenBucket.tryRemoveTokens (one bucket)`, () => tb.tryRemoveTokens(1), KEYS.hot));
+    rows.push([NOOP, noopAsync.toFixed(0), "0"]);
+    rows.push(await peer(NOOP_NOW, async (_k) => Date.now(), KEYS.hot));
+    erl.shutdown();
   }
-  const peer = async (label, call, keys) => {
-    const b = await bytesPerCall(call, keys);
-    return [label, b.toFixed(0), (b - noopAsync).toFixed(0)];
-  };
-  const rlfA = new RateLimiterMemory({ points: 1e9, duration: 3600 });
-  const rlfD = new RateLimiterMemory({ points: 1, duration: 3600 });
-  const erl = new ErlMemoryStore();
-  erl.init({ windowMs: HOUR_MS });
-  const tb = new TokenBucket({ bucketSize: 1e9, tokensPerInterval: 1e9, interval: "hour" });
-  tb.content = 1e9;
-  const peers = [
-    await peer(`${RLF} (allowed)`, (k) => rlfA.consume(k), KEYS.hot),
-    await peer(`${RLF} (denied)`, (k) => rlfD.consume(k), KEYS.hot),
-    await peer(ERL, (k) => erl.increment(k), KEYS.hot),
-    await peer(`limiter TokenBucket.tryRemoveTokens (one bucket)`, () => tb.tryRemoveTokens(1), KEYS.hot),
-  ];
-  erl.shutdown();
+  process.stdout.write(`RESULT ${JSON.stringify(rows)}\n`);
+}
+
+async function allocation() {
+  const flags = ["--expose-gc", "--max-semi-space-size=128", "--min-semi-space-size=128"];
+  const ours = OURS.map((o, i) => [o, i]).filter(([[label]]) => !ONLY || label.includes(ONLY));
+  const rows = ours.flatMap(([, i]) => runChild(["--alloc", String(i)], flags));
+  const peers = runChild(["--alloc", "peers"], flags);
   const t1 = table(
     [
       "bytes per decision, 1 hot key",
@@ -265,8 +341,8 @@ async function allocation() {
     ],
     rows,
   );
-  const t2 = table(["peer, 1 hot key", "bytes per call", "minus empty async"], peers);
-  console.log(`\nAllocation (JS heap bytes per awaited call; an empty async call allocates ${noopAsync.toFixed(0)} bytes here):`);
+  const t2 = table(["peers and ceilings, 1 hot key", "bytes per call", "minus empty async"], peers);
+  console.log("\nAllocation: JS heap bytes per awaited call, each algorithm in its own process:");
   console.log(t1.text);
   console.log();
   console.log(t2.text);
@@ -274,18 +350,14 @@ async function allocation() {
 }
 
 if (args.includes("--alloc")) {
-  await allocation();
+  await allocationChild(opt("--alloc", "peers"));
+} else if (args.includes("--child")) {
+  const picked = opt("--child", "")
+    .split(",")
+    .filter((x) => x !== "")
+    .map((i) => OURS[Number(i)]);
+  await child(picked);
 } else {
   if (!args.includes("--only-alloc")) await throughput();
-  if (!args.includes("--no-alloc")) {
-    // A separate process: a 128 MB new space so a batch of calls runs with no collection, and
-    // throughput above is measured with V8's default heap settings.
-    const self = fileURLToPath(import.meta.url);
-    const r = spawnSync(
-      process.execPath,
-      ["--expose-gc", "--max-semi-space-size=128", "--min-semi-space-size=128", self, "--alloc", ...(MARKDOWN ? ["--markdown"] : [])],
-      { stdio: "inherit" },
-    );
-    if (r.status !== 0) process.exitCode = r.status ?? 1;
-  }
+  if (!args.includes("--no-alloc")) await allocation();
 }
