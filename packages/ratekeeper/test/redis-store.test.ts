@@ -249,6 +249,8 @@ describeRedis("RedisStore", () => {
         expect(sc.source).toContain("KEYS[i]");
         expect(sc.sha).toBe(createHash("sha1").update(sc.source).digest("hex"));
         expect(sc.source).not.toContain("--[[@if");
+        // The header is one long comment: nothing inside may close it early.
+        expect(sc.source.indexOf("]]")).toBe(sc.source.indexOf("]]\n\nlocal mode = ARGV[1]"));
       }
       expect(fw.source).toContain("local function fwCheck");
       expect(fw.source).not.toContain("local function slCheck");

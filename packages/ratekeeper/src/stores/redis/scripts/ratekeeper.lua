@@ -33,7 +33,7 @@ State, one string per limit (LimitState {a, b, ring} of core/algorithms/types.ts
   decision needs are read (GETRANGE) and written (SETRANGE): no sorted set, O(1) calls in the
   steady state, O(log limit) at worst.
 A key that does not exist is the fresh state (a = 0, b = 0, empty ring).
-Built per limiter (scripts.ts): only the --[[@if <section>]] ... --[[@end]] blocks of its
+Built per limiter (scripts.ts): only the "@if <section>" ... "@end" blocks below for its
 algorithms are kept, since Lua creates every `local function` closure on every call.
 Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fresh one after it.
 ]]
