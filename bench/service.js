@@ -1,8 +1,9 @@
 // Benchmark section "service": the decision service's checks per second, as a process, next to
 // the ceilings measured in the same run:
 //   - HTTP keep-alive with wrk: a bare node:http hello-world server (the ceiling for a Node
-//     service on this machine), POST /v1/check and GET /v1/auth (nginx auth_request) on
-//     `ratekeeper serve` with the memory store;
+//     service on this machine), POST /v1/check (single and batches of 10) and GET /v1/auth
+//     (nginx auth_request) on `ratekeeper serve` with the memory store, and (when redis-server
+//     is installed) with the Redis store on a throw-away redis-server;
 //   - gRPC (Envoy RLS ShouldRateLimit) from a Node client with N concurrent calls in a separate
 //     process, against the service and against a bare grpc-js server answering the same RPC
 //     with a constant response (the gRPC ceiling).
@@ -19,6 +20,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import net from "node:net";
 import { fmtRate, machineLine, table } from "./lib/format.js";
 import { median } from "./lib/stats.js";
 
@@ -32,7 +34,10 @@ const RUNS = opt("runs", 3);
 const DURATION_S = opt("duration", 8);
 const CONNECTIONS = opt("connections", 50);
 const GRPC_CONCURRENCY = opt("grpc-concurrency", 50);
+const CHANNELS = opt("grpc-channels", 4);
 const KEYS = 100_000;
+/** Checks per request in the batch row. */
+const BATCH = 10;
 
 // ---- child roles ------------------------------------------------------------------------------
 
@@ -72,9 +77,17 @@ async function grpcClient(port, concurrency, durationS) {
   const grpc = await import("@grpc/grpc-js");
   const { loadRlsDefinition } = await import("../packages/server/dist/transport/grpc.js");
   const def = loadRlsDefinition();
-  const client = new def.envoy.service.ratelimit.v3.RateLimitService(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
-  await new Promise((r, j) => client.waitForReady(Date.now() + 5000, (e) => (e ? j(e) : r())));
-  const call = (req) => new Promise((resolve, reject) => client.ShouldRateLimit(req, (e, res) => (e ? reject(e) : resolve(res))));
+  // Several channels (a distinct option keeps grpc-js from sharing one connection between them):
+  // one HTTP/2 connection serialises the client's framing work.
+  const clients = Array.from(
+    { length: CHANNELS },
+    (_, i) =>
+      new def.envoy.service.ratelimit.v3.RateLimitService(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { "bench.channel": i }),
+  );
+  await Promise.all(clients.map((c) => new Promise((r, j) => c.waitForReady(Date.now() + 5000, (e) => (e ? j(e) : r())))));
+  let rr = 0;
+  const call = (req) =>
+    new Promise((resolve, reject) => clients[rr++ % CHANNELS].ShouldRateLimit(req, (e, res) => (e ? reject(e) : resolve(res))));
   let n = 0;
   let errors = 0;
   const lat = [];
@@ -102,7 +115,7 @@ async function grpcClient(port, concurrency, durationS) {
   lat.sort((a, b) => a - b);
   const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))];
   console.log(JSON.stringify({ rps: lat.length / s, p50: q(0.5), p99: q(0.99), errors }));
-  client.close();
+  for (const c of clients) c.close();
 }
 
 // ---- orchestration ----------------------------------------------------------------------------
@@ -132,11 +145,13 @@ function startChild(args, env = {}) {
 function wrkScript(dir, kind) {
   const file = join(dir, `${kind}.lua`);
   const build =
-    kind === "check"
-      ? `wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. k .. '"}]}')`
-      : kind === "bare"
-        ? `wrk.format("POST", "/", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. k .. '"}]}')`
-        : `wrk.format("GET", "/v1/auth?domain=api&d=user_id%3D" .. k)`;
+    kind === "batch"
+      ? `wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, '{"checks":[' .. table.concat((function() local t = {} for j = 0, ${BATCH - 1} do t[#t + 1] = '{"domain":"api","descriptors":[{"user_id":"' .. ((k * ${BATCH} + j) % ${KEYS}) .. '"}]}' end return t end)(), ",") .. ']}')`
+      : kind === "check"
+        ? `wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. k .. '"}]}')`
+        : kind === "bare"
+          ? `wrk.format("POST", "/", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. k .. '"}]}')`
+          : `wrk.format("GET", "/v1/auth?domain=api&d=user_id%3D" .. k)`;
   writeFileSync(
     file,
     `local reqs = {}
@@ -151,6 +166,28 @@ end
 `,
   );
   return file;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function portOpen(port) {
+  return new Promise((resolve) => {
+    const c = net.connect(port, "127.0.0.1");
+    c.once("connect", () => {
+      c.destroy();
+      resolve(true);
+    });
+    c.once("error", () => resolve(false));
+  });
 }
 
 function toMs(text) {
@@ -199,32 +236,60 @@ async function main() {
   const self = fileURLToPath(import.meta.url);
   const bare = await startChild([self, "--role", "bare-http"]);
   const bareGrpc = await startChild([self, "--role", "bare-grpc"]);
-  const svc = await startChild(
-    [
-      "packages/server/dist/cli.js",
-      "serve",
-      "--config",
-      "examples/rules.yaml",
-      "--port",
-      "0",
-      "--grpc-port",
-      "0",
-      "--host",
-      "127.0.0.1",
-      "--no-watch",
-    ],
-    {
-      LOG_LEVEL: "info",
-    },
-  );
+  const serve = (extra = []) =>
+    startChild(
+      [
+        "packages/server/dist/cli.js",
+        "serve",
+        "--config",
+        "examples/rules.yaml",
+        "--port",
+        "0",
+        "--grpc-port",
+        "0",
+        "--host",
+        "127.0.0.1",
+        "--no-watch",
+        ...extra,
+      ],
+      {
+        LOG_LEVEL: "info",
+      },
+    );
+  const svc = await serve();
+  // With redis-server on the machine: a throw-away one on a free port, and the service on it.
+  let redis;
+  let svcRedis;
+  if (!spawnSync("redis-server", ["--version"]).error) {
+    const port = await freePort();
+    const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+      stdio: "ignore",
+    });
+    redis = { child };
+    for (let i = 0; i < 100 && !(await portOpen(port)); i++) await new Promise((r) => setTimeout(r, 50));
+    svcRedis = await serve(["--redis", `redis://127.0.0.1:${port}`, "--redis-timeout", "1000"]);
+  }
   const checkLua = wrkScript(dir, "check");
   const authLua = wrkScript(dir, "auth");
   const bareLua = wrkScript(dir, "bare");
+  const batchLua = wrkScript(dir, "batch");
   const http = [
     { id: "bare", label: "bare node:http hello world (ceiling)", run: () => wrk(bare.port, "/", undefined) },
     { id: "bare-post", label: "bare node:http, same POST bodies as /v1/check", run: () => wrk(bare.port, "/", bareLua) },
     { id: "check", label: "ratekeeper POST /v1/check (memory store)", run: () => wrk(svc.port, "/v1/check", checkLua) },
     { id: "auth", label: "ratekeeper GET /v1/auth (memory store)", run: () => wrk(svc.port, "/v1/auth", authLua) },
+    {
+      id: "batch",
+      label: `ratekeeper POST /v1/check, batches of ${BATCH}`,
+      perReq: BATCH,
+      run: () => wrk(svc.port, "/v1/check", batchLua),
+    },
+    ...(svcRedis
+      ? [
+          { id: "check-redis", label: "ratekeeper POST /v1/check (Redis store)", run: () => wrk(svcRedis.port, "/v1/check", checkLua) },
+          { id: "auth-redis", label: "ratekeeper GET /v1/auth (Redis store)", run: () => wrk(svcRedis.port, "/v1/auth", authLua) },
+        ]
+      : []),
   ];
   const grpcCases = [
     { id: "grpc-bare", label: "bare grpc-js RLS, constant answer (ceiling)", run: () => grpcRun(bareGrpc.port) },
@@ -235,6 +300,8 @@ async function main() {
     // Warm-up: JIT and the store's keys.
     wrk(svc.port, "/v1/check", checkLua, 2);
     wrk(svc.port, "/v1/auth", authLua, 2);
+    wrk(svc.port, "/v1/check", batchLua, 2);
+    if (svcRedis) wrk(svcRedis.port, "/v1/check", checkLua, 2);
     for (let r = 0; r < RUNS; r++) {
       // Rotate the order each run so no target always follows the same one.
       const order = [...http.slice(r % http.length), ...http.slice(0, r % http.length)];
@@ -244,13 +311,15 @@ async function main() {
       process.stdout.write(`run ${r + 1}/${RUNS} done\n`);
     }
   } finally {
-    for (const p of [bare, bareGrpc, svc]) p.child.kill("SIGTERM");
+    for (const p of [bare, bareGrpc, svc, svcRedis, redis]) p?.child.kill("SIGTERM");
     rmSync(dir, { recursive: true, force: true });
   }
 
-  const med = (id, k) => median(results[id].map((x) => x[k]));
+  const per = Object.fromEntries([...http, ...grpcCases].map((c) => [c.id, c.perReq ?? 1]));
+  // Throughput in checks/s: requests/s times the checks each request carries.
+  const med = (id, k) => median(results[id].map((x) => (k === "rps" ? x.rps * per[id] : x[k])));
   const spread = (id) => {
-    const v = results[id].map((x) => x.rps);
+    const v = results[id].map((x) => x.rps * per[id]);
     return `${fmtRate(Math.min(...v))}-${fmtRate(Math.max(...v))}`;
   };
   const ceiling = med("bare", "rps");
@@ -263,10 +332,10 @@ async function main() {
     med(c.id, "p50").toFixed(2),
     med(c.id, "p99").toFixed(2),
   ];
-  const header = ["target", "req/s (median)", "range", "of ceiling", "p50 ms", "p99 ms"];
+  const header = ["target", "checks/s (median)", "range", "of ceiling", "p50 ms", "p99 ms"];
   console.log(`\n${await machineLine()}`);
   console.log(
-    `HTTP: wrk -t1 -c${CONNECTIONS} -d${DURATION_S}s --latency (keep-alive); gRPC: ${GRPC_CONCURRENCY} concurrent calls, one channel, separate process; ${RUNS} runs, medians\n`,
+    `HTTP: wrk -t1 -c${CONNECTIONS} -d${DURATION_S}s --latency (keep-alive); gRPC: ${GRPC_CONCURRENCY} concurrent calls over ${CHANNELS} channels, separate process; latency is per request (a batch: all its checks); ${RUNS} runs, medians\n`,
   );
   const t1 = table(
     header,
