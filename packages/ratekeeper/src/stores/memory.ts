@@ -33,7 +33,7 @@ class Slot implements LimitState {
   a = 0;
   b = 0;
   ring: Float64Array | null;
-  /** When the key's states equal fresh ones again (ms since the epoch); 0 = never written. */
+  /** When the key's states equal fresh ones again, in ms after the table's `base`; 0 = never written. */
   exp = 0;
   constructor(fresh: LimitState) {
     this.a = fresh.a;
@@ -44,6 +44,7 @@ class Slot implements LimitState {
 
 /** One key's states, one per limit, and when they stop mattering (limiters with several limits). */
 class Entry {
+  /** As {@link Slot.exp}. */
   exp = 0;
   constructor(readonly s: Slot[]) {}
 }
@@ -129,6 +130,13 @@ abstract class Table<E extends { exp: number }> implements BoundStore {
   protected young = new Map<string, E>();
   protected old = new Map<string, E>();
   protected readonly ev: Evaluator;
+  /**
+   * Expiry times are kept relative to this instant (the first time the table saw), so they stay
+   * small integers: V8 stores those inline, while a field holding ms since the epoch points to a
+   * separate number box, one more cache miss per decision over many keys (bench/memory.js).
+   */
+  protected base = 0;
+  private based = false;
 
   constructor(
     private readonly store: MemoryStore,
@@ -161,9 +169,13 @@ abstract class Table<E extends { exp: number }> implements BoundStore {
     let e = this.old.get(key);
     if (e !== undefined) {
       this.old.delete(key); // still counted in size; out of old before a turn can drop it
-      if (e.exp <= now) this.clear(e);
+      if (e.exp <= now - this.base) this.clear(e);
       this.store.makeRoom();
     } else {
+      if (!this.based) {
+        this.base = now;
+        this.based = true;
+      }
       this.store.makeRoom();
       e = this.create();
       this.store.size++;
@@ -176,7 +188,7 @@ abstract class Table<E extends { exp: number }> implements BoundStore {
   /** The key's live entry in either generation, or undefined if absent or expired at `now`. */
   protected live(key: string, now: number): E | undefined {
     const e = this.young.get(key) ?? this.old.get(key);
-    return e !== undefined && e.exp > now ? e : undefined;
+    return e !== undefined && e.exp > now - this.base ? e : undefined;
   }
 
   /** Drops the old generation; the young one becomes old. */
@@ -188,9 +200,10 @@ abstract class Table<E extends { exp: number }> implements BoundStore {
 
   sweep(nowMs: number): number {
     let dropped = 0;
+    const rel = nowMs - this.base;
     for (const m of [this.old, this.young]) {
       for (const [k, e] of m) {
-        if (e.exp <= nowMs) {
+        if (e.exp <= rel) {
           m.delete(k);
           dropped++;
           if (m === this.young) this.store.young--;
@@ -215,9 +228,9 @@ class SingleTable extends Table<Slot> {
     const now = nowMs ?? Date.now();
     let e = this.young.get(key);
     if (e === undefined) e = this.adopt(key, now);
-    else if (e.exp <= now) clearState(e);
+    else if (e.exp <= now - this.base) clearState(e);
     const d = this.ev.run1(e, now, cost, true);
-    if (d.allowed) e.exp = now + this.ev.ttlMs;
+    if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
     return d;
   }
 
@@ -254,9 +267,9 @@ class MultiTable extends Table<Entry> {
     const now = nowMs ?? Date.now();
     let e = this.young.get(key);
     if (e === undefined) e = this.adopt(key, now);
-    else if (e.exp <= now) this.ev.clear(e.s);
+    else if (e.exp <= now - this.base) this.ev.clear(e.s);
     const d = this.ev.run(e.s, now, cost, true);
-    if (d.allowed) e.exp = now + this.ev.ttlMs;
+    if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
     return d;
   }
 
