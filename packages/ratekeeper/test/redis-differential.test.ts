@@ -238,6 +238,40 @@ describeRedis("RedisStore vs MemoryStore: identical decisions", () => {
     );
   });
 
+  it("batch: the same traffic issued all at once (batched script calls) decides as one at a time", async () => {
+    const batched = new RedisStore({ client, failure: "throw", timeoutMs: 10_000, minTtlMs: 600_000, batch: { maxBatch: 7 } });
+    await fc.assert(
+      fc.asyncProperty(scenarioArb, async ([specs, t0, ops]) => {
+        const limits = resolveLimits(specs);
+        const maxCost = Math.min(...limits.map((l) => l.capacity));
+        const clock = { now: t0 };
+        const namespace = `batch-${++run}`;
+        const mem = new RateLimiter({ limits: specs, store: new MemoryStore({ sweepIntervalMs: 0 }), clock: () => clock.now, namespace });
+        const red = new RateLimiter({ limits: specs, store: batched, clock: () => clock.now, namespace });
+        // Every call is made before any reply: they queue and go in order, several per call.
+        const pending: Array<Promise<unknown>> = [];
+        const expected: unknown[] = [];
+        for (const op of ops) {
+          clock.now += op.dt;
+          const key = `k${op.key}`;
+          const cost = 1 + ((op.cost - 1) % maxCost);
+          if (op.kind === "consume" || op.kind === "peek") {
+            pending.push(red[op.kind](key, cost));
+            expected.push(await mem[op.kind](key, cost));
+          } else if (op.kind === "refund") {
+            pending.push(red.refund(key, cost));
+            expected.push(await mem.refund(key, cost));
+          } else {
+            pending.push(red.reset(key));
+            expected.push(await mem.reset(key));
+          }
+        }
+        expect(await Promise.all(pending)).toEqual(expected);
+      }),
+      { numRuns: 150 },
+    );
+  });
+
   it("same traffic, same decisions (every algorithm and option, 1-3 limits, refunds, resets)", async () => {
     await fc.assert(
       fc.asyncProperty(scenarioArb, ([specs, t0, ops]) => replay(specs, t0, ops)),

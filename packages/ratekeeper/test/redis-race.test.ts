@@ -96,6 +96,12 @@ describeRedis("race: many processes, one key", () => {
     return { pool, stop: () => redis.stop() };
   });
 
+  raceSuite("single redis-server, batch: true", async () => {
+    const redis: RedisHandle = await startRedis();
+    const pool = await WorkerPool.start(Array.from({ length: WORKERS }, () => ({ nodes: [redis], cluster: false, batch: true })));
+    return { pool, stop: () => redis.stop() };
+  });
+
   raceSuite("3-master cluster", async () => {
     const cluster: RedisClusterHandle = await startRedisCluster(3);
     const pool = await WorkerPool.start(Array.from({ length: WORKERS }, () => ({ nodes: cluster.nodes, cluster: true })));

@@ -3,7 +3,7 @@
  * (MEMORY USAGE), one script call per decision, the EVAL fallback on NOSCRIPT, the sliding log's
  * O(1) Redis work, the denial cache, and option validation.
  */
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { RateLimitConfigError, RateLimiter, type LimitSpec } from "../src/index.js";
@@ -201,6 +201,27 @@ describeRedis("RedisStore", () => {
     });
   });
 
+  describe("batch", () => {
+    it("decisions waiting while others are in flight go together: fewer script calls, same answers", async () => {
+      const limiter = mk({ algorithm: "gcra", limit: 10, window: 3_600_000, burst: 9 }, { batch: true });
+      await limiter.consume("warm");
+      let decisions: Awaited<ReturnType<typeof limiter.consume>>[] = [];
+      const d = await deltaCalls(admin, async () => {
+        decisions = await Promise.all(Array.from({ length: 50 }, () => limiter.consume("k")));
+      });
+      expect(decisions.filter((x) => x.allowed)).toHaveLength(10);
+      expect(decisions.slice(0, 10).every((x) => x.allowed)).toBe(true); // in call order
+      expect(d.evalsha).toBeLessThanOrEqual(4); // 2 sent at once, then the other 48 together
+      expect(d.get).toBe(50);
+    });
+
+    it("is refused with a cluster client (one call may touch one slot only)", () => {
+      const cluster = new Cluster([{ host: "127.0.0.1", port: 1 }], { lazyConnect: true });
+      expect(() => new RedisStore({ client: cluster, batch: true })).toThrow(/batch: is not available with a Redis Cluster client/);
+      expect(() => new RedisStore({ client, batch: { maxBatch: 0 } })).toThrow(/batch\.maxBatch/);
+    });
+  });
+
   describe("denial cache", () => {
     it("answers a denied key locally until retryAfterMs passes, only for costs at least as large", async () => {
       const clock = { now: 9_000_000 };
@@ -246,11 +267,11 @@ describeRedis("RedisStore", () => {
       const all = loadScript("ratekeeper", Object.values(SECTIONS_OF).flat());
       for (const sc of [fw, all]) {
         expect(sc.source).toMatch(/^--\[\[\nratekeeper\.lua/);
-        expect(sc.source).toContain("KEYS[i]");
+        expect(sc.source).toContain("KEYS[(d-1)*N + i]");
         expect(sc.sha).toBe(createHash("sha1").update(sc.source).digest("hex"));
         expect(sc.source).not.toContain("--[[@if");
         // The header is one long comment: nothing inside may close it early.
-        expect(sc.source.indexOf("]]")).toBe(sc.source.indexOf("]]\n\nlocal mode = ARGV[1]"));
+        expect(sc.source.indexOf("]]")).toBe(sc.source.indexOf("\n]]\n") + 1);
       }
       expect(fw.source).toContain("local function fwCheck");
       expect(fw.source).not.toContain("local function slCheck");

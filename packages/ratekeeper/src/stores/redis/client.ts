@@ -21,6 +21,8 @@ export interface RedisShim {
   eval(script: string, keys: string[], args: string[]): Promise<unknown>;
   /** `DEL keys...` (one slot: the keys share a hash tag). */
   del(keys: string[]): Promise<unknown>;
+  /** A Redis Cluster client (then a call may only touch one hash slot). */
+  readonly isCluster: boolean;
 }
 
 /**

@@ -5,6 +5,8 @@ export interface IoRedisLike {
   evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   eval(script: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   del(...keys: string[]): Promise<unknown>;
+  /** true on a `Cluster`. */
+  readonly isCluster?: boolean;
 }
 
 /** ioredis: positional arguments; a Cluster routes EVALSHA by its first key. */
@@ -13,5 +15,6 @@ export function ioredisShim(client: IoRedisLike): RedisShim {
     evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
     eval: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
     del: (keys) => client.del(...keys),
+    isCluster: client.isCluster === true,
   };
 }

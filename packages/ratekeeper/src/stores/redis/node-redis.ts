@@ -13,5 +13,7 @@ export function nodeRedisShim(client: NodeRedisLike): RedisShim {
     evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
     eval: (script, keys, args) => client.eval(script, { keys, arguments: args }),
     del: (keys) => client.del(keys),
+    // Only a cluster (createCluster) knows its masters.
+    isCluster: typeof (client as unknown as { getMasters?: unknown }).getMasters === "function",
   };
 }

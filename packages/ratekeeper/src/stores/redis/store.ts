@@ -65,6 +65,15 @@ export interface RedisStoreOptions {
    */
   denialCache?: boolean | { maxKeys?: number };
   /**
+   * Send the decisions that wait while earlier ones are in flight together, in one script call
+   * (each still atomic and all-or-nothing; order kept): fewer calls, less Redis CPU per decision
+   * under load (docs/benchmarks/redis.md). At most 2 calls in flight per limiter, each carrying
+   * up to `maxBatch` decisions; a failed call fails every decision in it (each gets the failure
+   * policy). Single Redis only: a cluster call may touch one hash slot.
+   * @default false (one script call per decision)
+   */
+  batch?: boolean | { maxBatch?: number };
+  /**
    * The least TTL (ms) given to a written key. Keys live exactly as long as their state matters
    * (`resetAfterMs`) in Redis's own time; with an injected clock that runs slower than real time
    * (replays, tests with a manual clock) raise it so keys outlive their logical lifetime.
@@ -100,6 +109,8 @@ export class RedisStore implements Store {
   readonly onError: RedisStoreOptions["onError"];
   /** @internal */
   readonly denialMaxKeys: number;
+  /** @internal 0: no batching. */
+  readonly maxBatch: number;
 
   constructor(options: RedisStoreOptions) {
     if (typeof options !== "object" || options === null) {
@@ -148,6 +159,20 @@ export class RedisStore implements Store {
     } else if (dc !== undefined && dc !== false) {
       issues.push({ path: "denialCache", message: `must be true, false or { maxKeys } (got ${describe(dc)})` });
     }
+    let maxBatch = 0;
+    const bo = options.batch;
+    if (bo === true) maxBatch = 128;
+    else if (typeof bo === "object" && bo !== null) {
+      maxBatch = bo.maxBatch ?? 128;
+      if (!Number.isSafeInteger(maxBatch) || maxBatch < 1 || maxBatch > 10_000) {
+        issues.push({ path: "batch.maxBatch", message: `must be a whole number from 1 to 10000 (got ${describe(bo.maxBatch)})` });
+      }
+    } else if (bo !== undefined && bo !== false) {
+      issues.push({ path: "batch", message: `must be true, false or { maxBatch } (got ${describe(bo)})` });
+    }
+    if (maxBatch > 0 && shim?.isCluster) {
+      issues.push({ path: "batch", message: "is not available with a Redis Cluster client (a script call may only touch one hash slot)" });
+    }
     const minTtlMs = options.minTtlMs ?? 0;
     if (!Number.isSafeInteger(minTtlMs) || minTtlMs < 0) {
       issues.push({ path: "minTtlMs", message: `must be a whole number of ms >= 0 (got ${describe(options.minTtlMs)})` });
@@ -160,6 +185,7 @@ export class RedisStore implements Store {
     this.onError = options.onError;
     this.denialMaxKeys = denialMaxKeys;
     this.minTtlMs = minTtlMs;
+    this.maxBatch = maxBatch;
     // Fail at construction, not on the first decision, if the scripts did not ship.
     loadScript("ratekeeper", []);
   }
@@ -229,11 +255,27 @@ interface Denial {
   d: Decision;
 }
 
+/** A decision waiting for (or in) a script call. */
+interface Pending {
+  mode: "c" | "p" | "r" | "x";
+  key: string;
+  cost: number;
+  nowMs: number | undefined;
+  resolve: (outcome: number[]) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Script calls in flight per limiter when batching; later decisions wait and go together. */
+const MAX_IN_FLIGHT = 2;
+
 /** One limiter's view of a {@link RedisStore}. */
 class RedisTable implements BoundStore {
   private readonly ev: Evaluator;
   private readonly single: boolean;
-  private readonly params: string[];
+  /** ARGV[1..2+8N]: minTtlMs, N, then 8 entries per limit (ratekeeper.lua's header). */
+  private readonly head: string[];
+  private readonly queue: Pending[] = [];
+  private inFlight = 0;
   private readonly keyHead: string;
   private readonly n: number;
   private insurance: BoundStore | undefined;
@@ -249,10 +291,9 @@ class RedisTable implements BoundStore {
     this.ev = new Evaluator(limits);
     this.single = limits.length === 1;
     this.n = limits.length;
-    // ARGV[5..]: 8 entries per limit, as the header of ratekeeper.lua lists them.
-    this.params = [];
+    this.head = [String(store.minTtlMs), String(limits.length)];
     for (const l of limits) {
-      this.params.push(
+      this.head.push(
         String(l.algorithmId),
         String(l.limit),
         String(l.windowMs),
@@ -297,9 +338,8 @@ class RedisTable implements BoundStore {
 
   async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
     this.denials?.delete(key);
-    const args = ["r", nowMs === undefined ? "" : String(nowMs), String(cost), String(this.store.minTtlMs), ...this.params];
     try {
-      await this.store.withTimeout(this.store.run(this.script, this.keysOf(key), args));
+      await this.call("r", key, cost, nowMs);
     } catch (e) {
       await this.failedWrite(e, "refund", key, () => this.insuranceStore()?.refund(key, cost, nowMs));
     }
@@ -308,7 +348,10 @@ class RedisTable implements BoundStore {
   async reset(key: string): Promise<void> {
     this.denials?.delete(key);
     try {
-      await this.store.withTimeout(this.store.shim.del(this.keysOf(key)));
+      // Without batching a plain DEL (one slot: the keys share a hash tag); with batching in the
+      // script, so that it stays in order with the decisions queued before it.
+      if (this.store.maxBatch === 0) await this.store.withTimeout(this.store.shim.del(this.keysOf(key)));
+      else await this.call("x", key, 1, undefined);
     } catch (e) {
       await this.failedWrite(e, "reset", key, () => this.insuranceStore()?.reset(key));
     }
@@ -317,24 +360,69 @@ class RedisTable implements BoundStore {
   }
 
   private async decide(mode: "c" | "p", key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
-    const args = [mode, nowMs === undefined ? "" : String(nowMs), String(cost), String(this.store.minTtlMs), ...this.params];
-    let reply: unknown;
+    let outcome: number[];
     try {
-      reply = await this.store.withTimeout(this.store.run(this.script, this.keysOf(key), args));
+      outcome = await this.call(mode, key, cost, nowMs);
     } catch (e) {
       return this.failed(e, mode === "c" ? "consume" : "peek", key, cost, nowMs);
     }
-    const d = this.toDecision(reply);
+    const d = this.toDecision(outcome);
     if (mode === "c" && !d.allowed && this.denials !== undefined) this.remember(key, cost, nowMs, d);
     return d;
   }
 
-  /** Builds the decision from the script's 5 integers per limit, exactly as `Evaluator.run` does. */
-  private toDecision(reply: unknown): Decision {
-    if (!Array.isArray(reply) || reply.length !== 5 * this.n) {
-      throw new RateLimitStoreError(`RedisStore: unexpected script reply ${describe(reply)}`);
+  /** One decision's 5 integers per limit, from a script call of its own or a batch. */
+  private call(mode: Pending["mode"], key: string, cost: number, nowMs: number | undefined): Promise<number[]> {
+    return new Promise<number[]>((resolve, reject) => {
+      const p: Pending = { mode, key, cost, nowMs, resolve, reject };
+      if (this.store.maxBatch === 0) {
+        this.send([p]);
+        return;
+      }
+      this.queue.push(p);
+      this.flush();
+    });
+  }
+
+  /** Sends waiting decisions while fewer than MAX_IN_FLIGHT calls are out. */
+  private flush(): void {
+    while (this.queue.length > 0 && this.inFlight < MAX_IN_FLIGHT) {
+      this.send(this.queue.splice(0, this.store.maxBatch));
     }
-    const r = reply as number[];
+  }
+
+  /** One script call for `batch` (in order); each decision gets its slice of the reply. */
+  private send(batch: Pending[]): void {
+    const keys: string[] = [];
+    const args = this.head.slice();
+    for (const p of batch) {
+      for (const k of this.keysOf(p.key)) keys.push(k);
+      args.push(p.mode, p.nowMs === undefined ? "" : String(p.nowMs), String(p.cost));
+    }
+    const width = 5 * this.n;
+    this.inFlight++;
+    this.store.withTimeout(this.store.run(this.script, keys, args)).then(
+      (reply) => {
+        this.inFlight--;
+        this.flush();
+        if (!Array.isArray(reply) || reply.length !== width * batch.length) {
+          const err = new RateLimitStoreError(`RedisStore: unexpected script reply ${describe(reply)}`);
+          for (const p of batch) p.reject(err);
+          return;
+        }
+        const r = reply as unknown[];
+        batch.forEach((p, d) => p.resolve(r.slice(d * width, (d + 1) * width).map(Number)));
+      },
+      (e: unknown) => {
+        this.inFlight--;
+        this.flush();
+        for (const p of batch) p.reject(e);
+      },
+    );
+  }
+
+  /** Builds the decision from the script's 5 integers per limit, exactly as `Evaluator.run` does. */
+  private toDecision(r: number[]): Decision {
     if (this.single) {
       const lim = this.limits[0] as ResolvedLimit;
       const allowed = Number(r[0]) === 1;

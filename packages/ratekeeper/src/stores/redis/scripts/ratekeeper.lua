@@ -6,19 +6,24 @@ the differential test (test/redis-differential.test.ts) holds the two together.
 Lua numbers are IEEE doubles like JS numbers, so + - * / math.floor math.ceil agree to the bit.
 JS `%` is C fmod (sign of the dividend), so it is written math.fmod here, never Lua's `%`.
 
-KEYS[i]   state of limit i (i = 1..N); all KEYS share one hash tag (one Redis Cluster slot).
-ARGV[1]   mode: "c" consume (check every limit; if all admit, charge all), "p" peek (no writes),
-          "r" refund (give back cost on every limit whose key still exists; keeps the TTLs)
-ARGV[2]   nowMs: integer milliseconds since the epoch, or "" to read the server clock (TIME)
-ARGV[3]   cost: integer cost units, 1 <= cost <= the smallest capacity
-ARGV[4]   minTtlMs: integer ms, the least PEXPIRE given to a written key (0: exactly resetAfterMs)
-ARGV[5..] per limit i, 8 entries from 5 + (i-1)*8 (ResolvedLimit in core/options.ts):
+One call runs D >= 1 decisions of one limiter (one policy of N limits), in order, each
+atomic and all-or-nothing over its N limits; D > 1 only when the store batches (option `batch`).
+KEYS[(d-1)*N + i]  state of limit i (1..N) of decision d (1..D). The keys of one decision share
+          one hash tag (one Redis Cluster slot); a batch (D > 1) is only sent to a single Redis.
+ARGV[1]   minTtlMs: integer ms, the least PEXPIRE given to a written key (0: exactly resetAfterMs)
+ARGV[2]   N: limits per decision
+ARGV[3..] per limit i, 8 entries from 3 + (i-1)*8 (ResolvedLimit in core/options.ts):
           algorithmId (index in ALGORITHMS: 0 fixed-window, 1 sliding-log, 2 sliding-window,
           3 token-bucket, 4 leaky-bucket, 5 gcra), limit (units), windowMs (ms),
           capacity (units), buckets (sub-windows), weighted (0/1), alignFirst (0/1), shape (0/1)
-Reply     consume / peek: 5*N integers, per limit in order:
-          allowed (0/1), remaining (units), retryAfterMs (ms), resetAfterMs (ms), delayMs (ms)
-          refund: the integer 0
+then per decision d, 3 entries from 3 + 8N + (d-1)*3:
+          mode: "c" consume (check every limit; if all admit, charge all), "p" peek (no
+          writes), "r" refund (give back cost on every limit whose key still exists; keeps the
+          TTLs), "x" reset (delete the keys; in the script so that it keeps its place in a
+          batch); nowMs: integer ms since the epoch, or "" for the server clock (TIME, read once
+          per call); cost: integer cost units, 1 <= cost <= the smallest capacity
+Reply     5*N integers per decision, per limit in order: allowed (0/1), remaining (units),
+          retryAfterMs (ms), resetAfterMs (ms), delayMs (ms); all 0 for a refund or a reset.
 
 State, one string per limit (LimitState {a, b, ring} of core/algorithms/types.ts):
 - fixed-window, token/leaky bucket, gcra: a, b.
@@ -38,18 +43,9 @@ algorithms are kept, since Lua creates every `local function` closure on every c
 Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fresh one after it.
 ]]
 
-local mode = ARGV[1]
-local now
-if ARGV[2] == "" then
-  -- Server time, so app servers with skewed clocks agree. Writing after TIME needs effects
-  -- replication, the default since Redis 5 (the store needs 6.0+ anyway, for SET KEEPTTL).
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[2])
-end
-local cost = tonumber(ARGV[3])
-local minTtl = tonumber(ARGV[4])
+-- The decision being made: the algorithms below read these (set for each decision of the call).
+local now, cost
+local minTtl = tonumber(ARGV[1])
 local fmod, floor, ceil, max, min = math.fmod, math.floor, math.ceil, math.max, math.min
 local pack, unpack_ = struct.pack, struct.unpack
 
@@ -437,11 +433,11 @@ end
 
 -- ---------------------------------------------------------------- load / store
 -- (Branches for algorithms whose section was left out of this build of the script never run.)
-local N = #KEYS
-local limits, states = {}, {}
+local N = tonumber(ARGV[2])
+local limits = {}
 for i = 1, N do
-  local o = 5 + (i - 1) * 8
-  local L = {
+  local o = 3 + (i - 1) * 8
+  limits[i] = {
     alg = tonumber(ARGV[o]),
     limit = tonumber(ARGV[o + 1]),
     windowMs = tonumber(ARGV[o + 2]),
@@ -451,8 +447,9 @@ for i = 1, N do
     alignFirst = ARGV[o + 6] == "1",
     shape = ARGV[o + 7] == "1",
   }
-  limits[i] = L
-  local key = KEYS[i]
+end
+
+local function load(key, L)
   local s = { key = key, a = 0, b = 0, exists = false }
   if L.alg == 1 then
     local head = redis.call("GETRANGE", key, 0, 23)
@@ -481,7 +478,7 @@ for i = 1, N do
       s.a, s.b = decode2(raw)
     end
   end
-  states[i] = s
+  return s
 end
 
 local function save(s, L, ttlMs)
@@ -506,50 +503,75 @@ local function save(s, L, ttlMs)
   end
 end
 
-if mode == "r" then
-  for i = 1, N do
-    local s, L = states[i], limits[i]
-    if s.exists then
-      local alg = L.alg
-      if alg == 0 then fwRefund(s, L); save(s, L, nil)
-      elseif alg == 1 then if slRefund(s, L) then save(s, L, nil) end
-      elseif alg == 2 then swRefund(s, L); save(s, L, nil)
-      else bkRefund(s, L); save(s, L, nil) end
-    end
-  end
-  return 0
-end
-
--- Preallocated (growing a Lua table field by field reallocates it several times).
+local base = 3 + 8 * N
+local D = (#ARGV - base + 1) / 3
+local serverNow
+-- Preallocated for one decision of one limit (growing a table field by field reallocates it).
 local reply = { 0, 0, 0, 0, 0 }
-local allowed = true
-for i = 1, N do
-  local s, L = states[i], limits[i]
-  -- With one limit (the common case) the outcome is written straight into the reply.
-  local out = reply
-  if N > 1 then out = { 0, 0, 0, 0, 0 } end
-  local alg = L.alg
-  if alg == 0 then fwCheck(s, L, out)
-  elseif alg == 1 then slCheck(s, L, out)
-  elseif alg == 2 then swCheck(s, L, out)
-  else bkCheck(s, L, out) end
-  if out[1] == 0 then allowed = false end
-  s.resetAfterMs = out[4]
-  if N > 1 then
-    local o = (i - 1) * 5
-    for k = 1, 5 do reply[o + k] = out[k] end
+local out = { 0, 0, 0, 0, 0 }
+local states = {}
+for d = 0, D - 1 do
+  local mode = ARGV[base + 3 * d]
+  local nowArg = ARGV[base + 3 * d + 1]
+  if nowArg == "" then
+    if serverNow == nil then
+      -- Server time, so app servers with skewed clocks agree. Writing after TIME needs effects
+      -- replication, the default since Redis 5 (the store needs 6.0+ anyway, for SET KEEPTTL).
+      local t = redis.call("TIME")
+      serverNow = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+    end
+    now = serverNow
+  else
+    now = tonumber(nowArg)
   end
-end
+  cost = tonumber(ARGV[base + 3 * d + 2])
+  local o = d * 5 * N
+  if mode == "x" then
+    for i = 1, N do redis.call("DEL", KEYS[d * N + i]) end
+    for k = 1, 5 * N do reply[o + k] = 0 end
+  else
+    for i = 1, N do states[i] = load(KEYS[d * N + i], limits[i]) end
+  end
 
-if allowed and mode == "c" then
-  for i = 1, N do
-    local s, L = states[i], limits[i]
-    local alg = L.alg
-    if alg == 0 then fwCommit(s, L)
-    elseif alg == 1 then slCommit(s, L)
-    elseif alg == 2 then swCommit(s, L)
-    else bkCommit(s, L) end
-    save(s, L, ttlOf(s.resetAfterMs))
+  if mode == "x" then
+    -- done above
+  elseif mode == "r" then
+    for i = 1, N do
+      local s, L = states[i], limits[i]
+      if s.exists then
+        local alg = L.alg
+        if alg == 0 then fwRefund(s, L); save(s, L, nil)
+        elseif alg == 1 then if slRefund(s, L) then save(s, L, nil) end
+        elseif alg == 2 then swRefund(s, L); save(s, L, nil)
+        else bkRefund(s, L); save(s, L, nil) end
+      end
+    end
+    for k = 1, 5 * N do reply[o + k] = 0 end
+  else
+    local allowed = true
+    for i = 1, N do
+      local s, L = states[i], limits[i]
+      local alg = L.alg
+      if alg == 0 then fwCheck(s, L, out)
+      elseif alg == 1 then slCheck(s, L, out)
+      elseif alg == 2 then swCheck(s, L, out)
+      else bkCheck(s, L, out) end
+      if out[1] == 0 then allowed = false end
+      s.resetAfterMs = out[4]
+      local oi = o + (i - 1) * 5
+      for k = 1, 5 do reply[oi + k] = out[k] end
+    end
+    if allowed and mode == "c" then
+      for i = 1, N do
+        local s, L = states[i], limits[i]
+        local alg = L.alg
+        if alg == 0 then fwCommit(s, L)
+        elseif alg == 1 then slCommit(s, L)
+        elseif alg == 2 then swCommit(s, L)
+        else bkCommit(s, L) end
+        save(s, L, ttlOf(s.resetAfterMs))
+      end
+    end
   end
 end
 
