@@ -3,6 +3,8 @@
 //   - Express 5: bare | ratekeeper/express | express-rate-limit (its MemoryStore)
 //   - Fastify 5: bare | ratekeeper/fastify (plugin) | @fastify/rate-limit (its in-memory store)
 //   - node:http and Hono on @hono/node-server: bare | ratekeeper (no common peer)
+// plus ratekeeper with `headers: false`, to separate the limiter's own cost from the cost of
+// sending two more response headers (which every limiter that sends headers pays).
 //
 // Every limiter is keyed by the client IP, keeps state in process memory, sends its default
 // headers, and has a limit far above the load, so every request is allowed and the cost measured
@@ -37,14 +39,16 @@ const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).s
 /** The apps: framework -> variant -> async () => { port, close }. */
 const HUGE = 1_000_000_000;
 const POLICY = { algorithm: "fixed-window", limit: HUGE, window: "1m" };
+/** ratekeeper's options per variant: its defaults, or with the limit headers turned off (to show what they cost). */
+const RK = { ratekeeper: { limiter: POLICY }, "ratekeeper-noheaders": { limiter: POLICY, headers: false } };
 
 async function serveExpress(variant) {
   const express = (await import("express")).default;
   const app = express();
   app.disable("x-powered-by");
-  if (variant === "ratekeeper") {
+  if (RK[variant]) {
     const { rateLimit } = await import("ratekeeper/express");
-    app.use(rateLimit({ limiter: POLICY }));
+    app.use(rateLimit(RK[variant]));
   } else if (variant === "peer") {
     const { rateLimit } = await import("express-rate-limit");
     app.use(rateLimit({ windowMs: 60_000, limit: HUGE }));
@@ -58,9 +62,9 @@ async function serveExpress(variant) {
 async function serveFastify(variant) {
   const Fastify = (await import("fastify")).default;
   const app = Fastify();
-  if (variant === "ratekeeper") {
+  if (RK[variant]) {
     const { rateLimitPlugin } = await import("ratekeeper/fastify");
-    await app.register(rateLimitPlugin, { limiter: POLICY });
+    await app.register(rateLimitPlugin, RK[variant]);
   } else if (variant === "peer") {
     await app.register((await import("@fastify/rate-limit")).default, { max: HUGE, timeWindow: 60_000 });
   }
@@ -73,9 +77,9 @@ async function serveNode(variant) {
   const http = await import("node:http");
   const hello = (_req, res) => res.end("hello");
   let listener = hello;
-  if (variant === "ratekeeper") {
+  if (RK[variant]) {
     const { withRateLimit } = await import("ratekeeper/node");
-    listener = withRateLimit({ limiter: POLICY }, hello);
+    listener = withRateLimit(RK[variant], hello);
   }
   const server = http.createServer(listener).listen(0, "127.0.0.1");
   await once(server, "listening");
@@ -86,9 +90,9 @@ async function serveHono(variant) {
   const { Hono } = await import("hono");
   const { serve } = await import("@hono/node-server");
   const app = new Hono();
-  if (variant === "ratekeeper") {
+  if (RK[variant]) {
     const { rateLimit } = await import("ratekeeper/hono");
-    app.use(rateLimit({ limiter: POLICY }));
+    app.use(rateLimit(RK[variant]));
   }
   app.get("/", (c) => c.text("hello"));
   return await new Promise((resolve) => {
@@ -98,10 +102,10 @@ async function serveHono(variant) {
 }
 
 const FRAMEWORKS = {
-  express: { serve: serveExpress, variants: ["bare", "ratekeeper", "peer"], peer: "express-rate-limit 8" },
-  fastify: { serve: serveFastify, variants: ["bare", "ratekeeper", "peer"], peer: "@fastify/rate-limit 11" },
-  node: { serve: serveNode, variants: ["bare", "ratekeeper"] },
-  hono: { serve: serveHono, variants: ["bare", "ratekeeper"] },
+  express: { serve: serveExpress, variants: ["bare", "ratekeeper", "peer", "ratekeeper-noheaders"], peer: "express-rate-limit 8" },
+  fastify: { serve: serveFastify, variants: ["bare", "ratekeeper", "peer", "ratekeeper-noheaders"], peer: "@fastify/rate-limit 11" },
+  node: { serve: serveNode, variants: ["bare", "ratekeeper", "ratekeeper-noheaders"] },
+  hono: { serve: serveHono, variants: ["bare", "ratekeeper", "ratekeeper-noheaders"] },
 };
 
 // Server mode: `node bench/http.js --serve <framework> <variant>` prints its port and serves until killed.
@@ -206,7 +210,12 @@ async function main() {
       const q = summarize(ratio[v]);
       const c = summarize(cpu[v]);
       const cq = summarize(cpuRatio[v]);
-      const label = v === "bare" ? `${fw} (no limiter)` : v === "ratekeeper" ? `${fw} + ratekeeper` : `${fw} + ${spec.peer}`;
+      const label = {
+        bare: `${fw} (no limiter)`,
+        ratekeeper: `${fw} + ratekeeper`,
+        "ratekeeper-noheaders": `${fw} + ratekeeper, headers: false`,
+        peer: `${fw} + ${spec.peer}`,
+      }[v];
       const pct = (x) => `${(x * 100).toFixed(1)}%`;
       rows.push([
         label,

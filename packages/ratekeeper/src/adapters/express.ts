@@ -1,6 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
-import { holdNode, nodeAccess, settleNode, writeNode } from "./node.js";
+import { applyNode, nodeAccess } from "./node.js";
 
 /**
  * `ratekeeper/express`: rate-limiting middleware for Express 4 and 5. Imports only Express's
@@ -43,23 +43,17 @@ export type ExpressRateLimit = RequestHandler & { readonly core: HttpRateLimiter
 export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
   const core = new HttpRateLimiter(options, expressAccess);
   const handler = options.handler;
-  const run = async (req: Request, res: Response, next: NextFunction): Promise<void> => {
-    const result = await core.check(req);
-    if (!result.pass) {
-      if (handler === undefined) writeNode(result, res);
-      else {
-        for (const [k, v] of result.headers) res.setHeader(k, v);
-        await handler(req, res, next, result);
-      }
-      return;
-    }
-    writeNode(result, res);
-    if (result.delayMs > 0 && !(await holdNode(core, result, req, res))) return;
-    settleNode(core, result, req, res);
-    next();
+  const apply = (result: RateLimitResult, req: Request, res: Response, next: NextFunction): void => {
+    const refuse = handler === undefined ? undefined : (r: RateLimitResult) => handler(req, res, next, r);
+    const go = applyNode(core, result, req, res, refuse);
+    // With the memory store this is synchronous: next() runs in the same tick, as a plain middleware's would.
+    if (go === true) next();
+    else if (go !== false) go.then((ok) => (ok ? next() : undefined), next);
   };
   const middleware: RequestHandler = (req, res, next) => {
-    run(req, res, next).catch(next);
+    const r = core.check(req);
+    if (r instanceof Promise) r.then((x) => apply(x, req, res, next)).catch(next);
+    else apply(r, req, res, next);
   };
   return Object.assign(middleware, { core });
 }

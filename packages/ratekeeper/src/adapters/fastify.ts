@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from "fastify";
 import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
 import { holdNode, settleNode } from "./node.js";
 
@@ -50,23 +50,41 @@ export type FastifyRateLimitHook = onRequestHookHandler & { readonly core: HttpR
 export function rateLimitHook(options: FastifyRateLimitOptions): FastifyRateLimitHook {
   const core = new HttpRateLimiter(options, fastifyAccess);
   const handler = options.handler;
-  // Fastify's rule for async hooks that answer early: call reply.send() and return the reply.
-  async function ratekeeperOnRequest(this: FastifyInstance, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
-    const result = await core.check(req);
+  const apply = (result: RateLimitResult, req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const h = result.headers;
     for (let i = 0; i < h.length; i++) void reply.header((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
     if (!result.pass) {
-      if (handler !== undefined) await handler(req, reply, result);
-      else void reply.code(result.status).type(result.contentType).send(result.body);
-      return reply;
+      // Fastify's rule for callback hooks that answer early: send, and do not call done().
+      if (handler === undefined) void reply.code(result.status).type(result.contentType).send(result.body);
+      else {
+        const out = handler(req, reply, result);
+        if (out instanceof Promise) out.catch((e: unknown) => done(e instanceof Error ? e : new Error(String(e))));
+      }
+      return;
     }
-    if (result.delayMs > 0 && !(await holdNode(core, result, req, reply.raw))) {
-      // The client left while queued: nothing to answer; end the exchange quietly.
-      void reply.code(499).send();
-      return reply;
+    if (result.delayMs > 0) {
+      holdNode(core, result, req, reply.raw).then(
+        (ok) => {
+          if (!ok) {
+            // The client left while queued (its place was given back); nobody reads this answer.
+            void reply.code(499).send();
+            return;
+          }
+          settleNode(core, result, req, reply.raw);
+          done();
+        },
+        (e: unknown) => done(e instanceof Error ? e : new Error(String(e))),
+      );
+      return;
     }
     settleNode(core, result, req, reply.raw);
-    return undefined;
+    done();
+  };
+  // A callback-style hook: with the memory store the request moves on in the same tick.
+  function ratekeeperOnRequest(this: FastifyInstance, req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    const r = core.check(req);
+    if (r instanceof Promise) r.then((x) => apply(x, req, reply, done), (e: unknown) => done(e instanceof Error ? e : new Error(String(e))));
+    else apply(r, req, reply, done);
   }
   return Object.assign(ratekeeperOnRequest as onRequestHookHandler, { core });
 }

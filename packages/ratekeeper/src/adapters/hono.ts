@@ -52,7 +52,8 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
   const core = new HttpRateLimiter(options, access);
   const handler = options.handler;
   const middleware: MiddlewareHandler = async function ratekeeper(c, next) {
-    const result = await core.check(c);
+    const r = core.check(c);
+    const result = r instanceof Promise ? await r : r;
     const h = result.headers;
     if (!result.pass) {
       const res = handler !== undefined ? await handler(c, result) : new Response(result.body, { status: result.status, headers: { "Content-Type": result.contentType } });

@@ -84,6 +84,48 @@ export function writeNode(result: RateLimitResult, res: ServerResponse): void {
 }
 
 /**
+ * Applies a verdict to a `node:http` response (shared with the Express adapter): sets the
+ * headers, sends a refusal (through `refuse` when given), holds a shaped request, and arranges
+ * the `countOnly` refund. Returns whether to go on: synchronously unless something must be
+ * awaited (a custom refusal, a shaping delay).
+ */
+export function applyNode<Req>(
+  core: HttpRateLimiter<Req>,
+  result: RateLimitResult,
+  req: Req,
+  res: ServerResponse,
+  refuse: ((result: RateLimitResult) => void | Promise<void>) | undefined,
+): boolean | Promise<boolean> {
+  if (!result.pass) {
+    if (refuse === undefined) {
+      writeNode(result, res);
+      return false;
+    }
+    for (const [k, v] of result.headers) res.setHeader(k, v);
+    const done = refuse(result);
+    return done instanceof Promise ? done.then(() => false) : false;
+  }
+  writeNode(result, res);
+  if (result.delayMs > 0) {
+    return holdNode(core, result, req, res).then((ok) => {
+      if (ok) settleNode(core, result, req, res);
+      return ok;
+    });
+  }
+  settleNode(core, result, req, res);
+  return true;
+}
+
+/** Checks and applies: `true` to go on, `false` when answered; a promise only when it had to wait. */
+function gate(core: HttpRateLimiter<IncomingMessage>, handler: NodeRateLimitOptions["handler"]) {
+  return (req: IncomingMessage, res: ServerResponse): boolean | Promise<boolean> => {
+    const refuse = handler === undefined ? undefined : (r: RateLimitResult) => handler(req, res, r);
+    const r = core.check(req);
+    return r instanceof Promise ? r.then((x) => applyNode(core, x, req, res, refuse)) : applyNode(core, r, req, res, refuse);
+  };
+}
+
+/**
  * Creates a rate limiter for `node:http`: `await limit(req, res)` is `true` when the request may go
  * on (after any shaping delay), `false` when the limiter has answered it.
  * @throws RateLimitConfigError naming every bad option
@@ -92,42 +134,44 @@ export function writeNode(result: RateLimitResult, res: ServerResponse): void {
  */
 export function rateLimit(options: NodeRateLimitOptions): NodeRateLimit {
   const core = new HttpRateLimiter(options, nodeAccess);
-  const handler = options.handler;
-  const limit = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
-    const result = await core.check(req);
-    if (!result.pass) {
-      if (handler === undefined) writeNode(result, res);
-      else {
-        for (const [k, v] of result.headers) res.setHeader(k, v);
-        await handler(req, res, result);
-      }
-      return false;
+  const g = gate(core, options.handler);
+  const limit = (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
+    try {
+      return Promise.resolve(g(req, res));
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
-    writeNode(result, res);
-    if (result.delayMs > 0 && !(await holdNode(core, result, req, res))) return false;
-    settleNode(core, result, req, res);
-    return true;
   };
   return Object.assign(limit, { core });
 }
 
 /**
  * Wraps a `node:http` request listener so that it only sees requests the limiter lets through.
+ * With the memory store the listener is called synchronously, in the same tick as the request.
  * @example http.createServer(withRateLimit({ limiter }, (req, res) => res.end("ok")))
  */
 export function withRateLimit(
   options: NodeRateLimitOptions,
   listener: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>,
 ): (req: IncomingMessage, res: ServerResponse) => void {
-  const limit = rateLimit(options);
-  const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  const core = new HttpRateLimiter(options, nodeAccess);
+  const g = gate(core, options.handler);
+  // Only a throwing custom handler or listener lands here (check() never throws): answer, never hang.
+  const fail = (res: ServerResponse): void => {
+    if (!res.headersSent) res.statusCode = 500;
+    res.end();
+  };
+  const run = (req: IncomingMessage, res: ServerResponse): void => {
+    const out = listener(req, res);
+    if (out instanceof Promise) out.catch(() => fail(res));
+  };
+  return (req, res) => {
     try {
-      if (await limit(req, res)) await listener(req, res);
+      const go = g(req, res);
+      if (go === true) run(req, res);
+      else if (go !== false) go.then((ok) => (ok ? run(req, res) : undefined)).catch(() => fail(res));
     } catch {
-      // check() never rejects; only a throwing custom handler or listener lands here: answer, never hang.
-      if (!res.headersSent) res.statusCode = 500;
-      res.end();
+      fail(res);
     }
   };
-  return (req, res) => void serve(req, res);
 }

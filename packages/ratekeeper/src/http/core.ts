@@ -4,7 +4,6 @@ import { RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
 import type { LimitSpec } from "../core/options.js";
 import { RateLimiter, type RateLimiterOptions } from "../limiter.js";
 import type { Store } from "../store.js";
-import { MemoryStore } from "../stores/memory.js";
 import { HEADER_STYLES, HeaderWriter, toSeconds, type HeaderStyle } from "./headers.js";
 import { AddressSet, ClientIpResolver, type ClientIpOptions } from "./ip.js";
 import { PROBLEM_CONTENT_TYPE, forbidden, tooManyRequests, unavailable, type ProblemDetails } from "./problem.js";
@@ -203,6 +202,8 @@ export class HttpRateLimiter<Req> {
   private readonly onError: ((error: unknown, req: Req) => void) | undefined;
   private readonly onDecision: ((event: RateLimitEvent<Req>) => void) | undefined;
   private readonly clock: () => number;
+  /** Whether {@link HttpRateLimiter.check} can answer without awaiting user callbacks. */
+  private readonly syncPath: boolean;
 
   /**
    * @param options see {@link RateLimitOptions}
@@ -328,8 +329,8 @@ export class HttpRateLimiter<Req> {
     this.headerWriter = styles.length > 0 ? new HeaderWriter(limiter.limits, styles) : undefined;
     this.maxDelayMs = maxDelayMs;
     this.storeDeny = o.onStoreError === "deny";
-    // The memory store answers synchronously and cannot hang: no timer on the hot path for it.
-    this.timeoutMs = limiter.store instanceof MemoryStore ? 0 : timeoutMs;
+    this.timeoutMs = timeoutMs;
+    this.syncPath = o.skip === undefined && !rawParts.some((p) => typeof p === "function");
     this.onError = o.onError;
     this.onDecision = o.onDecision;
     const clock = isLimiter(o.limiter) || o.limiter === undefined ? o.clock : (o.limiter as { clock?: () => number }).clock;
@@ -373,12 +374,50 @@ export class HttpRateLimiter<Req> {
   }
 
   /**
-   * Decides one request. Never rejects: errors from the store or from user callbacks go to
-   * `onError` and the request is let through (or refused with 503 when `onStoreError: "deny"`).
+   * Decides one request. Never throws or rejects: errors from the store or from user callbacks
+   * go to `onError` and the request is let through (or refused with 503 when
+   * `onStoreError: "deny"`). Answers synchronously when it can (no `skip`, no key function, a
+   * store that answers synchronously: the memory store), so adapters pass the request on
+   * without a microtask; otherwise returns a promise.
    */
-  async check(req: Req): Promise<RateLimitResult> {
-    let key: string | undefined;
-    let cost = this.fixedCost;
+  check(req: Req): RateLimitResult | Promise<RateLimitResult> {
+    if (!this.syncPath) return this.checkAsync(req);
+    let key: string;
+    let cost: number;
+    let d: Decision | Promise<Decision>;
+    try {
+      const rawIp = this.resolveIp(req);
+      if (rawIp !== undefined) {
+        if (this.allow !== undefined && this.allow.has(rawIp)) return PASS;
+        if (this.deny !== undefined && this.deny.has(rawIp)) return this.refuse(forbidden(), []);
+      }
+      const ip = rawIp === undefined ? "unknown" : this.ips.group(rawIp);
+      let info: KeyInfo | undefined;
+      if (this.simpleIpKey) key = this.keyPrefix + ip;
+      else {
+        info = this.info(req, ip);
+        key = this.keyPrefix;
+        // Only built-in parts on this path: they answer synchronously.
+        for (let i = 0; i < this.parts.length; i++) key += (i === 0 ? "" : "|") + this.part(i, req, info);
+      }
+      cost = this.costOf(req, ip, info);
+      d = this.consume(key, cost);
+    } catch (e) {
+      return this.failed(e, req);
+    }
+    if (d instanceof Promise) {
+      return d.then(
+        (decision) => this.verdict(req, key, cost, decision),
+        (e: unknown) => this.failed(e, req),
+      );
+    }
+    return this.verdict(req, key, cost, d);
+  }
+
+  /** The general path: awaits `skip` and key functions. */
+  private async checkAsync(req: Req): Promise<RateLimitResult> {
+    let key: string;
+    let cost: number;
     let decision: Decision;
     try {
       if (this.skip !== undefined && (await this.skip(req))) return PASS;
@@ -399,17 +438,32 @@ export class HttpRateLimiter<Req> {
           key += (i === 0 ? "" : "|") + (v === undefined || v === "" ? "-" : v);
         }
       }
-      if (this.costFn !== undefined) cost = this.costFn(req, info ?? this.info(req, ip));
-      else if (this.costTable !== undefined) {
-        const i = info ?? this.info(req, ip);
-        cost = this.costTable[`${i.method} ${i.route}`] ?? this.costTable[i.route] ?? 1;
-      }
+      cost = this.costOf(req, ip, info);
       decision = await this.consume(key, cost);
     } catch (e) {
-      this.report(e, req);
-      return this.storeDeny ? this.refuse(unavailable(), []) : PASS;
+      return this.failed(e, req);
     }
     return this.verdict(req, key, cost, decision);
+  }
+
+  /** A built-in key part's text (the sync path never has functions). */
+  private part(i: number, req: Req, info: KeyInfo): string {
+    const v = (this.parts[i] as CompiledPart<Req>)(req, info) as string | undefined;
+    return v === undefined || v === "" ? "-" : v;
+  }
+
+  private costOf(req: Req, ip: string, info: KeyInfo | undefined): number {
+    if (this.costFn !== undefined) return this.costFn(req, info ?? this.info(req, ip));
+    if (this.costTable !== undefined) {
+      const i = info ?? this.info(req, ip);
+      return this.costTable[`${i.method} ${i.route}`] ?? this.costTable[i.route] ?? 1;
+    }
+    return this.fixedCost;
+  }
+
+  private failed(e: unknown, req: Req): RateLimitResult {
+    this.report(e, req);
+    return this.storeDeny ? this.refuse(unavailable(), []) : PASS;
   }
 
   private info(req: Req, ip: string): KeyInfo {
@@ -417,9 +471,12 @@ export class HttpRateLimiter<Req> {
     return { ip, method: this.access.method(req), path, route: this.access.route(req) ?? path };
   }
 
-  private consume(key: string, cost: number): Promise<Decision> {
-    const p = this.limiter.consume(key, cost);
-    if (this.timeoutMs === 0) return p;
+  /** Asks the limiter; a promised answer gets the `storeTimeoutMs` deadline (a synchronous one cannot hang). */
+  private consume(key: string, cost: number): Decision | Promise<Decision> {
+    const l = this.limiter;
+    // consumeNow may be missing on a limiter from an older copy of the package.
+    const p = typeof l.consumeNow === "function" ? l.consumeNow(key, cost) : l.consume(key, cost);
+    if (!(p instanceof Promise)) return p;
     return new Promise<Decision>((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`rate limit store did not answer within ${this.timeoutMs} ms`)), this.timeoutMs);
       t.unref?.();
