@@ -6,6 +6,9 @@
 // Usage: node bench/redis.js [--runs 3] [--seconds 1.5] [--only <substring>] [--markdown]
 //        (or `npm run bench -- redis`, which builds first)
 //
+// Ours run with the defaults (batch: true on a single Redis: decisions that wait while two script
+// calls are in flight go together) and, for three algorithms, with batch: false (exactly one
+// script call per decision).
 // Per implementation it reports: decisions/s from one process with 1 and 256 calls in flight,
 // p50/p99 latency at each, Redis CPU microseconds per decision (INFO cpu, user + sys, over the
 // 256-in-flight runs), Redis commands per decision (INFO commandstats, commands run inside
@@ -104,17 +107,17 @@ async function commandStats(admin) {
 // ------------------------------------------------------------------ implementations
 // Each: { name, prefix (to find its keys), make(client) -> (key) => Promise<boolean allowed> }.
 const rk = (algorithm, extra = {}) => ({
-  name: `ratekeeper ${algorithm}${extra.label ? ` ${extra.label}` : ""}`,
+  name: `ratekeeper ${algorithm}${extra.label ? ` ${extra.label}` : ""}${extra.batch === false ? " [batch: false]" : ""}`,
   ours: true,
   prefix: "rk:",
   make: (client) => {
-    const { label: _label, ...spec } = extra;
+    const { label: _label, batch, ...spec } = extra;
     const limiter = new RateLimiter({
       algorithm,
       limit: LIMIT,
       window: WINDOW_MS,
       ...spec,
-      store: new RedisStore({ client, timeoutMs: 5000, failure: "throw" }),
+      store: new RedisStore({ client, timeoutMs: 5000, failure: "throw", ...(batch === undefined ? {} : { batch }) }),
     });
     return async (key) => (await limiter.consume(key)).allowed;
   },
@@ -128,6 +131,9 @@ const IMPLS = [
   rk("token-bucket"),
   rk("leaky-bucket"),
   rk("gcra", { burst: 10 }),
+  rk("fixed-window", { batch: false }),
+  rk("sliding-log", { batch: false }),
+  rk("gcra", { burst: 10, batch: false }),
   {
     name: "rate-limiter-flexible RateLimiterRedis (fixed window)",
     baseline: true,

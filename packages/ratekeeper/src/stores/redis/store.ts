@@ -69,8 +69,10 @@ export interface RedisStoreOptions {
    * (each still atomic and all-or-nothing; order kept): fewer calls, less Redis CPU per decision
    * under load (docs/benchmarks/redis.md). At most 2 calls in flight per limiter, each carrying
    * up to `maxBatch` decisions; a failed call fails every decision in it (each gets the failure
-   * policy). Single Redis only: a cluster call may touch one hash slot.
-   * @default false (one script call per decision)
+   * policy). At low load nothing waits, so every decision still goes out at once on its own.
+   * Single Redis only (a cluster call may touch one hash slot): `false` with a cluster client.
+   * `false` makes exactly one script call per decision.
+   * @default true with a single Redis, false with a cluster
    */
   batch?: boolean | { maxBatch?: number };
   /**
@@ -160,7 +162,7 @@ export class RedisStore implements Store {
       issues.push({ path: "denialCache", message: `must be true, false or { maxKeys } (got ${describe(dc)})` });
     }
     let maxBatch = 0;
-    const bo = options.batch;
+    const bo = options.batch ?? (shim !== undefined && !shim.isCluster);
     if (bo === true) maxBatch = 128;
     else if (typeof bo === "object" && bo !== null) {
       maxBatch = bo.maxBatch ?? 128;
