@@ -148,7 +148,7 @@ export const COMMANDS: Command[] = [
     summary: "validate a rules file; prints every error with its path and exits 1 if there is any",
     flags: {},
     flagHelp: {},
-    async run(_v, positionals) {
+    run(_v, positionals) {
       const file = positionals[0];
       if (!file || positionals.length > 1) throw new UsageError("config check: give exactly one FILE");
       try {
@@ -156,11 +156,11 @@ export const COMMANDS: Command[] = [
         process.stdout.write(
           `${file}: ok (${rules.domains.size} domains, ${rules.rules.length} rules, ${rules.policies.size} named policies)\n`,
         );
-        return 0;
+        return Promise.resolve(0);
       } catch (e) {
         if (!(e instanceof RulesError)) throw e;
         process.stderr.write(`${e.message}\n`);
-        return 1;
+        return Promise.resolve(1);
       }
     },
   },
@@ -239,7 +239,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const { values, positionals } = parseArgs({ args: rest, options: command.flags, allowPositionals: true, strict: true });
     if (positionals.length > 0 && !command.args) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
-    return await command.run(values as Values, positionals);
+    return await command.run(values, positionals);
   } catch (e) {
     const err = e as Error & { code?: string };
     if (e instanceof UsageError || e instanceof RulesError || e instanceof RangeError || err.code?.startsWith("ERR_PARSE_ARGS")) {

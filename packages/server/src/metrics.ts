@@ -77,9 +77,9 @@ export class Metrics implements DecisionObserver {
 
   decision(domain: string, rule: string, outcome: string): void {
     let rules = this.pending.get(domain);
-    if (rules === undefined) this.pending.set(domain, (rules = new Map()));
+    if (rules === undefined) this.pending.set(domain, (rules = new Map<string, Map<string, number>>()));
     let outcomes = rules.get(rule);
-    if (outcomes === undefined) rules.set(rule, (outcomes = new Map()));
+    if (outcomes === undefined) rules.set(rule, (outcomes = new Map<string, number>()));
     outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
   }
 

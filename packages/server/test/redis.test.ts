@@ -12,6 +12,7 @@ import {
   adaptNginxConf,
   example,
   freePort,
+  getJson,
   postJson,
   rlsClient,
   startNginx,
@@ -81,7 +82,7 @@ describeRedis("decision service with the Redis store", () => {
     const r2 = await postJson(`${b.base}/v1/check`, { domain: "lb", descriptors: [{ user: "u1" }] });
     expect(r1.json.statuses[0].remaining).toBe(4);
     expect(r2.json.statuses[0].remaining).toBe(3);
-    const peek = await (await fetch(`${a.base}/v1/keys/lb/user=u1`)).json();
+    const peek = await getJson(`${a.base}/v1/keys/lb/user=u1`);
     expect(peek.statuses[0]).toMatchObject({ allowed: true, limit: 5 });
     expect((await fetch(`${b.base}/readyz`)).status).toBe(200);
   });
@@ -167,7 +168,7 @@ describeRedis("decision service when Redis fails", () => {
     expect(t.status).toBe(503);
     const ready = await fetch(`${thrower.base}/readyz`);
     expect(ready.status).toBe(503);
-    expect((await ready.json()).reason).toMatch(/redis is/);
+    expect(((await ready.json()) as { reason: string }).reason).toMatch(/redis is/);
     const m = await (await fetch(`${closed.base}/metrics`)).text();
     expect(m).toMatch(/ratekeeper_store_errors_total\{kind="failure_policy"\} [1-9]/);
   });

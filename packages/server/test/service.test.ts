@@ -7,7 +7,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CLI, ROOT, postJson, rlsClient, startServiceProcess, until, type RlsClient, type ServiceProc } from "./support.js";
+import { CLI, ROOT, getJson, postJson, rlsClient, startServiceProcess, until, type RlsClient, type ServiceProc } from "./support.js";
 
 const RULES = `
 policies:
@@ -145,11 +145,11 @@ describe("POST /v1/check", () => {
 
   it("peeks without charging: GET /v1/keys/<domain>/<descriptor key>", async () => {
     await check({ domain: "t", descriptors: [{ user: "carol" }] });
-    const p1 = await (await fetch(`${svc.base}/v1/keys/t/user=carol`)).json();
-    const p2 = await (await fetch(`${svc.base}/v1/keys/t/user=carol`)).json();
+    const p1 = await getJson(`${svc.base}/v1/keys/t/user=carol`);
+    const p2 = await getJson(`${svc.base}/v1/keys/t/user=carol`);
     expect(p1.statuses[0].remaining).toBe(p2.statuses[0].remaining);
     expect(p1.statuses[0]).toMatchObject({ key: "user=carol", limit: 3, allowed: true });
-    const plain = await (await fetch(`${svc.base}/v1/keys/login/u1?policy=login`)).json();
+    const plain = await getJson(`${svc.base}/v1/keys/login/u1?policy=login`);
     expect(plain.statuses[0].allowed).toBe(false);
   });
 
@@ -177,7 +177,7 @@ describe("POST /v1/check", () => {
     const big = JSON.stringify({ domain: "t", descriptors: [{ user: "x".repeat(70_000) }] });
     const r = await fetch(`${svc.base}/v1/check`, { method: "POST", body: big });
     expect(r.status).toBe(413);
-    expect((await r.json()).error).toMatch(/larger than 65536 bytes/);
+    expect(((await r.json()) as { error: string }).error).toMatch(/larger than 65536 bytes/);
     expect((await fetch(`${svc.base}/v1/check`)).status).toBe(405);
     expect((await fetch(`${svc.base}/nope`)).status).toBe(404);
     expect((await fetch(`${svc.base}/v1/admin/overrides`)).status).toBe(404);
@@ -212,9 +212,9 @@ describe("/v1/auth (nginx auth_request)", () => {
 
 describe("operations", () => {
   it("/healthz, /readyz and /v1/rules", async () => {
-    expect(await (await fetch(`${svc.base}/healthz`)).json()).toEqual({ status: "ok" });
-    expect(await (await fetch(`${svc.base}/readyz`)).json()).toEqual({ status: "ready" });
-    const rules = await (await fetch(`${svc.base}/v1/rules`)).json();
+    expect(await getJson(`${svc.base}/healthz`)).toEqual({ status: "ok" });
+    expect(await getJson(`${svc.base}/readyz`)).toEqual({ status: "ready" });
+    const rules = await getJson(`${svc.base}/v1/rules`);
     expect(rules.rules.map((r: { id: string }) => r.id)).toContain("t/ip/path=/search*");
   });
 

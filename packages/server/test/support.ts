@@ -105,6 +105,11 @@ export async function postJson(url: string, body: unknown): Promise<{ status: nu
   return { status: r.status, headers: r.headers, json: text ? JSON.parse(text) : undefined };
 }
 
+/** GETs a URL and parses its JSON body. */
+export async function getJson(url: string): Promise<any> {
+  return (await fetch(url)).json();
+}
+
 /** A client of `envoy.service.ratelimit.v3.RateLimitService`, built from the same (Envoy) protos. */
 export interface RlsClient {
   shouldRateLimit(req: unknown): Promise<any>;

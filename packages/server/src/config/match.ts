@@ -31,7 +31,7 @@ export function matchDescriptor(rules: Rules, domain: string, entries: readonly 
   const via: string[] = [];
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i] as DescriptorEntry;
-    const node: TreeNode | undefined = findNode(level as Level, e);
+    const node: TreeNode | undefined = findNode(level, e);
     if (node === undefined) {
       return { rule: undefined, via, miss: `no descriptor for ${e.key}=${e.value}${via.length ? ` under ${via.join(" > ")}` : ""}` };
     }

@@ -240,7 +240,7 @@ export function compileRules(doc: unknown, file: string): Rules {
     const specs = policySpecs(r.limits, spec, path, issues);
     const cost = r.cost === undefined ? 1 : r.cost;
     if (typeof cost !== "number" || !Number.isSafeInteger(cost) || cost <= 0)
-      issues.push({ path: `${path}.cost`, message: `must be > 0 (a whole number; got ${String(cost)})` });
+      issues.push({ path: `${path}.cost`, message: `must be > 0 (a whole number; got ${JSON.stringify(cost)})` });
     if (r.shadow !== undefined && typeof r.shadow !== "boolean") issues.push({ path: `${path}.shadow`, message: "must be true or false" });
     if (specs === undefined) {
       if (r.limits === undefined && Object.keys(spec).length === 0)
