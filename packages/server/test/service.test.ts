@@ -280,7 +280,8 @@ describe("hot reload", () => {
       async () => (await check({ domain: "t", descriptors: [{ user: "reload1" }] })).json.statuses[0].limit === 7,
       "the new limit",
     );
-    expect(svc.lines.some((l) => l.includes('"msg":"rules reloaded"'))).toBe(true);
+    // The log line travels through a pipe: wait for it rather than race it.
+    await until(() => svc.lines.some((l) => l.includes('"msg":"rules reloaded"')), "the reload to be logged");
 
     writeFileSync(rulesFile, RULES.replace("limit: 3\n", "limit: -1\n"));
     await until(() => svc.lines.some((l) => l.includes("rules reload failed")), "the failed reload to be logged");
