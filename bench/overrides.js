@@ -1,0 +1,241 @@
+// Bench section "overrides": checks per second of the decision service with 1,000,000 per-key
+// overrides stored, next to the same service with none, in the same run and under the same load
+// (issue 6: the in-memory cache must keep the ratio above 0.9).
+//
+// Variants (the same build, the same rules file, the memory request store):
+//   - none:  `ratekeeper serve` without --overrides
+//   - empty: with --overrides sqlite:<empty file>      (the cache is there, holds nothing)
+//   - 1M:    with --overrides sqlite:<1,000,000 rows>  (every key the load sends has an override)
+// The 1M file is written by `ratekeeper overrides import` from a generated JSON-lines file (its
+// time is reported too), and the service loads it all at start (load time and RSS reported).
+// Overrides and the rule carry the same policy (fixed window, far above the load), so each check
+// does the same limiter work and what differs is the override lookup path.
+//
+// Method: the three services run side by side, each pinned to CPU 0 (taskset); the load generator
+// (wrk, a Lua script POSTing /v1/check for one `user_id` descriptor drawn from `--keys` ids spread
+// over the million) runs pinned to CPU 1. Every round measures each variant once for `--duration`
+// seconds, in a rotating order; the table quotes the median checks/s over `--runs` rounds, and the
+// median of the per-round ratios to `none` (so a noisy neighbour slows both sides of a ratio).
+// After each measurement one check is made to confirm what decided (override vs rule).
+//
+// Usage: node bench/overrides.js [--runs 5] [--duration 5] [--connections 50] [--overrides 1000000]
+//                                [--keys 10000] [--markdown]
+// (`npm run bench -- overrides` runs it through bench/run.js; needs wrk on PATH.)
+
+import { spawn, spawnSync } from "node:child_process";
+import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { once } from "node:events";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { fmtRate, fmtSpread, machineLine, table } from "./lib/format.js";
+import { median, summarize } from "./lib/stats.js";
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : dflt;
+};
+const RUNS = Number(opt("--runs", 5));
+const DURATION_S = Number(opt("--duration", 5));
+const CONNECTIONS = Number(opt("--connections", 50));
+const N_OVERRIDES = Number(opt("--overrides", 1_000_000));
+const N_KEYS = Math.min(Number(opt("--keys", 10_000)), N_OVERRIDES);
+const MARKDOWN = args.includes("--markdown");
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const CLI = path.join(ROOT, "packages/server/dist/cli.js");
+const HUGE = 1_000_000_000;
+const POLICY = { algorithm: "fixed-window", limit: HUGE, window: "1m" };
+
+if (spawnSync("wrk", ["--version"]).error) {
+  console.log("overrides: skipped (wrk is not on PATH)");
+  process.exit(0);
+}
+
+const dir = mkdtempSync(path.join(tmpdir(), "rk-bench-overrides-"));
+const children = new Set();
+const cleanup = () => {
+  for (const c of children) c.kill("SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+};
+process.on("exit", cleanup);
+process.on("SIGINT", () => process.exit(130));
+process.on("SIGTERM", () => process.exit(143));
+
+/** A user id for load key `i`: spread over the whole million (so pages and maps are not all hot). */
+const userId = (i) => (i * 99_991) % N_OVERRIDES;
+
+function pin(pid, cpu) {
+  return spawnSync("taskset", ["-cp", String(cpu), String(pid)], { stdio: "ignore" }).status === 0;
+}
+
+function rssMiB(pid) {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Math.round(Number(m[1]) / 1024) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+async function writeOverridesFile(file) {
+  const out = createWriteStream(file);
+  const limits = JSON.stringify([POLICY]);
+  let chunk = "";
+  for (let i = 0; i < N_OVERRIDES; i++) {
+    chunk += `{"domain":"api","key":"user_id=${i}","limits":${limits}}\n`;
+    if (chunk.length > 1 << 20) {
+      if (!out.write(chunk)) await once(out, "drain");
+      chunk = "";
+    }
+  }
+  out.end(chunk);
+  await once(out, "finish");
+}
+
+function runCli(argv) {
+  const t0 = performance.now();
+  const r = spawnSync(process.execPath, [CLI, ...argv], { encoding: "utf8", env: { ...process.env, RATEKEEPER_OVERRIDES: "" } });
+  if (r.status !== 0) throw new Error(`ratekeeper ${argv.join(" ")} failed (${r.status}):\n${r.stderr}`);
+  return performance.now() - t0;
+}
+
+async function startService(label, extra) {
+  const t0 = performance.now();
+  const child = spawn(process.execPath, [CLI, "serve", "--config", path.join(dir, "rules.yaml"), "--port", "0", "--grpc-port", "0", "--host", "127.0.0.1", "--no-watch", ...extra], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, LOG_LEVEL: "info", RATEKEEPER_OVERRIDES: "", RATEKEEPER_ADMIN_TOKEN: "" },
+  });
+  children.add(child);
+  pin(child.pid, 0);
+  let buf = "";
+  const lines = [];
+  const port = await new Promise((resolve, reject) => {
+    const onData = (d) => {
+      buf += d.toString();
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        lines.push(line);
+        if (line.includes('"listening"')) resolve(JSON.parse(line).httpPort);
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.once("exit", (code) => reject(new Error(`${label}: service exited (${code}) before listening:\n${lines.join("\n")}`)));
+  });
+  return { label, port, pid: child.pid, startMs: performance.now() - t0, stop: () => child.kill("SIGKILL") };
+}
+
+function wrkScript(file) {
+  // Each request: one `user_id` descriptor, drawn at random from N_KEYS ids spread over the million.
+  writeFileSync(
+    file,
+    `wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local bodies = {}
+for i = 0, ${N_KEYS - 1} do
+  local id = (i * 99991) % ${N_OVERRIDES}
+  bodies[i + 1] = '{"domain":"api","descriptors":[[{"key":"user_id","value":"' .. id .. '"}]]}'
+end
+math.randomseed(42)
+request = function()
+  return wrk.format(nil, "/v1/check", nil, bodies[math.random(1, ${N_KEYS})])
+end
+`,
+  );
+}
+
+function wrk(port, seconds, script) {
+  return new Promise((resolve, reject) => {
+    const child = spawn("wrk", ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", script, `http://127.0.0.1:${port}/`], { stdio: ["ignore", "pipe", "inherit"] });
+    children.add(child);
+    pin(child.pid, 1);
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.once("exit", (code) => {
+      children.delete(child);
+      if (code !== 0) return reject(new Error(`wrk exited ${code}:\n${out}`));
+      const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
+      const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
+      const errors = /Socket errors:.*/.exec(out)?.[0];
+      resolve({ rps, non2xx, errors });
+    });
+  });
+}
+
+async function whoDecided(port) {
+  const res = await fetch(`http://127.0.0.1:${port}/v1/check`, {
+    method: "POST",
+    body: JSON.stringify({ domain: "api", descriptors: [[{ key: "user_id", value: String(userId(N_KEYS - 1)) }]] }),
+  });
+  const body = await res.json();
+  return body.statuses?.[0]?.explain?.source;
+}
+
+async function main() {
+  console.log(`\n=== overrides: checks/s with ${fmtRate(N_OVERRIDES)} overrides stored vs none (same run)`);
+  console.log(await machineLine());
+  writeFileSync(
+    path.join(dir, "rules.yaml"),
+    `domains:\n  - domain: api\n    descriptors:\n      - key: user_id\n        algorithm: fixed-window\n        limit: ${HUGE}\n        window: 1m\n`,
+  );
+  const jsonl = path.join(dir, "overrides.jsonl");
+  await writeOverridesFile(jsonl);
+  const full = `sqlite:${path.join(dir, "full.db")}`;
+  const empty = `sqlite:${path.join(dir, "empty.db")}`;
+  const importMs = runCli(["overrides", "import", jsonl, "--overrides", full]);
+  runCli(["overrides", "export", path.join(dir, "empty-export.jsonl"), "--overrides", empty]); // creates the empty schema
+  console.log(`import: ${N_OVERRIDES} lines through \`ratekeeper overrides import\` in ${(importMs / 1000).toFixed(1)} s (${fmtRate(N_OVERRIDES / (importMs / 1000))} lines/s)`);
+  rmSync(jsonl);
+
+  const services = [
+    await startService("none", []),
+    await startService("empty", ["--overrides", empty]),
+    await startService(`${fmtRate(N_OVERRIDES)} overrides`, ["--overrides", full]),
+  ];
+  const [none, , million] = services;
+  const expected = { [services[0].label]: "rule", [services[1].label]: "rule", [services[2].label]: "override" };
+  for (const s of services) console.log(`${s.label.padEnd(14)} ready in ${(s.startMs / 1000).toFixed(1)} s, RSS ${rssMiB(s.pid)} MiB`);
+
+  const script = path.join(dir, "load.lua");
+  wrkScript(script);
+  for (const s of services) await wrk(s.port, 1, script); // warm-up (JIT, keys in the request store)
+
+  const rps = new Map(services.map((s) => [s.label, []]));
+  const ratios = new Map(services.map((s) => [s.label, []]));
+  const problems = [];
+  for (let round = 0; round < RUNS; round++) {
+    const order = services.map((_, i) => services[(i + round) % services.length]);
+    if (round % 2 === 1) order.reverse();
+    const got = new Map();
+    for (const s of order) {
+      const r = await wrk(s.port, DURATION_S, script);
+      if (r.non2xx > 0 || r.errors) problems.push(`${s.label}: ${r.non2xx} non-2xx, ${r.errors ?? "no socket errors"}`);
+      const source = await whoDecided(s.port);
+      if (source !== expected[s.label]) problems.push(`${s.label}: decided by ${source}, expected ${expected[s.label]}`);
+      got.set(s.label, r.rps);
+      rps.get(s.label).push(r.rps);
+    }
+    for (const s of services) ratios.get(s.label).push(got.get(s.label) / got.get(none.label));
+    console.log(`round ${round + 1}/${RUNS}: ${services.map((s) => `${s.label} ${fmtRate(got.get(s.label))}/s`).join(", ")}`);
+  }
+
+  const rows = services.map((s) => {
+    const st = summarize(rps.get(s.label));
+    return [s.label, `${fmtRate(st.median)}/s`, fmtSpread(st.spread), `${median(ratios.get(s.label)).toFixed(3)}`, `${rssMiB(s.pid)} MiB`];
+  });
+  const t = table(["service", "checks/s (median)", "spread", "ratio to none (median of rounds)", "RSS after"], rows);
+  console.log(`\n${t.text}`);
+  const ratio = median(ratios.get(million.label));
+  console.log(`\n${million.label} / none: ${ratio.toFixed(3)} (target > 0.9): ${ratio > 0.9 ? "ok" : "BELOW TARGET"}`);
+  if (problems.length) console.log(`problems:\n  ${problems.join("\n  ")}`);
+  console.log(`(${RUNS} rounds x ${DURATION_S} s per variant, wrk -t1 -c${CONNECTIONS}, POST /v1/check over ${N_KEYS} keys; services on CPU 0, wrk on CPU 1)`);
+  if (MARKDOWN) console.log(`\n${t.markdown}`);
+  for (const s of services) s.stop();
+  if (problems.length) process.exitCode = 1;
+}
+
+await main();
