@@ -4,8 +4,12 @@
  * with the path), 404 / 409 / 413, CRUD with paging, block / unblock, peek and reset, and the
  * API being off (404) without a token.
  */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OverrideCache } from "../src/overrides/cache.js";
 import { SqliteOverrideStore } from "../src/overrides/sqlite.js";
+import { createAdminHandler } from "../src/transport/admin.js";
 import { call, checkUser, startService, tempDir, writeRules, type ServiceProcess } from "./overrides-support.js";
 
 const TOKEN = "test-admin-token-0123456789";
@@ -60,13 +64,33 @@ describe("admin API (service process, SQLite overrides)", () => {
       ["POST", "/v1/admin/overrides", { raw: "{not json" }, /body: not valid JSON/],
       ["POST", "/v1/admin/overrides", { raw: "" }, /body: required/],
       ["POST", "/v1/admin/overrides", { body: { domain: "api", key: "user_id=1" } }, /limits: required/],
-      ["POST", "/v1/admin/overrides", { body: { domain: "api", key: "user_id=1", limits: [{ algorithm: "fixed-window", limit: 5, window: "-1s" }] } }, /limits\[0\]\.window: must be/],
-      ["POST", "/v1/admin/overrides", { body: { domain: "api", key: "user_id=1", limits: [{ algorithm: "gcra", limit: 0, window: "1s", bogus: 1 }] } }, /limits\[0\]\.bogus: unknown option/],
+      [
+        "POST",
+        "/v1/admin/overrides",
+        { body: { domain: "api", key: "user_id=1", limits: [{ algorithm: "fixed-window", limit: 5, window: "-1s" }] } },
+        /limits\[0\]\.window: must be/,
+      ],
+      [
+        "POST",
+        "/v1/admin/overrides",
+        { body: { domain: "api", key: "user_id=1", limits: [{ algorithm: "gcra", limit: 0, window: "1s", bogus: 1 }] } },
+        /limits\[0\]\.bogus: unknown option/,
+      ],
       ["POST", "/v1/admin/overrides", { body: { domain: "api", key: "user_id=1", limits: [] } }, /limits: must be a non-empty array/],
       ["POST", "/v1/admin/overrides", { body: { domain: "api", key: "user_id=1", policy: "banned" } }, /policy: /],
-      ["POST", "/v1/admin/overrides", { body: { domain: "api", key: "user_id=1", policy: "blocked", ttl: "1h", expiresAtMs: 1 } }, /ttl: give either/],
+      [
+        "POST",
+        "/v1/admin/overrides",
+        { body: { domain: "api", key: "user_id=1", policy: "blocked", ttl: "1h", expiresAtMs: 1 } },
+        /ttl: give either/,
+      ],
       ["POST", "/v1/admin/overrides", { body: { domain: "api", key: "user_id=1", policy: "blocked", ttl: "soon" } }, /ttl: must be/],
-      ["POST", "/v1/admin/overrides", { body: { domain: "api", key: "user_id=1", policy: "blocked", color: "red" } }, /unknown field\(s\) "color"/],
+      [
+        "POST",
+        "/v1/admin/overrides",
+        { body: { domain: "api", key: "user_id=1", policy: "blocked", color: "red" } },
+        /unknown field\(s\) "color"/,
+      ],
       ["POST", "/v1/admin/overrides", { body: [1, 2] }, /expected object/],
       ["PUT", "/v1/admin/overrides/api/user_id=1", { body: { key: "user_id=2", policy: "blocked" } }, /key: must match the URL/],
       ["POST", "/v1/admin/keys/api/user_id=1/block", { body: { limits: fiveASecond } }, /limits: not allowed here/],
@@ -102,7 +126,10 @@ describe("admin API (service process, SQLite overrides)", () => {
     const c1 = await checkUser(svc.base, "241531");
     expect(c1).toMatchObject({ allowed: true, limit: 5, source: "override" });
 
-    const conflict = await call(svc.base, "POST", "/v1/admin/overrides", { token: TOKEN, body: { domain: "api", key: "user_id=241531", policy: "blocked" } });
+    const conflict = await call(svc.base, "POST", "/v1/admin/overrides", {
+      token: TOKEN,
+      body: { domain: "api", key: "user_id=241531", policy: "blocked" },
+    });
     expect(conflict.status).toBe(409);
 
     const read = await call(svc.base, "GET", "/v1/admin/overrides/api/user_id%3D241531", { token: TOKEN });
@@ -115,13 +142,19 @@ describe("admin API (service process, SQLite overrides)", () => {
     expect((await checkUser(svc.base, "241531")).source).toBe("override");
     expect((await checkUser(svc.base, "241531")).limit).toBeNull();
 
-    const fresh = await call(svc.base, "PUT", "/v1/admin/overrides/api/user_id=77", { token: TOKEN, body: { limits: [{ algorithm: "gcra", limit: 1, window: "1h" }] } });
+    const fresh = await call(svc.base, "PUT", "/v1/admin/overrides/api/user_id=77", {
+      token: TOKEN,
+      body: { limits: [{ algorithm: "gcra", limit: 1, window: "1h" }] },
+    });
     expect(fresh.status).toBe(201);
     expect((await checkUser(svc.base, "77")).allowed).toBe(true);
     expect((await checkUser(svc.base, "77")).allowed).toBe(false);
 
     for (let i = 0; i < 12; i++) {
-      const r = await call(svc.base, "PUT", `/v1/admin/overrides/paged/k${String(i).padStart(2, "0")}`, { token: TOKEN, body: { policy: "blocked" } });
+      const r = await call(svc.base, "PUT", `/v1/admin/overrides/paged/k${String(i).padStart(2, "0")}`, {
+        token: TOKEN,
+        body: { policy: "blocked" },
+      });
       expect(r.status).toBe(201);
     }
     const keys: string[] = [];
@@ -143,7 +176,10 @@ describe("admin API (service process, SQLite overrides)", () => {
   });
 
   it("blocks (with an expiry) and unblocks a key; peeks and resets its counters", async () => {
-    const blocked = await call(svc.base, "POST", "/v1/admin/keys/api/user_id=666/block", { token: TOKEN, body: { ttl: "1h", note: "abuse" } });
+    const blocked = await call(svc.base, "POST", "/v1/admin/keys/api/user_id=666/block", {
+      token: TOKEN,
+      body: { ttl: "1h", note: "abuse" },
+    });
     expect(blocked.status).toBe(200);
     expect(blocked.body).toMatchObject({ policy: "blocked", note: "abuse" });
     expect(blocked.body.expiresAtMs).toBeGreaterThan(Date.now() + 3_500_000);
@@ -160,7 +196,10 @@ describe("admin API (service process, SQLite overrides)", () => {
     expect((await call(svc.base, "POST", "/v1/admin/keys/api/user_id=666/unblock", { token: TOKEN })).status).toBe(404);
 
     // Reset: spend a 2-per-hour override, reset, and it admits again.
-    await call(svc.base, "PUT", "/v1/admin/overrides/api/user_id=5", { token: TOKEN, body: { limits: [{ algorithm: "fixed-window", limit: 2, window: "1h" }] } });
+    await call(svc.base, "PUT", "/v1/admin/overrides/api/user_id=5", {
+      token: TOKEN,
+      body: { limits: [{ algorithm: "fixed-window", limit: 2, window: "1h" }] },
+    });
     await checkUser(svc.base, "5");
     await checkUser(svc.base, "5");
     expect((await checkUser(svc.base, "5")).allowed).toBe(false);
@@ -172,7 +211,10 @@ describe("admin API (service process, SQLite overrides)", () => {
   });
 
   it("lets an expired block lapse on its own", async () => {
-    const r = await call(svc.base, "POST", "/v1/admin/keys/api/user_id=900/block", { token: TOKEN, body: { expiresAtMs: Date.now() + 800 } });
+    const r = await call(svc.base, "POST", "/v1/admin/keys/api/user_id=900/block", {
+      token: TOKEN,
+      body: { expiresAtMs: Date.now() + 800 },
+    });
     expect(r.status).toBe(200);
     expect((await checkUser(svc.base, "900")).allowed).toBe(false);
     // Bounded wait for the wall clock to pass the expiry (the cache test covers expiry with a manual clock).
@@ -201,8 +243,74 @@ describe("admin API without a token", () => {
   it("is off: every admin route answers 404, whatever the Authorization header", async () => {
     for (const token of [undefined, "anything", ""]) {
       expect((await call(svc.base, "GET", "/v1/admin/overrides", { token })).status).toBe(404);
-      expect((await call(svc.base, "POST", "/v1/admin/overrides", { token, body: { domain: "api", key: "user_id=1", policy: "blocked" } })).status).toBe(404);
+      expect(
+        (await call(svc.base, "POST", "/v1/admin/overrides", { token, body: { domain: "api", key: "user_id=1", policy: "blocked" } }))
+          .status,
+      ).toBe(404);
     }
     expect((await checkUser(svc.base, "1")).source).toBe("rule");
+  });
+});
+
+describe("admin handler mounted by an embedder (it checks the token itself)", () => {
+  const tmp = tempDir("admin-embed");
+  let store: SqliteOverrideStore;
+  let cache: OverrideCache;
+  let server: Server;
+  let base: string;
+  let offServer: Server;
+  let offBase: string;
+
+  async function listen(handler: ReturnType<typeof createAdminHandler>): Promise<[Server, string]> {
+    const srv = createServer((req, res) => {
+      void handler(req, res).then((handled) => {
+        if (!handled) {
+          res.statusCode = 418;
+          res.end();
+        }
+      });
+    });
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+    return [srv, `http://127.0.0.1:${(srv.address() as AddressInfo).port}`];
+  }
+
+  beforeAll(async () => {
+    store = new SqliteOverrideStore({ path: tmp.file("o.db") });
+    cache = await OverrideCache.start(store, { purgeIntervalMs: 0, resyncIntervalMs: 0 });
+    [server, base] = await listen(createAdminHandler({ token: TOKEN, overrides: store }));
+    [offServer, offBase] = await listen(createAdminHandler({ token: "", overrides: store }));
+  });
+  afterAll(async () => {
+    await new Promise((r) => server?.close(r));
+    await new Promise((r) => offServer?.close(r));
+    cache?.close();
+    await store?.close();
+    tmp.remove();
+  });
+
+  it("401 for a missing, malformed, wrong or near-miss token; nothing written", async () => {
+    for (const auth of [undefined, "wrong", `${TOKEN}0`, TOKEN.slice(1), TOKEN.toUpperCase()]) {
+      const r = await call(base, "PUT", "/v1/admin/overrides/api/user_id=1", { token: auth, body: { policy: "blocked" } });
+      expect(r.status).toBe(401);
+    }
+    const raw = await fetch(`${base}/v1/admin/overrides`, { headers: { authorization: TOKEN } }); // no "Bearer"
+    expect(raw.status).toBe(401);
+    expect(raw.headers.get("www-authenticate")).toMatch(/^Bearer/);
+    expect(await store.get("api", "user_id=1")).toBeUndefined();
+    expect(cache.get("api", "user_id=1", Date.now())).toBeUndefined();
+  });
+
+  it("with the right token, writes reach the cache before the answer; other URLs are left to the caller", async () => {
+    const r = await call(base, "PUT", "/v1/admin/overrides/api/user_id=1", { token: TOKEN, body: { limits: fiveASecond } });
+    expect(r.status).toBe(201);
+    expect(cache.get("api", "user_id=1", Date.now())?.policy).toEqual({ limits: fiveASecond });
+    expect((await call(base, "GET", "/v1/check")).status).toBe(418);
+    // Peek and reset need the decision service, which this embedder did not give.
+    expect((await call(base, "GET", "/v1/admin/keys/api/user_id=1", { token: TOKEN })).status).toBe(404);
+  });
+
+  it("an empty token turns the API off: 404 even with a matching header", async () => {
+    expect((await call(offBase, "GET", "/v1/admin/overrides", { token: "" })).status).toBe(404);
+    expect((await call(offBase, "GET", "/v1/admin/overrides", { token: TOKEN })).status).toBe(404);
   });
 });

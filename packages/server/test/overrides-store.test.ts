@@ -39,7 +39,13 @@ function contract(name: string, setup: () => Promise<Backend & { teardown(): Pro
       const created = await store.create(ov("user_id=1", { note: "vip" }), nowMs);
       expect(created.version).toBeGreaterThan(0);
       expect(created.updatedAtMs).toBe(nowMs);
-      expect(await store.get("api", "user_id=1")).toMatchObject({ domain: "api", key: "user_id=1", policy: fiveASecond, note: "vip", version: created.version });
+      expect(await store.get("api", "user_id=1")).toMatchObject({
+        domain: "api",
+        key: "user_id=1",
+        policy: fiveASecond,
+        note: "vip",
+        version: created.version,
+      });
       await expect(store.create(ov("user_id=1"), nowMs)).rejects.toBeInstanceOf(OverrideConflictError);
 
       const updated = await store.update(ov("user_id=1", { policy: "blocked" }));
@@ -63,7 +69,8 @@ function contract(name: string, setup: () => Promise<Backend & { teardown(): Pro
 
     it("lists in a stable (domain, key) order with keyset paging: no row skipped or repeated, even with writes in between", async () => {
       const many: Override[] = [];
-      for (let i = 0; i < 30; i++) many.push({ domain: i % 3 === 0 ? "zeta" : "list", key: `k${String(i).padStart(3, "0")}`, policy: "blocked" });
+      for (let i = 0; i < 30; i++)
+        many.push({ domain: i % 3 === 0 ? "zeta" : "list", key: `k${String(i).padStart(3, "0")}`, policy: "blocked" });
       await store.putMany(many);
       const seen: string[] = [];
       let cursor: string | undefined;
@@ -76,7 +83,7 @@ function contract(name: string, setup: () => Promise<Backend & { teardown(): Pro
         if (pages === 1) await store.put({ domain: "api", key: "aaa-late", policy: "blocked" });
         pages++;
       } while (cursor !== undefined && pages < 100);
-      const sorted = [...seen].sort((a, b) => (Buffer.compare(Buffer.from(a), Buffer.from(b))));
+      const sorted = [...seen].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
       expect(seen).toEqual(sorted);
       expect(new Set(seen).size).toBe(seen.length);
       for (const o of many) expect(seen).toContain(`${o.domain}/${o.key}`);
@@ -87,6 +94,25 @@ function contract(name: string, setup: () => Promise<Backend & { teardown(): Pro
       const prefixed = await store.list({ domain: "list", keyPrefix: "k01" });
       expect(prefixed.items.map((o) => o.key)).toEqual(["k010", "k011", "k013", "k014", "k016", "k017", "k019"]);
       await expect(store.list({ cursor: "not-a-cursor" })).rejects.toThrow(/cursor/);
+    });
+
+    it("scans live overrides in primary-key order for full loads (deleted ones left out)", async () => {
+      await store.putMany([
+        { domain: "scan", key: "b", policy: "blocked" },
+        { domain: "scan", key: "a", policy: "blocked" },
+        { domain: "scan", key: "c", policy: "unlimited" },
+      ]);
+      await store.delete("scan", "b");
+      const seen: string[] = [];
+      let after: [string, string] | undefined;
+      for (let i = 0; i < 1000; i++) {
+        const page = await store.scan(after, 2);
+        for (const o of page) if (o.domain === "scan") seen.push(o.key);
+        const last = page[page.length - 1];
+        if (!last || page.length < 2) break;
+        after = [last.domain, last.key];
+      }
+      expect(seen).toEqual(["a", "c"]);
     });
 
     it("leaves expired overrides out of a live listing", async () => {
@@ -157,7 +183,11 @@ function contract(name: string, setup: () => Promise<Backend & { teardown(): Pro
       const v = await store.currentVersion();
       await store.close();
       store = await backend.reopen(clock);
-      expect(await store.get("durable", "user_id=241531")).toMatchObject({ policy: fiveASecond, note: "seed 004", expiresAtMs: nowMs + 3_600_000 });
+      expect(await store.get("durable", "user_id=241531")).toMatchObject({
+        policy: fiveASecond,
+        note: "seed 004",
+        expiresAtMs: nowMs + 3_600_000,
+      });
       expect(await store.currentVersion()).toBe(v);
       const next = await store.put({ domain: "durable", key: "x", policy: "blocked" });
       expect(next.version).toBeGreaterThan(v);
