@@ -23,3 +23,5 @@ export { Metrics } from "./metrics.js";
 export { createHttpServer, limitHeaders, type AdminContext, type AdminHandler, type HttpOptions } from "./transport/http.js";
 export { createGrpcServer, loadRlsDefinition, PROTO_DIR, RLS_PROTO } from "./transport/grpc.js";
 export { startService, type ServeOptions, type RunningService, type ServiceOverrides } from "./server.js";
+// Per-key overrides: stores, cache, import/export, admin handler (owned by the overrides module).
+export * from "./overrides/index.js";
