@@ -27,6 +27,38 @@ function kindOf(alg: Algorithm): number {
   return KIND_GENERIC;
 }
 
+/** `alg.check(...)` through the kind switch: one monomorphic call site per algorithm. */
+function checkKind(kind: number, alg: Algorithm, st: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome): void {
+  switch (kind) {
+    case KIND_BUCKET:
+      return bucket.check(st, nowMs, cost, lim, out);
+    case KIND_FIXED:
+      return fixedWindow.check(st, nowMs, cost, lim, out);
+    case KIND_SLIDING:
+      return slidingWindow.check(st, nowMs, cost, lim, out);
+    case KIND_LOG:
+      return slidingLog.check(st, nowMs, cost, lim, out);
+    default:
+      return alg.check(st, nowMs, cost, lim, out);
+  }
+}
+
+/** `alg.commit(...)` through the kind switch. */
+function commitKind(kind: number, alg: Algorithm, st: LimitState, nowMs: number, cost: number, lim: ResolvedLimit): void {
+  switch (kind) {
+    case KIND_BUCKET:
+      return bucket.commit(st, nowMs, cost, lim);
+    case KIND_FIXED:
+      return fixedWindow.commit(st, nowMs, cost, lim);
+    case KIND_SLIDING:
+      return slidingWindow.commit(st, nowMs, cost, lim);
+    case KIND_LOG:
+      return slidingLog.commit(st, nowMs, cost, lim);
+    default:
+      return alg.commit(st, nowMs, cost, lim);
+  }
+}
+
 /** Resets a state in place to a fresh one (a = b = 0, ring zeroed), keeping its ring. */
 export function clearState(s: LimitState): void {
   s.a = 0;
@@ -52,6 +84,7 @@ export class Evaluator {
   private readonly alg0: Algorithm;
   private readonly out0: Outcome;
   private readonly kind0: number;
+  private readonly kinds: readonly number[];
 
   constructor(limits: readonly ResolvedLimit[]) {
     this.limits = limits;
@@ -61,7 +94,8 @@ export class Evaluator {
     this.lim0 = limits[0] as ResolvedLimit;
     this.alg0 = this.algs[0] as Algorithm;
     this.out0 = this.outs[0] as Outcome;
-    this.kind0 = kindOf(this.alg0);
+    this.kinds = this.algs.map(kindOf);
+    this.kind0 = this.kinds[0] as number;
   }
 
   /** Whether there is exactly one limit (then {@link Evaluator.run1} may be used). */
@@ -91,14 +125,30 @@ export class Evaluator {
   run(states: LimitState[], nowMs: number, cost: number, commit: boolean): Decision {
     if (this.single) return this.run1(states[0] as LimitState, nowMs, cost, commit);
     let allowed = true;
-    for (let i = 0; i < this.limits.length; i++) {
+    const n = this.limits.length;
+    for (let i = 0; i < n; i++) {
       const out = this.outs[i] as Outcome;
-      (this.algs[i] as Algorithm).check(states[i] as LimitState, nowMs, cost, this.limits[i] as ResolvedLimit, out);
+      checkKind(
+        this.kinds[i] as number,
+        this.algs[i] as Algorithm,
+        states[i] as LimitState,
+        nowMs,
+        cost,
+        this.limits[i] as ResolvedLimit,
+        out,
+      );
       if (!out.allowed) allowed = false;
     }
     if (allowed && commit) {
-      for (let i = 0; i < this.limits.length; i++) {
-        (this.algs[i] as Algorithm).commit(states[i] as LimitState, nowMs, cost, this.limits[i] as ResolvedLimit);
+      for (let i = 0; i < n; i++) {
+        commitKind(
+          this.kinds[i] as number,
+          this.algs[i] as Algorithm,
+          states[i] as LimitState,
+          nowMs,
+          cost,
+          this.limits[i] as ResolvedLimit,
+        );
       }
     }
     return this.combine(allowed);
