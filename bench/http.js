@@ -13,11 +13,13 @@
 //
 // Method: each app runs in its own server process pinned to CPU 0; the load generator
 // (autocannon, in this process) is pinned to CPU 1, so the two never share a core. Each round
-// measures every variant of a framework once, in a rotating order, for `--duration` seconds after
-// a short warm-up; the table quotes the medians over `--runs` rounds of each variant's requests/s
-// and of its ratio to the bare app *in the same round* (so a noisy neighbour slows both sides).
+// measures every variant of a framework once, in a rotating order, after a short warm-up: first
+// saturated for `--duration` seconds (requests/s), then at a fixed rate that no variant finds
+// hard, reading the server's own CPU time from /proc (CPU per request at equal load). The table
+// quotes medians over `--runs` rounds of each measure and of its ratio to the bare app *in the
+// same round*, so a noisy neighbour slows both sides of a ratio.
 //
-// Usage: node bench/http.js [--runs 5] [--duration 5] [--connections 50] [--only express,fastify] [--markdown]
+// Usage: node bench/http.js [--runs 5] [--duration 5] [--connections 50] [--rate 4000] [--rate-express 1500] [--only express,fastify] [--markdown]
 // (`npm run bench -- http` runs it through bench/run.js.)
 
 import { spawn, spawnSync } from "node:child_process";
@@ -146,9 +148,9 @@ function cpuMs(pid) {
   }
 }
 
-async function load(autocannon, server, durationS, connections) {
+async function load(autocannon, server, durationS, connections, overallRate) {
   const c0 = cpuMs(server.pid);
-  const r = await autocannon({ url: `http://127.0.0.1:${server.port}/`, connections, duration: durationS, pipelining: 1 });
+  const r = await autocannon({ url: `http://127.0.0.1:${server.port}/`, connections, duration: durationS, pipelining: 1, ...(overallRate ? { overallRate } : {}) });
   const cpu = cpuMs(server.pid) - c0;
   return { rps: r.requests.average, cpuUsPerReq: (cpu * 1000) / r.requests.total, non2xx: r.non2xx, errors: r.errors + r.timeouts };
 }
@@ -159,12 +161,18 @@ async function main() {
   const CONNECTIONS = Number(opt("--connections", 50));
   const ONLY = opt("--only", "express,fastify,node,hono").split(",");
   const MARKDOWN = args.includes("--markdown");
+  // Fixed rates (req/s) for the CPU measurement: well below what each framework serves on one core
+  // even when the machine is busy, so no variant is ever saturated (saturation batches work and
+  // lowers CPU per request, which would reward whichever variant was starved the most).
+  const RATE = { express: Number(opt("--rate-express", 1500)), fastify: Number(opt("--rate", 4000)), node: Number(opt("--rate", 4000)), hono: Number(opt("--rate", 4000)) };
   const autocannon = (await import("autocannon")).default;
   const machine = await machineLine();
   const pinned = pin(process.pid, 1);
 
   console.log(`http: ${machine}`);
-  console.log(`autocannon -c ${CONNECTIONS} -d ${DURATION} (in this process${pinned ? ", CPU 1" : ""}) against one server process per variant${pinned ? " (CPU 0)" : ""}; ${RUNS} rounds, medians; warm-up 1 s per variant per round`);
+  console.log(
+    `autocannon -c ${CONNECTIONS} -d ${DURATION} saturated, then -c 10 -d ${DURATION} at a fixed rate (in this process${pinned ? ", CPU 1" : ""}) against one server process per variant${pinned ? " (CPU 0)" : ""}; ${RUNS} rounds, medians; warm-up 1 s per variant per round`,
+  );
 
   const rows = [];
   for (const fw of ONLY) {
@@ -187,9 +195,11 @@ async function main() {
         for (const v of order) {
           await load(autocannon, servers[v], 1, CONNECTIONS);
           const r = await load(autocannon, servers[v], DURATION, CONNECTIONS);
-          problems += r.non2xx + r.errors;
+          // The same variant again at a fixed rate every variant sustains: CPU per request at equal load.
+          const f = await load(autocannon, servers[v], DURATION, 10, RATE[fw]);
+          problems += r.non2xx + r.errors + f.non2xx + f.errors;
           got[v] = r.rps;
-          gotCpu[v] = r.cpuUsPerReq;
+          gotCpu[v] = f.cpuUsPerReq;
         }
         for (const v of spec.variants) {
           rps[v].push(got[v]);
@@ -230,10 +240,11 @@ async function main() {
   }
   const t = table(["app", "req/s", "spread", "req/s of bare", "CPU µs/req", "spread", "CPU-equivalent of bare"], rows);
   console.log(
-    "\nreq/s of bare: the median over rounds of (variant req/s / bare req/s in the same round).\n" +
-      "CPU-equivalent of bare: the median of (bare CPU µs per request / variant CPU µs per request): the share of\n" +
-      "bare throughput the variant keeps when the server's core is the bottleneck, measured from the server's own\n" +
-      "CPU time (/proc), so time stolen by other processes on a shared machine does not count against anyone.",
+    "\nreq/s: saturated (autocannon -c " + CONNECTIONS + "); of bare: the median over rounds of (variant req/s / bare req/s in the same round).\n" +
+      "CPU µs/req: the server process's own CPU time (/proc) per request at a fixed rate (express " + RATE.express + ", others " + RATE.fastify + " req/s, -c 10),\n" +
+      "the same for every variant. CPU-equivalent of bare: the median of (bare CPU/req / variant CPU/req) in the same round:\n" +
+      "the share of bare throughput the variant keeps when the server's core is the bottleneck. Time stolen by other\n" +
+      "processes on a shared machine does not count against anyone, so it is the steadier of the two measures.",
   );
   console.log(`\n${t.text}`);
   if (MARKDOWN) console.log(`\n${t.markdown}`);

@@ -493,8 +493,16 @@ export class HttpRateLimiter<Req> {
     });
   }
 
-  private verdict(req: Req, key: string, cost: number, d: Decision): RateLimitResult {
+  private verdict(req: Req, key: string, cost: number, decision: Decision): RateLimitResult {
     const headers: [string, string][] = [];
+    let d = decision;
+    if (d.allowed && d.delayMs > this.maxDelayMs && !this.shadow) {
+      // Shaping with a queue longer than the caller will wait: give the place back and refuse.
+      // The wait shrinks by 1 ms per ms, so after (delay - max) the same request fits: a truthful Retry-After.
+      this.limiter.refund(key, cost).catch((e: unknown) => this.report(e, req));
+      const retryAfterMs = d.delayMs - this.maxDelayMs;
+      d = { ...d, allowed: false, remaining: d.limits === undefined ? d.remaining + cost : d.remaining, retryAfterMs, delayMs: 0, reason: "limit" };
+    }
     const limited = !d.allowed;
     if (this.onDecision !== undefined) {
       try {
@@ -505,17 +513,8 @@ export class HttpRateLimiter<Req> {
     }
     if (limited && !this.shadow) {
       this.writeHeaders(d, headers, cost);
-      const violated = d.limits === undefined ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
+      const violated = d.limits === undefined || d.allowed !== decision.allowed ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
       return this.refuse(tooManyRequests(toSeconds(d.retryAfterMs), violated), headers, d, key, cost);
-    }
-    if (!limited && d.delayMs > this.maxDelayMs && !this.shadow) {
-      // Shaping with a queue longer than the caller will wait: give the place back and refuse.
-      // The wait shrinks by 1 ms per ms, so after (delay - max) the same request fits: a truthful Retry-After.
-      this.limiter.refund(key, cost).catch((e: unknown) => this.report(e, req));
-      const retryAfterMs = d.delayMs - this.maxDelayMs;
-      const denied: Decision = { ...d, allowed: false, retryAfterMs, delayMs: 0, reason: "limit" };
-      this.writeHeaders(denied, headers, cost);
-      return this.refuse(tooManyRequests(toSeconds(retryAfterMs), [d.policyName]), headers, denied, key, cost);
     }
     this.writeHeaders(d, headers, cost);
     return {
