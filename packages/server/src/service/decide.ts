@@ -114,6 +114,11 @@ export class DecisionService {
   private readonly limiters = new Map<string, RateLimiter>();
   /** JSON of an override's limits -> limiter (or the error its policy raised). */
   private readonly overrideLimiters = new Map<string, RateLimiter | Error>();
+  /**
+   * Override policy object -> limiter: the overrides cache shares one frozen policy object per
+   * distinct policy, so the hot path skips building the JSON key (about 1 µs a check).
+   */
+  private readonly overrideLimitersByPolicy = new WeakMap<object, RateLimiter | Error>();
 
   constructor(options: DecisionServiceOptions) {
     this.store = options.store;
@@ -232,6 +237,8 @@ export class DecisionService {
 
   private overrideLimiterFor(o: Override): RateLimiter | Error {
     const policy = o.policy as { readonly limits: readonly LimitSpec[] };
+    const known = this.overrideLimitersByPolicy.get(policy);
+    if (known !== undefined) return known;
     const id = JSON.stringify(policy.limits);
     let l = this.overrideLimiters.get(id);
     if (l === undefined) {
@@ -246,6 +253,7 @@ export class DecisionService {
       }
       this.overrideLimiters.set(id, l);
     }
+    this.overrideLimitersByPolicy.set(policy, l);
     return l;
   }
 
