@@ -58,6 +58,8 @@ describe("OverrideCache over SQLite", () => {
   it("sees its own store's writes as soon as the write resolves (read-your-writes)", async () => {
     const store = open();
     const cache = await cacheOf(store);
+    // A remembered miss (the front map keeps recent answers) must not hide a later write.
+    expect(cache.get("api", "user_id=241531", nowMs)).toBeUndefined();
     await store.put({ domain: "api", key: "user_id=241531", policy });
     expect(cache.get("api", "user_id=241531", nowMs)?.policy).toEqual(policy);
     await store.put({ domain: "api", key: "user_id=241531", policy: "blocked" });
@@ -78,6 +80,21 @@ describe("OverrideCache over SQLite", () => {
     expect(cache.get("api", "imported=1", nowMs)).toBeUndefined(); // not yet: no signal crossed processes
     await pollUntil("the import reaches the cache", () => cache.get("api", "imported=2", nowMs)?.policy === "blocked", 10_000);
     expect(cache.size).toBe(2);
+  });
+
+  it("keeps answering right after the front map of recent keys fills and is dropped", async () => {
+    const store = open();
+    const rows: Override[] = [];
+    for (let i = 0; i < 20_000; i += 2) rows.push({ domain: "api", key: `k${i}`, policy: "blocked" });
+    await store.putMany(rows);
+    const cache = await cacheOf(store);
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 20_000; i++) expect(cache.get("api", `k${i}`, nowMs)?.policy).toBe(i % 2 === 0 ? "blocked" : undefined);
+    }
+    await store.put({ domain: "api", key: "k1", policy: "unlimited" });
+    await store.delete("api", "k19998");
+    expect(cache.get("api", "k1", nowMs)?.policy).toBe("unlimited");
+    expect(cache.get("api", "k19998", nowMs)).toBeUndefined();
   });
 
   it("ignores expired overrides on lookup and purges them (manual clock)", async () => {

@@ -37,10 +37,21 @@ export interface OverrideCacheOptions {
  * const cache = await OverrideCache.start(store);
  * cache.get("api", "user_id=241531", Date.now());
  */
+/**
+ * Most lookups go to few keys: the front map remembers the answers (misses included, as null)
+ * for up to this many recent keys, and is simply dropped when full (no LRU bookkeeping). A
+ * lookup in a small map stays in the CPU caches; one in a million-entry map (tens of MB) misses
+ * them, which measured about 2 µs a check on this shared 2-core machine.
+ */
+const FRONT_MAX_KEYS = 16_384;
+
 /** One generation of the cache's contents: swapped whole after a full reload. */
 class Table {
   /** domain -> key -> override. Two levels so the hot path does not build a joined string. */
   readonly byDomain = new Map<string, Map<string, StoredOverride>>();
+  /** domain -> key -> override or null (none): recent answers, see {@link FRONT_MAX_KEYS}. */
+  front = new Map<string, Map<string, StoredOverride | null>>();
+  frontSize = 0;
   /** Entries with an expiry, so the purge does not walk a million permanent overrides. */
   readonly expiring = new Set<StoredOverride>();
   count = 0;
@@ -51,6 +62,7 @@ class Table {
   apply(domain: string, key: string, change: StoredOverride | undefined): void {
     // An override already expired is as good as deleted: do not spend memory on it.
     const o = change?.expiresAtMs !== undefined && change.expiresAtMs <= this.clock() ? undefined : change;
+    this.front.get(domain)?.delete(key);
     let keys = this.byDomain.get(domain);
     const old = keys?.get(key);
     if (old !== undefined) {
@@ -70,6 +82,26 @@ class Table {
     keys.set(key, o);
     if (old === undefined) this.count++;
     if (o.expiresAtMs !== undefined) this.expiring.add(o);
+  }
+
+  /** The override for `domain` and `key`, expired or not; through the front map. */
+  lookup(domain: string, key: string): StoredOverride | undefined {
+    let keys = this.front.get(domain);
+    const hit = keys?.get(key);
+    if (hit !== undefined) return hit ?? undefined;
+    const o = this.byDomain.get(domain)?.get(key) ?? null;
+    if (this.frontSize >= FRONT_MAX_KEYS) {
+      this.front = new Map();
+      this.frontSize = 0;
+      keys = undefined;
+    }
+    if (keys === undefined) {
+      keys = new Map();
+      this.front.set(domain, keys);
+    }
+    keys.set(key, o);
+    this.frontSize++;
+    return o ?? undefined;
   }
 }
 
@@ -139,7 +171,7 @@ export class OverrideCache implements OverrideLookup {
 
   /** The live override for `domain` and `key` at `nowMs`, if any. O(1), no I/O. */
   get(domain: string, key: string, nowMs: number): Override | undefined {
-    const o = this.table.byDomain.get(domain)?.get(key);
+    const o = this.table.lookup(domain, key);
     if (o === undefined) return undefined;
     if (o.expiresAtMs !== undefined && o.expiresAtMs <= nowMs) return undefined;
     return o;
