@@ -30,8 +30,11 @@ const tight = [{ algorithm: "fixed-window", limit: 3, window: "1h" }];
 async function cli(args: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   if (input !== undefined) {
     return new Promise((resolve) => {
-      const child = execFile(process.execPath, [CLI, ...args], { env: { ...process.env, RATEKEEPER_OVERRIDES: "" } }, (err, stdout, stderr) =>
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      const child = execFile(
+        process.execPath,
+        [CLI, ...args],
+        { env: { ...process.env, RATEKEEPER_OVERRIDES: "" } },
+        (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
       );
       child.stdin?.end(input);
     });
@@ -68,7 +71,10 @@ describe("overrides with the service process and a SQLite file", () => {
 
   it("an override added through the admin API survives a restart", async () => {
     const first = await serve();
-    const put = await call(first.base, "PUT", "/v1/admin/overrides/api/user_id=241531", { token: TOKEN, body: { limits: tight, note: "restart" } });
+    const put = await call(first.base, "PUT", "/v1/admin/overrides/api/user_id=241531", {
+      token: TOKEN,
+      body: { limits: tight, note: "restart" },
+    });
     expect(put.status).toBe(201);
     expect(await checkUser(first.base, "241531")).toMatchObject({ limit: 3, source: "override" });
     await first.stop();
@@ -93,13 +99,21 @@ describe("overrides with the service process and a SQLite file", () => {
     expect(imp.code, imp.stderr).toBe(0);
     expect(imp.stdout).toMatch(/3 overrides written/);
     // The service was not told: its periodic version check (1 s) finds the import.
-    await pollUntil("the service applies the imported block", async () => (await checkUser(svc.base, "10")).policy === "blocked", 15_000, 100);
+    await pollUntil(
+      "the service applies the imported block",
+      async () => (await checkUser(svc.base, "10")).policy === "blocked",
+      15_000,
+      100,
+    );
     expect(await checkUser(svc.base, "11")).toMatchObject({ limit: 3, source: "override" });
 
     const out = tmp.file("out.jsonl");
     const exp = await cli(["overrides", "export", out, "--overrides", url]);
     expect(exp.code).toBe(0);
-    const exported = readFileSync(out, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { key: string });
+    const exported = readFileSync(out, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { key: string });
     expect(exported.map((o) => o.key)).toEqual(["user_id=10", "user_id=11", "user_id=12", "user_id=241531"]);
     expect(exported[0]).toEqual({ domain: "api", key: "user_id=10", policy: "blocked", note: "imported" });
 
@@ -167,12 +181,22 @@ describe.skipIf(pgMode === "skip")("overrides with service processes sharing Pos
 
     const put = await call(one.base, "PUT", "/v1/admin/overrides/api/user_id=4242", { token: TOKEN, body: { limits: tight } });
     expect(put.status).toBe(201);
-    const tookMs = await pollUntil("instance two applies the override", async () => (await checkUser(two.base, "4242")).source === "override", 5_000, 10);
+    const tookMs = await pollUntil(
+      "instance two applies the override",
+      async () => (await checkUser(two.base, "4242")).source === "override",
+      5_000,
+      10,
+    );
     expect(tookMs).toBeLessThan(1000);
 
     const block = await call(two.base, "POST", "/v1/admin/keys/api/user_id=4242/block", { token: TOKEN, body: { ttl: "1h" } });
     expect(block.status).toBe(200);
-    const back = await pollUntil("instance one applies the block", async () => (await checkUser(one.base, "4242")).policy === "blocked", 5_000, 10);
+    const back = await pollUntil(
+      "instance one applies the block",
+      async () => (await checkUser(one.base, "4242")).policy === "blocked",
+      5_000,
+      10,
+    );
     expect(back).toBeLessThan(1000);
 
     await Promise.all([one.stop(), two.stop()]);

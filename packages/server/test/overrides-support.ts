@@ -193,7 +193,12 @@ export function startService(args: string[], env: Record<string, string> = {}): 
 }
 
 /** One HTTP call; resolves status and parsed JSON body (or text). */
-export async function call(base: string, method: string, urlPath: string, opts: { token?: string; body?: unknown; raw?: string } = {}): Promise<{ status: number; body: any }> {
+export async function call(
+  base: string,
+  method: string,
+  urlPath: string,
+  opts: { token?: string; body?: unknown; raw?: string } = {},
+): Promise<{ status: number; body: any }> {
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
   const body = opts.raw ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body));
@@ -209,7 +214,10 @@ export async function call(base: string, method: string, urlPath: string, opts: 
 }
 
 /** POST /v1/check for one `user_id` descriptor in domain `api`. */
-export async function checkUser(base: string, userId: string): Promise<{ allowed: boolean; limit: number | null; policy: string | null; source: string }> {
+export async function checkUser(
+  base: string,
+  userId: string,
+): Promise<{ allowed: boolean; limit: number | null; policy: string | null; source: string }> {
   const r = await call(base, "POST", "/v1/check", { body: { domain: "api", descriptors: [[{ key: "user_id", value: userId }]] } });
   if (r.status !== 200) throw new Error(`check failed: ${r.status} ${JSON.stringify(r.body)}`);
   const s = r.body.statuses[0];

@@ -112,7 +112,8 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
         return true;
       }
       if (e instanceof CheckError) send(res, 400, { error: "bad_request", message: e.message });
-      else if (e instanceof HttpError) send(res, e.status, { error: e.code, message: e.message, ...(e.issues ? { issues: e.issues } : {}) });
+      else if (e instanceof HttpError)
+        send(res, e.status, { error: e.code, message: e.message, ...(e.issues ? { issues: e.issues } : {}) });
       else send(res, 500, { error: "internal", message: e instanceof Error ? e.message : String(e) });
     }
     return true;
@@ -160,7 +161,11 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
         await readJson(req, true);
         const keys = await needLimiters().reset(checkInput(domain, key, url));
         if (keys.length === 0) {
-          throw new HttpError(404, "not_found", `no rule or override applies to ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
+          throw new HttpError(
+            404,
+            "not_found",
+            `no rule or override applies to ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`,
+          );
         }
         audit({ action: "reset", domain, key });
         return send(res, 200, { domain, key, reset: keys });
@@ -240,7 +245,8 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
 
   async function remove(req: IncomingMessage, res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
     await readJson(req, true);
-    if (!(await store.delete(domain, key))) throw new HttpError(404, "not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
+    if (!(await store.delete(domain, key)))
+      throw new HttpError(404, "not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
     await settle();
     audit({ action: "delete", domain, key });
     res.statusCode = 204;
@@ -271,7 +277,10 @@ export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, re
     const r = parseOverride(body, { nowMs: clock(), ...fixed });
     if (!r.ok) {
       const first = r.issues[0];
-      const message = r.issues.length === 1 && first ? `${first.path}: ${first.message}` : `${r.issues.length} problems: ${r.issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`;
+      const message =
+        r.issues.length === 1 && first
+          ? `${first.path}: ${first.message}`
+          : `${r.issues.length} problems: ${r.issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`;
       throw new HttpError(400, "bad_request", message, r.issues);
     }
     return r.override;
@@ -322,7 +331,11 @@ function checkInput(domain: string, key: string, url: URL): CheckInput {
   if (policy !== null) return { domain, key, policy };
   const entries = parseDescriptorKey(key);
   if (!entries) {
-    throw new HttpError(400, "bad_request", `key: ${JSON.stringify(key)} is not a descriptor key (key=value, several joined by |); for a plain key add ?policy=<name>`);
+    throw new HttpError(
+      400,
+      "bad_request",
+      `key: ${JSON.stringify(key)} is not a descriptor key (key=value, several joined by |); for a plain key add ?policy=<name>`,
+    );
   }
   return { domain, descriptors: [entries] };
 }
@@ -330,7 +343,12 @@ function checkInput(domain: string, key: string, url: URL): CheckInput {
 function isOverrideStore(x: unknown): x is OverrideStore {
   if (typeof x !== "object" || x === null) return false;
   const s = x as Partial<OverrideStore>;
-  return (s.kind === "sqlite" || s.kind === "postgres") && typeof s.get === "function" && typeof s.put === "function" && typeof s.list === "function";
+  return (
+    (s.kind === "sqlite" || s.kind === "postgres") &&
+    typeof s.get === "function" &&
+    typeof s.put === "function" &&
+    typeof s.list === "function"
+  );
 }
 
 function sha256(s: string): Buffer {
