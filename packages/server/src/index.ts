@@ -20,7 +20,7 @@ export {
   type DecisionServiceOptions,
 } from "./service/decide.js";
 export { Metrics } from "./metrics.js";
-export { createHttpServer, limitHeaders, type AdminContext, type AdminHandler, type HttpOptions } from "./transport/http.js";
+export { createHttpServer, limitHeaders, resultJson, type AdminContext, type AdminHandler, type HttpOptions } from "./transport/http.js";
 export { createGrpcServer, loadRlsDefinition, PROTO_DIR, RLS_PROTO } from "./transport/grpc.js";
 export { startService, type ServeOptions, type RunningService, type ServiceOverrides } from "./server.js";
 // Per-key overrides: stores, cache, import/export, admin handler (owned by the overrides module).

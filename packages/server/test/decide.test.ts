@@ -10,6 +10,7 @@ import {
   descriptorKey,
   matchDescriptor,
   parseDescriptorKey,
+  resultJson,
   parseRules,
   RulesError,
 } from "../src/index.js";
@@ -163,6 +164,29 @@ describe("decide() with overrides", () => {
   it("a bad request is a CheckError, not a denial", async () => {
     await expect(svc.decide({ domain: "d", descriptors: [e({ k: "u9" })], cost: 0 })).rejects.toBeInstanceOf(CheckError);
     await expect(svc.decide({ key: "x", policy: "missing" })).rejects.toThrow(/no policy named "missing" \(known: p\)/);
+  });
+
+  it("the hand-written JSON of a result is exactly JSON.stringify's, for every kind of status", async () => {
+    table.set("d/k=j1", { domain: "d", key: "k=j1", policy: "blocked", note: 'a "quoted" note' });
+    table.set("d/k=j2", { domain: "d", key: "k=j2", policy: "unlimited" });
+    const r = await svc.decide({
+      domain: "d",
+      descriptors: [
+        e({ k: "j1" }),
+        e({ k: "j2" }),
+        e({ k: 'we"ird\\value\u2028' }),
+        e({ zz: "none" }),
+        e({ a: "x", b: "y" }),
+        e({ k: "exact" }),
+      ],
+    });
+    expect(r.statuses).toHaveLength(6);
+    expect(resultJson(r)).toBe(JSON.stringify(r));
+    const denied = await svc.decide({ domain: "d", descriptors: [e({ k: "exact" })] });
+    expect(denied.allowed).toBe(false);
+    expect(resultJson(denied)).toBe(JSON.stringify(denied));
+    const plain = await svc.decide({ key: "j", policy: "p" });
+    expect(resultJson(plain)).toBe(JSON.stringify(plain));
   });
 
   it("a reload keeps the state of unchanged policies", async () => {

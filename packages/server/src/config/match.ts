@@ -53,7 +53,7 @@ export function matchDescriptor(rules: Rules, domain: string, entries: readonly 
 }
 
 function findNode(level: Level, e: DescriptorEntry): TreeNode | undefined {
-  const exact = level.exact.get(`${e.key}\0${e.value}`);
+  const exact = level.exact.get(e.key)?.get(e.value);
   if (exact) return exact;
   for (const w of level.wildcards) if (w.key === e.key && e.value.startsWith(w.prefix)) return w.node;
   return level.anyValue.get(e.key);

@@ -147,8 +147,8 @@ export interface Rule {
 
 /** A level of the descriptor tree: exact key=value children, wildcard prefixes, and any-value children. */
 export interface Level {
-  /** `key + "\0" + value` -> node. */
-  readonly exact: Map<string, TreeNode>;
+  /** key -> value -> node (two lookups, no key string built per check). */
+  readonly exact: Map<string, Map<string, TreeNode>>;
   /** In file order, as envoyproxy/ratelimit tries them. */
   readonly wildcards: Array<{ readonly key: string; readonly prefix: string; readonly node: TreeNode }>;
   /** key -> node matching any value of that key. */
@@ -311,7 +311,11 @@ function compileLevel(
     const node: TreeNode = { rule, children, label };
     if (n.value === undefined) level.anyValue.set(n.key, node);
     else if (n.value.endsWith("*")) level.wildcards.push({ key: n.key, prefix: n.value.slice(0, -1), node });
-    else level.exact.set(`${n.key}\0${n.value}`, node);
+    else {
+      let byValue = level.exact.get(n.key);
+      if (byValue === undefined) level.exact.set(n.key, (byValue = new Map()));
+      byValue.set(n.value, node);
+    }
   });
   return level;
 }

@@ -328,27 +328,15 @@ export class DecisionService {
       this.observer?.decision(rules.domains.has(domain) ? domain : "(unknown)", "", "no_match");
       return unlimitedStatus(key, { rule: null, source: "none", why: `not limited: ${m.miss ?? "no rule matched"}` }, false);
     }
-    const via = m.via.join(" > ");
     if (rule.unlimited) {
+      const via = m.via.join(" > ");
       const o = this.overrides?.get(domain, key, nowMs);
       if (o !== undefined)
         return this.applyOverride(o, domain, domain, key, rule.id, rule.cost * mult, nowMs, peek, `rule ${rule.id} is unlimited`);
       this.observer?.decision(domain, rule.id, "unlimited");
       return unlimitedStatus(key, { rule: rule.id, source: "rule", why: `matched ${via}: unlimited` }, rule.shadow);
     }
-    return this.apply(
-      domain,
-      domain,
-      key,
-      rule.id,
-      rule.policyId,
-      rule.specs,
-      rule.cost * mult,
-      rule.shadow,
-      nowMs,
-      peek,
-      `matched ${via}`,
-    );
+    return this.apply(domain, domain, key, rule.id, rule.policyId, rule.specs, rule.cost * mult, rule.shadow, nowMs, peek, m.via);
   }
 
   private async apply(
@@ -362,10 +350,12 @@ export class DecisionService {
     shadow: boolean,
     nowMs: number,
     peek: boolean,
-    matched: string,
+    /** The match path (`["remote_address", "path=/search*"]`), or a description such as `policy login`. */
+    matched: readonly string[] | string,
   ): Promise<DescriptorStatus> {
     const o = this.overrides?.get(domain, key, nowMs);
-    if (o !== undefined) return this.applyOverride(o, label, domain, key, ruleId, cost, nowMs, peek, `${matched}, policy replaced`);
+    if (o !== undefined)
+      return this.applyOverride(o, label, domain, key, ruleId, cost, nowMs, peek, `${matchedText(matched)}, policy replaced`);
     const limiter = this.limiterFor(pid, specs);
     if (cost > limiter.maxCost)
       throw new CheckError(`cost: ${cost} is more than rule ${ruleId} could ever admit (at most ${limiter.maxCost})`);
@@ -373,16 +363,8 @@ export class DecisionService {
     const denied = !d.allowed;
     if (!peek) this.observer?.decision(label, ruleId, denied ? (shadow ? "shadow_over_limit" : "over_limit") : "ok");
     const allowed = d.allowed || shadow;
-    const why = `${matched}: ${describeLimits(limiter.limits)}; ${describeOutcome(d, cost, shadow)}`;
-    return statusOf(
-      key,
-      d,
-      allowed,
-      shadow,
-      { rule: ruleId, source: ruleId.startsWith("policy:") ? "policy" : "rule", why },
-      limiter.limits,
-      cost,
-    );
+    const explain = new DecisionExplain(ruleId, ruleId.startsWith("policy:") ? "policy" : "rule", matched, limiter.limits, d, cost, shadow);
+    return statusOf(key, d, allowed, shadow, explain, limiter.limits, cost);
   }
 
   private async applyOverride(
@@ -450,6 +432,35 @@ export class DecisionService {
     this.observer?.storeLatency((performance.now() - t0) / 1000);
     if (d.reason === "store-error" || d.reason === "insurance") this.observer?.storeError("failure_policy");
     return d;
+  }
+}
+
+function matchedText(matched: readonly string[] | string): string {
+  return typeof matched === "string" ? matched : `matched ${matched.join(" > ")}`;
+}
+
+/**
+ * The explain of a decision by a rule or named policy. Its sentence is built only when read
+ * (the JSON API reads it; /v1/auth and gRPC never do): formatting it on every check cost more
+ * than the match itself.
+ */
+class DecisionExplain implements Explain {
+  constructor(
+    readonly rule: string,
+    readonly source: "rule" | "policy",
+    private readonly matched: readonly string[] | string,
+    private readonly limits: readonly ResolvedLimit[],
+    private readonly d: Decision,
+    private readonly cost: number,
+    private readonly shadow: boolean,
+  ) {}
+
+  get why(): string {
+    return `${matchedText(this.matched)}: ${describeLimits(this.limits)}; ${describeOutcome(this.d, this.cost, this.shadow)}`;
+  }
+
+  toJSON(): Explain {
+    return { rule: this.rule, source: this.source, why: this.why };
   }
 }
 

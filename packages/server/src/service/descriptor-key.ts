@@ -4,9 +4,10 @@ import type { DescriptorEntry } from "../config/match.js";
  * The canonical key of a descriptor: its entries as `key=value`, joined by `|`, in the order
  * given (the order is part of a descriptor's meaning, as in Envoy). It is what overrides are
  * stored under and what `GET /v1/keys/...` takes.
- * Keys may not contain `=` or `|` (the rules schema forbids it); values are kept verbatim, so a
- * value containing `|` is still unambiguous when read left to right up to the next `|key=`. To
- * keep keys short and printable, values are not escaped.
+ * Rule keys may not contain `=` or `|` (the rules schema forbids them). Values are kept verbatim
+ * (short, printable, and equal to what operators type into overrides); so the text form of a
+ * descriptor whose value contains `|` cannot be parsed back by {@link parseDescriptorKey}
+ * (`GET /v1/keys`, `/v1/auth`): send such descriptors as JSON to `POST /v1/check` instead.
  * @example descriptorKey([{ key: "remote_address", value: "1.2.3.4" }, { key: "path", value: "/api" }]) // "remote_address=1.2.3.4|path=/api"
  */
 export function descriptorKey(entries: readonly DescriptorEntry[]): string {
