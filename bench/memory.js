@@ -10,7 +10,7 @@
 // all allowed (limits far above the load) or all denied (limit 1 per hour, already spent).
 // Every call is awaited in turn, as a request handler would. See docs/benchmarks/memory.md.
 //
-// Usage: node --expose-gc bench/memory.js [--runs 7] [--sample-ms 250] [--only <implementation substring>]
+// Usage: node --expose-gc bench/memory.js [--runs 7] [--sample-ms 250] [--only <our algorithm, substring>]
 //          [--group <scenario substring>] [--mixed] [--no-alloc] [--only-alloc] [--markdown]
 // Each of our algorithms is measured in its own child process, next to the peers (--mixed: all of
 // them in one process); allocation is measured in further children with a large new space.
@@ -183,7 +183,7 @@ function buildCases(ours) {
       });
     }
   }
-  return cases.filter((c) => (!ONLY || c.impl.includes(ONLY) || c.impl === RLF) && (!ONLY_GROUP || c.group.includes(ONLY_GROUP)));
+  return cases.filter((c) => !ONLY_GROUP || c.group.includes(ONLY_GROUP));
 }
 
 /** In a child: measures `ours` next to the peers and prints the results as one JSON line. */
