@@ -30,9 +30,9 @@ export interface ServeOptions {
   /**
    * What the Redis store does when Redis fails or times out (the library's `failure` option):
    * `open` admits, `closed` denies, `insurance` decides with a per-process MemoryStore,
-   * `throw` fails the check (HTTP 503, gRPC UNAVAILABLE). With `throw`, /readyz reports not
-   * ready while Redis is unreachable; with a failure policy the service stays ready.
-   * @default "open" (the library's default)
+   * `throw` fails the check (HTTP 503, gRPC UNAVAILABLE). /readyz reports not ready while Redis
+   * is unreachable unless `open`, `closed` or `insurance` was chosen explicitly.
+   * @default "open" (the library's default) for decisions
    */
   redisFailure?: "open" | "closed" | "insurance" | "throw" | undefined;
   /** The most ms one Redis call may take before the failure policy decides (the library's `timeoutMs`). @default 50 */
@@ -113,8 +113,10 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   let closing = false;
   const readiness = (): { ready: boolean; reason?: string } => {
     if (closing) return { ready: false, reason: "shutting down" };
-    if (redis && redis.status !== "ready" && options.redisFailure === "throw")
-      return { ready: false, reason: `redis is ${redis.status} and --redis-failure is throw` };
+    // Ready without Redis only when the operator chose what happens then (open, closed,
+    // insurance): with no choice made, or `throw`, a load balancer should route elsewhere.
+    if (redis && redis.status !== "ready" && (options.redisFailure === undefined || options.redisFailure === "throw"))
+      return { ready: false, reason: `redis is ${redis.status} and no --redis-failure policy (open, closed, insurance) was chosen` };
     return { ready: true };
   };
 

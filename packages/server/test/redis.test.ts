@@ -137,6 +137,7 @@ describeRedis("decision service when Redis fails", () => {
   let dir: string;
   let closed: ServiceProc;
   let thrower: ServiceProc;
+  let dflt: ServiceProc;
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -144,19 +145,20 @@ describeRedis("decision service when Redis fails", () => {
     const rules = path.join(dir, "rules.yaml");
     writeFileSync(rules, RULES);
     const args = ["--config", rules, "--redis", redis.url, "--no-watch"];
-    [closed, thrower] = await Promise.all([
+    [closed, thrower, dflt] = await Promise.all([
       startServiceProcess([...args, "--redis-failure", "closed"]),
       startServiceProcess([...args, "--redis-failure", "throw"]),
+      startServiceProcess(args),
     ]);
   });
 
   afterAll(async () => {
-    await Promise.all([closed?.stop(), thrower?.stop()]);
+    await Promise.all([closed?.stop(), thrower?.stop(), dflt?.stop()]);
     await redis?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("closed: denies with reason store-error and stays ready; throw: 503 and not ready", async () => {
+  it("closed: denies with reason store-error and stays ready; throw: 503 and not ready; no policy: open but not ready", async () => {
     const body = { domain: "lb", descriptors: [{ user: "f1" }] };
     expect((await postJson(`${closed.base}/v1/check`, body)).json.allowed).toBe(true);
     await redis.stop();
@@ -169,6 +171,10 @@ describeRedis("decision service when Redis fails", () => {
     const ready = await fetch(`${thrower.base}/readyz`);
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as { reason: string }).reason).toMatch(/redis is/);
+    // No policy chosen: decisions fail open (the library's default) but the instance is not ready.
+    const d = await postJson(`${dflt.base}/v1/check`, body);
+    expect(d.json.statuses[0]).toMatchObject({ allowed: true, reason: "store-error" });
+    expect((await fetch(`${dflt.base}/readyz`)).status).toBe(503);
     const m = await (await fetch(`${closed.base}/metrics`)).text();
     expect(m).toMatch(/ratekeeper_store_errors_total\{kind="failure_policy"\} [1-9]/);
   });
