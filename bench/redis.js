@@ -230,6 +230,7 @@ async function drive(call, keys, inflight, ms) {
 async function main() {
   console.log(`\n=== redis: RedisStore vs peers (${await machineLine()})`);
   const server = await startRedis();
+  stopServer = () => server.stop();
   const { admin } = server;
   const version = /redis_version:(\S+)/.exec(await admin.info("server"))[1];
   console.log(
@@ -415,7 +416,9 @@ async function main() {
   await server.stop();
 }
 
-main().catch((e) => {
+let stopServer;
+main().catch(async (e) => {
   console.error(e);
+  await stopServer?.();
   process.exit(1);
 });

@@ -305,19 +305,12 @@ slPrefetch = function(s, L, p, count)
   for k = 1, count do s.cache[slot + k - 1] = v[k] end
 end
 
--- While the ring fills up (n < limit), grows the string to hold `slots` slots before a write.
--- SETRANGE past the end would let Redis over-allocate (sds doubles its buffer): grow it here
--- instead, doubling too but rewriting it at its exact size (SET), and at most to `limit` slots,
--- so a full ring takes 24 + 8 * limit bytes.
-local function slReserve(s, L, slots)
-  if s.a >= L.limit then return end
-  local len = redis.call("STRLEN", s.key)
-  local have = max(0, floor((len - 24) / 8))
-  if slots <= have then return end
-  local want = min(L.limit, max(slots, 2 * have))
-  local cur = redis.call("GET", s.key) or ""
-  if #cur < 24 then cur = string.rep("\0", 24) end
-  redis.call("SET", s.key, cur .. string.rep("\0", 24 + 8 * want - #cur))
+-- While the ring fills up (n < limit), SETRANGE grows the string and Redis over-allocates it
+-- (an sds buffer doubles); when the ring becomes full, it is rewritten once at its exact size
+-- (24 + 8 * limit bytes), so a full ring never carries slack. Keys that never fill keep at most
+-- twice their small size.
+local function slTrim(s)
+  redis.call("SET", s.key, redis.call("GET", s.key))
 end
 
 -- freeUnits(): the first position q in [max(0, n-L), n) whose unit is inside the window (or n);
@@ -400,11 +393,12 @@ end
 local function slCommit(s, L)
   local t = now
   if s.a > 0 then t = max(now, s.newest) end
-  slReserve(s, L, min(L.limit, s.a + cost))
   slWriteRun(s, L, s.a, cost, t)
+  local filled = s.a < L.limit and s.a + cost >= L.limit
   s.a = s.a + cost
   s.h = s.q
   s.newest = t
+  s.trim = filled
 end
 
 local function slRefund(s, L)
@@ -485,6 +479,7 @@ local function save(s, L, ttlMs)
   -- ttlMs == nil: keep the key's TTL (refund never lengthens how long the state matters).
   if L.alg == 1 then
     redis.call("SETRANGE", s.key, 0, pack("<ddd", s.a, s.h, s.newest))
+    if s.trim then slTrim(s) end
     if ttlMs then redis.call("PEXPIRE", s.key, ttlMs) end
     return
   end
