@@ -18,7 +18,11 @@
 // median of the per-round ratios to `none` (so a noisy neighbour slows both sides of a ratio).
 // After each measurement one check is made to confirm what decided (override vs rule).
 //
-// Usage: node bench/overrides.js [--runs 5] [--duration 5] [--connections 50] [--overrides 1000000]
+// A second table measures the same thing without HTTP: DecisionService.decide() in this process
+// with the same 1,000,000-override cache vs none (alternating 0.5 s samples), which isolates the
+// lookup's cost from the network stack's noise.
+//
+// Usage: node bench/overrides.js [--runs 11] [--duration 3] [--connections 50] [--overrides 1000000]
 //                                [--keys 10000] [--markdown]
 // (`npm run bench -- overrides` runs it through bench/run.js; needs wrk on PATH.)
 
@@ -36,8 +40,8 @@ const opt = (name, dflt) => {
   const i = args.indexOf(name);
   return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : dflt;
 };
-const RUNS = Number(opt("--runs", 5));
-const DURATION_S = Number(opt("--duration", 5));
+const RUNS = Number(opt("--runs", 11));
+const DURATION_S = Number(opt("--duration", 3));
 const CONNECTIONS = Number(opt("--connections", 50));
 const N_OVERRIDES = Number(opt("--overrides", 1_000_000));
 const N_KEYS = Math.min(Number(opt("--keys", 10_000)), N_OVERRIDES);
@@ -68,6 +72,20 @@ const userId = (i) => (i * 99_991) % N_OVERRIDES;
 
 function pin(pid, cpu) {
   return spawnSync("taskset", ["-cp", String(cpu), String(pid)], { stdio: "ignore" }).status === 0;
+}
+
+const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
+
+/** CPU time (user + system, ms) a process has used so far, from /proc (Linux); NaN elsewhere. */
+function cpuMs(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // proc(5) fields 14 and 15 (utime, stime), in clock ticks: indexes 11 and 12 after the name.
+    return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
+  } catch {
+    return NaN;
+  }
 }
 
 function rssMiB(pid) {
@@ -159,9 +177,10 @@ function wrk(port, seconds, script) {
       children.delete(child);
       if (code !== 0) return reject(new Error(`wrk exited ${code}:\n${out}`));
       const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
+      const requests = Number(/(\d+) requests in/.exec(out)?.[1]);
       const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
       const errors = /Socket errors:.*/.exec(out)?.[0];
-      resolve({ rps, non2xx, errors });
+      resolve({ rps, requests, non2xx, errors });
     });
   });
 }
@@ -206,36 +225,118 @@ async function main() {
 
   const rps = new Map(services.map((s) => [s.label, []]));
   const ratios = new Map(services.map((s) => [s.label, []]));
+  // CPU µs the service spent per check: far less sensitive than checks/s to other jobs on the
+  // machine taking turns on the cores (a check costs the same CPU whether or not it waited).
+  const cpuPerCheck = new Map(services.map((s) => [s.label, []]));
+  const cpuRatios = new Map(services.map((s) => [s.label, []]));
   const problems = [];
   for (let round = 0; round < RUNS; round++) {
     const order = services.map((_, i) => services[(i + round) % services.length]);
     if (round % 2 === 1) order.reverse();
     const got = new Map();
+    const gotCpu = new Map();
     for (const s of order) {
+      const cpu0 = cpuMs(s.pid);
       const r = await wrk(s.port, DURATION_S, script);
+      const usPerCheck = ((cpuMs(s.pid) - cpu0) * 1000) / r.requests;
+      gotCpu.set(s.label, usPerCheck);
+      cpuPerCheck.get(s.label).push(usPerCheck);
       if (r.non2xx > 0 || r.errors) problems.push(`${s.label}: ${r.non2xx} non-2xx, ${r.errors ?? "no socket errors"}`);
       const source = await whoDecided(s.port);
       if (source !== expected[s.label]) problems.push(`${s.label}: decided by ${source}, expected ${expected[s.label]}`);
       got.set(s.label, r.rps);
       rps.get(s.label).push(r.rps);
     }
-    for (const s of services) ratios.get(s.label).push(got.get(s.label) / got.get(none.label));
-    console.log(`round ${round + 1}/${RUNS}: ${services.map((s) => `${s.label} ${fmtRate(got.get(s.label))}/s`).join(", ")}`);
+    for (const s of services) {
+      ratios.get(s.label).push(got.get(s.label) / got.get(none.label));
+      cpuRatios.get(s.label).push(gotCpu.get(none.label) / gotCpu.get(s.label));
+    }
+    console.log(
+      `round ${round + 1}/${RUNS}: ${services.map((s) => `${s.label} ${fmtRate(got.get(s.label))}/s ${gotCpu.get(s.label).toFixed(1)} µs`).join(", ")}`,
+    );
   }
 
   const rows = services.map((s) => {
     const st = summarize(rps.get(s.label));
-    return [s.label, `${fmtRate(st.median)}/s`, fmtSpread(st.spread), `${median(ratios.get(s.label)).toFixed(3)}`, `${rssMiB(s.pid)} MiB`];
+    const cpu = summarize(cpuPerCheck.get(s.label));
+    return [
+      s.label,
+      `${fmtRate(st.median)}/s`,
+      fmtSpread(st.spread),
+      `${median(ratios.get(s.label)).toFixed(3)}`,
+      `${cpu.median.toFixed(1)} µs`,
+      fmtSpread(cpu.spread),
+      `${median(cpuRatios.get(s.label)).toFixed(3)}`,
+      `${rssMiB(s.pid)} MiB`,
+    ];
   });
-  const t = table(["service", "checks/s (median)", "spread", "ratio to none (median of rounds)", "RSS after"], rows);
+  const t = table(
+    ["service", "checks/s (median)", "spread", "checks/s ratio to none", "service CPU per check", "spread", "CPU ratio (none / this)", "RSS after"],
+    rows,
+  );
   console.log(`\n${t.text}`);
   const ratio = median(ratios.get(million.label));
-  console.log(`\n${million.label} / none: ${ratio.toFixed(3)} (target > 0.9): ${ratio > 0.9 ? "ok" : "BELOW TARGET"}`);
+  const cpuRatio = median(cpuRatios.get(million.label));
+  console.log(`\n${million.label} / none: checks/s ratio ${ratio.toFixed(3)}, CPU-per-check ratio ${cpuRatio.toFixed(3)} (target > 0.9): ${ratio > 0.9 ? "ok" : "BELOW TARGET"}`);
   if (problems.length) console.log(`problems:\n  ${problems.join("\n  ")}`);
   console.log(`(${RUNS} rounds x ${DURATION_S} s per variant, wrk -t1 -c${CONNECTIONS}, POST /v1/check over ${N_KEYS} keys; services on CPU 0, wrk on CPU 1)`);
   if (MARKDOWN) console.log(`\n${t.markdown}`);
   for (const s of services) s.stop();
+  await inProcess(full);
   if (problems.length) process.exitCode = 1;
 }
 
 await main();
+
+/** decide() per second in this process: the 1M-override cache vs none vs an empty cache. */
+async function inProcess(fullUrl) {
+  const { MemoryStore } = await import("ratekeeper");
+  const server = await import("../packages/server/dist/index.js");
+  const rules = server.loadRulesFile(path.join(dir, "rules.yaml"));
+  const fullStore = await server.openOverrideStore(fullUrl);
+  const emptyStore = await server.openOverrideStore(`sqlite:${path.join(dir, "empty.db")}`);
+  const quiet = { purgeIntervalMs: 0, resyncIntervalMs: 0 };
+  const [fullCache, emptyCache] = [await server.OverrideCache.start(fullStore, quiet), await server.OverrideCache.start(emptyStore, quiet)];
+  const variants = [
+    ["none", new server.DecisionService({ store: new MemoryStore(), rules })],
+    ["empty", new server.DecisionService({ store: new MemoryStore(), rules, overrides: emptyCache })],
+    [`${fmtRate(N_OVERRIDES)} overrides`, new server.DecisionService({ store: new MemoryStore(), rules, overrides: fullCache })],
+  ];
+  const inputs = Array.from({ length: N_KEYS }, (_, i) => ({ domain: "api", descriptors: [[{ key: "user_id", value: String(userId(i)) }]] }));
+  const per = new Map(variants.map(([l]) => [l, []]));
+  const ratios = new Map(variants.map(([l]) => [l, []]));
+  // Decisions per CPU second of this process (process.cpuUsage), not per wall second: time the
+  // scheduler gives other jobs on the shared machine does not count against either variant.
+  const sample = async (svc) => {
+    const t0 = performance.now();
+    const c0 = process.cpuUsage();
+    let n = 0;
+    while (performance.now() - t0 < 500) {
+      for (let j = 0; j < 1000; j++) await svc.decide(inputs[(n + j) % N_KEYS]);
+      n += 1000;
+    }
+    const c = process.cpuUsage(c0);
+    return n / ((c.user + c.system) / 1e6);
+  };
+  for (const [, svc] of variants) await sample(svc); // warm-up
+  for (let round = 0; round < RUNS * 2; round++) {
+    const order = variants.map((_, i) => variants[(i + round) % variants.length]);
+    const got = new Map();
+    for (const [label, svc] of order) got.set(label, await sample(svc));
+    for (const [label] of variants) {
+      per.get(label).push(got.get(label));
+      ratios.get(label).push(got.get(label) / got.get("none"));
+    }
+  }
+  const rows = variants.map(([label]) => {
+    const st = summarize(per.get(label));
+    return [label, `${fmtRate(st.median)}/s`, fmtSpread(st.spread), `${(1e6 / st.median).toFixed(2)} µs`, median(ratios.get(label)).toFixed(3)];
+  });
+  const t = table(["in-process decide()", "decisions per CPU-second (median)", "spread", "CPU per decision", "ratio to none"], rows);
+  console.log(`\n${t.text}\n(${RUNS * 2} rounds x 0.5 s, alternating; one process, memory request store, ${N_KEYS} keys)`);
+  if (MARKDOWN) console.log(`\n${t.markdown}`);
+  fullCache.close();
+  emptyCache.close();
+  await fullStore.close();
+  await emptyStore.close();
+}

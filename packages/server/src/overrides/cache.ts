@@ -86,6 +86,9 @@ class Table {
 
   /** The override for `domain` and `key`, expired or not; through the front map. */
   lookup(domain: string, key: string): StoredOverride | undefined {
+    // A table that fits in the front map is its own front map (and an empty one answers from
+    // the tiny domain map without even hashing the key).
+    if (this.count <= FRONT_MAX_KEYS) return this.byDomain.get(domain)?.get(key);
     let keys = this.front.get(domain);
     const hit = keys?.get(key);
     if (hit !== undefined) return hit ?? undefined;
