@@ -181,6 +181,17 @@ describeRedis("outage: Redis stops mid-traffic and comes back", () => {
     await expectRecovery(limiter);
   });
 
+  it("a hung Redis with 300 decisions in flight (batched): every one is answered by the policy, none lost", async () => {
+    const { limiter, errors } = await setup("closed");
+    await consumeN(limiter, "k", 1);
+    await rawCommand(redis.port, ["CLIENT", "PAUSE", "2000", "ALL"]);
+    const ds = await Promise.all(Array.from({ length: 300 }, (_, i) => limiter.consume(`k${i % 7}`)));
+    expect(ds.every((d) => !d.allowed && d.reason === "store-error")).toBe(true);
+    expect(errors).toHaveLength(300);
+    expect(errors.every((e) => e.ctx.timedOut)).toBe(true);
+    await until("Redis to answer again", async () => ((await limiter.peek("probe")).reason === undefined ? true : undefined));
+  });
+
   it("a hung Redis (CLIENT PAUSE): the call gives up after timeoutMs; the late reply is dropped", async () => {
     const { limiter, errors } = await setup("closed");
     await consumeN(limiter, "k", 1);

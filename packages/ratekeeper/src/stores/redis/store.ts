@@ -265,6 +265,8 @@ interface Pending {
   nowMs: number | undefined;
   resolve: (outcome: number[]) => void;
   reject: (error: unknown) => void;
+  /** Timed out while waiting in the queue: never sent. */
+  dropped?: boolean;
 }
 
 /** Script calls in flight per limiter when batching; later decisions wait and go together. */
@@ -375,12 +377,36 @@ class RedisTable implements BoundStore {
 
   /** One decision's 5 integers per limit, from a script call of its own or a batch. */
   private call(mode: Pending["mode"], key: string, cost: number, nowMs: number | undefined): Promise<number[]> {
+    if (this.store.maxBatch === 0) {
+      // One call per decision: the call's own timeout is the decision's.
+      return new Promise<number[]>((resolve, reject) => this.send([{ mode, key, cost, nowMs, resolve, reject }]));
+    }
+    const timeoutMs = this.store.timeoutMs;
     return new Promise<number[]>((resolve, reject) => {
-      const p: Pending = { mode, key, cost, nowMs, resolve, reject };
-      if (this.store.maxBatch === 0) {
-        this.send([p]);
-        return;
-      }
+      // The timeout runs from the call, queueing included: a decision waiting behind calls that
+      // hang still gets its answer (from the failure policy) after timeoutMs, and is then dropped
+      // from the queue instead of being sent late.
+      const timer =
+        timeoutMs === 0
+          ? undefined
+          : setTimeout(() => {
+              p.dropped = true;
+              reject(new TimeoutError(timeoutMs));
+            }, timeoutMs);
+      const p: Pending = {
+        mode,
+        key,
+        cost,
+        nowMs,
+        resolve: (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e instanceof Error ? e : new Error(String(e)));
+        },
+      };
       this.queue.push(p);
       this.flush();
     });
@@ -389,7 +415,8 @@ class RedisTable implements BoundStore {
   /** Sends waiting decisions while fewer than MAX_IN_FLIGHT calls are out. */
   private flush(): void {
     while (this.queue.length > 0 && this.inFlight < MAX_IN_FLIGHT) {
-      this.send(this.queue.splice(0, this.store.maxBatch));
+      const batch = this.queue.splice(0, this.store.maxBatch).filter((p) => !p.dropped);
+      if (batch.length > 0) this.send(batch);
     }
   }
 
