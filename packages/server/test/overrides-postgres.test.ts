@@ -4,6 +4,7 @@
  * the other's cache within a second; a killed LISTEN connection is noticed, reconnected, and
  * what was written meanwhile is not missed.
  */
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OverrideCache } from "../src/overrides/cache.js";
 import { PostgresOverrideStore, type ListenerEvent } from "../src/overrides/postgres.js";
@@ -105,5 +106,56 @@ describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => 
     );
     expect(tookMs).toBeLessThan(1000);
     expect(eventsB.some((e) => e.type === "connected" && e.reconnects >= 1)).toBe(true);
+  });
+
+  it("notices a connection that goes silent (no FIN, no error) through the keepalive query", async () => {
+    // A TCP proxy in front of PostgreSQL that can stop forwarding: what a dead NAT entry or a
+    // pulled cable looks like to the client. Only the keepalive query can notice it.
+    const pgUrl = new URL(db.url);
+    let frozen = false;
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(Number(pgUrl.port || 5432), pgUrl.hostname);
+      for (const s of [client, upstream]) {
+        sockets.add(s);
+        s.on("error", () => s.destroy());
+        s.on("close", () => sockets.delete(s));
+      }
+      client.on("data", (d) => void (frozen || upstream.write(d)));
+      upstream.on("data", (d) => void (frozen || client.write(d)));
+      client.on("close", () => upstream.destroy());
+      upstream.on("close", () => client.destroy());
+    });
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    const viaProxy = new URL(db.url);
+    viaProxy.host = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+    const events: ListenerEvent[] = [];
+    const c = await PostgresOverrideStore.open({
+      connectionString: viaProxy.toString(),
+      keepaliveIntervalMs: 200,
+      keepaliveTimeoutMs: 300,
+      reconnectDelayMs: [50, 200],
+      onListenerEvent: (e) => events.push(e),
+    });
+    const cacheC = await OverrideCache.start(c, { resyncIntervalMs: 0, purgeIntervalMs: 0 });
+    try {
+      await pollUntil("C listens", () => c.listening, 10_000);
+      const firstPid = c.listenBackendPid;
+      frozen = true; // every byte is now dropped; no socket is closed
+      await pollUntil("the keepalive notices the silence", () => events.some((e) => e.type === "lost"), 10_000);
+      expect(events.find((e) => e.type === "lost")).toMatchObject({ error: expect.objectContaining({ message: expect.stringMatching(/keepalive/) }) });
+      await a.put({ domain: "api", key: "during-silence", policy: "blocked" });
+      // The silent sockets are abandoned; new connections through the proxy work again.
+      for (const s of sockets) s.destroy();
+      frozen = false;
+      await pollUntil("C reconnects", () => c.listening && c.listenBackendPid !== firstPid, 10_000);
+      await pollUntil("C catches up", () => cacheC.get("api", "during-silence", now())?.policy === "blocked", 10_000);
+    } finally {
+      frozen = false;
+      cacheC.close();
+      await c.close();
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => proxy.close(r));
+    }
   });
 });
