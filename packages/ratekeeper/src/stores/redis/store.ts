@@ -210,10 +210,10 @@ export class RedisStore implements Store {
    * @internal Races `p` against the timeout. The promise `p` always gets a handler, so a reply or
    * error arriving after the timeout is dropped instead of becoming an unhandled rejection.
    */
-  withTimeout<T>(p: Promise<T>): Promise<T> {
+  withTimeout<T>(p: Promise<T>, ms = this.timeoutMs): Promise<T> {
     if (this.timeoutMs === 0) return p;
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new TimeoutError(this.timeoutMs)), this.timeoutMs);
+      const timer = setTimeout(() => reject(new TimeoutError(this.timeoutMs)), ms);
       p.then(
         (v) => {
           clearTimeout(timer);
@@ -265,8 +265,8 @@ interface Pending {
   nowMs: number | undefined;
   resolve: (outcome: number[]) => void;
   reject: (error: unknown) => void;
-  /** Timed out while waiting in the queue: never sent. */
-  dropped?: boolean;
+  /** When its timeout ends (Date.now() ms); only set when batching. */
+  deadlineMs: number;
 }
 
 /** Script calls in flight per limiter when batching; later decisions wait and go together. */
@@ -279,6 +279,7 @@ class RedisTable implements BoundStore {
   /** ARGV[1..2+8N]: minTtlMs, N, then 8 entries per limit (ratekeeper.lua's header). */
   private readonly head: string[];
   private readonly queue: Pending[] = [];
+  private queueTimer: ReturnType<typeof setTimeout> | undefined;
   private inFlight = 0;
   private readonly keyHead: string;
   private readonly n: number;
@@ -377,47 +378,44 @@ class RedisTable implements BoundStore {
 
   /** One decision's 5 integers per limit, from a script call of its own or a batch. */
   private call(mode: Pending["mode"], key: string, cost: number, nowMs: number | undefined): Promise<number[]> {
-    if (this.store.maxBatch === 0) {
-      // One call per decision: the call's own timeout is the decision's.
-      return new Promise<number[]>((resolve, reject) => this.send([{ mode, key, cost, nowMs, resolve, reject }]));
-    }
-    const timeoutMs = this.store.timeoutMs;
     return new Promise<number[]>((resolve, reject) => {
+      const p: Pending = { mode, key, cost, nowMs, resolve, reject, deadlineMs: 0 };
+      if (this.store.maxBatch === 0) {
+        // One call per decision: the call's own timeout is the decision's.
+        this.send([p]);
+        return;
+      }
       // The timeout runs from the call, queueing included: a decision waiting behind calls that
       // hang still gets its answer (from the failure policy) after timeoutMs, and is then dropped
-      // from the queue instead of being sent late.
-      const timer =
-        timeoutMs === 0
-          ? undefined
-          : setTimeout(() => {
-              p.dropped = true;
-              reject(new TimeoutError(timeoutMs));
-            }, timeoutMs);
-      const p: Pending = {
-        mode,
-        key,
-        cost,
-        nowMs,
-        resolve: (v) => {
-          clearTimeout(timer);
-          resolve(v);
-        },
-        reject: (e) => {
-          clearTimeout(timer);
-          reject(e instanceof Error ? e : new Error(String(e)));
-        },
-      };
+      // from the queue instead of being sent late. The queue is in call order, so its deadlines
+      // are too: one timer, for the oldest, serves the whole queue.
+      p.deadlineMs = Date.now() + this.store.timeoutMs;
       this.queue.push(p);
       this.flush();
     });
   }
 
-  /** Sends waiting decisions while fewer than MAX_IN_FLIGHT calls are out. */
+  /** Sends waiting decisions while fewer than MAX_IN_FLIGHT calls are out; times out the rest. */
   private flush(): void {
     while (this.queue.length > 0 && this.inFlight < MAX_IN_FLIGHT) {
-      const batch = this.queue.splice(0, this.store.maxBatch).filter((p) => !p.dropped);
-      if (batch.length > 0) this.send(batch);
+      this.send(this.queue.splice(0, this.store.maxBatch));
     }
+    if (this.queue.length === 0) {
+      if (this.queueTimer !== undefined) clearTimeout(this.queueTimer);
+      this.queueTimer = undefined;
+    } else if (this.queueTimer === undefined && this.store.timeoutMs > 0) {
+      this.queueTimer = setTimeout(() => this.expire(), Math.max(0, (this.queue[0] as Pending).deadlineMs - Date.now()));
+    }
+  }
+
+  /** Rejects the waiting decisions whose timeout has ended. */
+  private expire(): void {
+    this.queueTimer = undefined;
+    const now = Date.now();
+    let k = 0;
+    while (k < this.queue.length && (this.queue[k] as Pending).deadlineMs <= now) k++;
+    for (const p of this.queue.splice(0, k)) p.reject(new TimeoutError(this.store.timeoutMs));
+    this.flush();
   }
 
   /** One script call for `batch` (in order); each decision gets its slice of the reply. */
@@ -430,7 +428,9 @@ class RedisTable implements BoundStore {
     }
     const width = 5 * this.n;
     this.inFlight++;
-    this.store.withTimeout(this.store.run(this.script, keys, args)).then(
+    // Batched: the call may take only what is left of its oldest decision's timeout.
+    const ms = batch[0]!.deadlineMs > 0 ? Math.max(1, batch[0]!.deadlineMs - Date.now()) : this.store.timeoutMs;
+    this.store.withTimeout(this.store.run(this.script, keys, args), ms).then(
       (reply) => {
         this.inFlight--;
         this.flush();
