@@ -1,4 +1,5 @@
 import type { ResolvedLimit } from "../options.js";
+import { mod } from "../arith.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -48,5 +49,5 @@ export const fixedWindow: Algorithm = {
  */
 function windowStart(s: LimitState, nowMs: number, lim: ResolvedLimit): number {
   if (lim.alignFirst) return s.b > 0 && nowMs - s.a < lim.windowMs ? s.a : nowMs;
-  return Math.max(nowMs - (nowMs % lim.windowMs), s.a);
+  return Math.max(nowMs - mod(nowMs, lim.windowMs), s.a);
 }

@@ -1,4 +1,5 @@
 import type { ResolvedLimit } from "../options.js";
+import { mod } from "../arith.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -23,7 +24,7 @@ export const slidingWindow: Algorithm = {
     // this earlier reading, so that they stay truthful on this clock.
     const atMs = Math.max(nowMs, s.a * S);
     const behind = atMs - nowMs;
-    const r = atMs % S;
+    const r = mod(atMs, S);
     const i = (atMs - r) / S;
     const used = usedAt(s, lim, i, r, 0);
     out.delayMs = 0;
@@ -42,16 +43,16 @@ export const slidingWindow: Algorithm = {
 
   commit(s, nowMs, cost, lim) {
     const S = lim.windowMs / lim.buckets;
-    const i = Math.max((nowMs - (nowMs % S)) / S, s.a);
+    const i = Math.max((nowMs - mod(nowMs, S)) / S, s.a);
     advance(s, lim, i);
     const ring = s.ring as Float64Array;
-    const slot = i % (lim.buckets + 1);
+    const slot = mod(i, lim.buckets + 1);
     ring[slot] = (ring[slot] as number) + cost;
   },
 
   refund(s, nowMs, cost, lim) {
     const S = lim.windowMs / lim.buckets;
-    const i = Math.max((nowMs - (nowMs % S)) / S, s.a);
+    const i = Math.max((nowMs - mod(nowMs, S)) / S, s.a);
     const ring = s.ring as Float64Array;
     const M = lim.buckets + 1;
     // Take the units back from the newest sub-windows still counted, the partly counted oldest one
@@ -59,7 +60,7 @@ export const slidingWindow: Algorithm = {
     // the key would have without them. Sub-windows older than that never count again.
     let left = cost;
     for (let j = s.a; left > 0 && j > s.a - M && j >= i - lim.buckets; j--) {
-      const slot = j % M;
+      const slot = mod(j, M);
       const take = Math.min(left, ring[slot] as number);
       ring[slot] = (ring[slot] as number) - take;
       left -= take;
@@ -69,7 +70,7 @@ export const slidingWindow: Algorithm = {
 
 /** Cost admitted in sub-window `j` (0 for sub-windows not in the ring). */
 function countOf(s: LimitState, lim: ResolvedLimit, j: number): number {
-  return j <= s.a && j >= s.a - lim.buckets && j >= 0 ? ((s.ring as Float64Array)[j % (lim.buckets + 1)] as number) : 0;
+  return j <= s.a && j >= s.a - lim.buckets && j >= 0 ? ((s.ring as Float64Array)[mod(j, lim.buckets + 1)] as number) : 0;
 }
 
 /** The windowed count at sub-window `i`, offset `r`; `extra` units are added to sub-window `i`. */
@@ -119,6 +120,6 @@ function advance(s: LimitState, lim: ResolvedLimit, i: number): void {
   const ring = s.ring as Float64Array;
   const M = lim.buckets + 1;
   if (i - s.a >= M) ring.fill(0);
-  else for (let j = s.a + 1; j <= i; j++) ring[j % M] = 0;
+  else for (let j = s.a + 1; j <= i; j++) ring[mod(j, M)] = 0;
   s.a = i;
 }
