@@ -30,8 +30,8 @@ export interface Send {
 /** A running app under test. */
 export interface Target {
   request(r?: Send): Promise<Reply>;
-  /** Sends a request and drops the connection after `afterMs` (real HTTP only). */
-  abandon?(r: Send, afterMs: number): Promise<void>;
+  /** Sends a request and drops the connection once `when()` holds (polled; real HTTP only). */
+  abandon?(r: Send, when: () => boolean): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -75,15 +75,21 @@ export function httpRequest(base: string, r: Send = {}): Promise<Reply> {
   });
 }
 
-/** Sends a request and destroys the socket after `afterMs`; resolves once it is gone. */
-export function httpAbandon(base: string, r: Send, afterMs: number): Promise<void> {
+/** Sends a request and destroys the socket once `when()` holds (polled every 2 ms, at most 2 s); resolves once it is gone. */
+export function httpAbandon(base: string, r: Send, when: () => boolean): Promise<void> {
   return new Promise((resolve) => {
     const req = http.request(new URL(r.path ?? "/", base), { method: r.method ?? "GET", headers: r.headers, agent: false });
     req.on("error", () => resolve());
     req.on("close", () => resolve());
     req.on("response", () => resolve());
     req.end();
-    setTimeout(() => req.destroy(), afterMs);
+    let tries = 0;
+    const poll = setInterval(() => {
+      if (when() || ++tries > 1000) {
+        clearInterval(poll);
+        req.destroy();
+      }
+    }, 2);
   });
 }
 
@@ -383,16 +389,17 @@ const CASES: Case[] = [
   {
     name: "shaping: a client that disconnects while held gives its place back",
     needsSocket: true,
-    options: (ctx) => withLimiter(ctx, [{ algorithm: "leaky-bucket", mode: "shape", limit: 20, window: "1s", capacity: 10, name: "queue" }], { maxDelayMs: 5_000 }),
+    // 10 per second: the held request would wait 100 ms, a wide margin for the client to leave first on a busy machine.
+    options: (ctx) => withLimiter(ctx, [{ algorithm: "leaky-bucket", mode: "shape", limit: 10, window: "1s", capacity: 10, name: "queue" }], { maxDelayMs: 5_000 }),
     async run(t, ctx) {
       const limiter = ctx.limiter as RateLimiter;
       expect((await t.request()).status).toBe(200); // level 1 unit
-      // This one would wait 50 ms; it leaves after 10.
-      await (t.abandon as NonNullable<Target["abandon"]>)({}, 10);
-      await eventually(async () => (await limiter.peek("127.0.0.1")).delayMs === 50);
+      // This one would wait 100 ms; it leaves as soon as the middleware has decided (and holds it).
+      await (t.abandon as NonNullable<Target["abandon"]>)({}, () => ctx.events.length >= 2);
+      await eventually(async () => (await limiter.peek("127.0.0.1")).delayMs === 100);
       const r = await t.request();
       expect(r.status).toBe(200);
-      expect(ctx.events.map((e) => e.decision.delayMs)).toEqual([0, 50, 50]);
+      expect(ctx.events.map((e) => e.decision.delayMs)).toEqual([0, 100, 100]);
     },
   },
   {
@@ -505,7 +512,7 @@ export function realDriver(
       const s = await start(options, { port: 0, host: listen.host });
       return {
         request: (r) => httpRequest(s.url, r),
-        abandon: (r, ms) => httpAbandon(s.url, r, ms),
+        abandon: (r, when) => httpAbandon(s.url, r, when),
         close: s.close,
       };
     },

@@ -575,14 +575,26 @@ export class HttpRateLimiter<Req> {
         resolve(false);
         return;
       }
+      let settled = false;
       const onAbort = (): void => {
+        if (settled) return;
+        settled = true;
         clearTimeout(timer);
         this.release(result, req);
         resolve(false);
       };
       const timer = setTimeout(() => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve(true);
+        // One more turn of the event loop before passing the request on: a disconnect that arrived
+        // while the loop was busy is read in the poll phase, which runs before setImmediate callbacks.
+        setImmediate(() => {
+          signal?.removeEventListener("abort", onAbort);
+          if (settled) return;
+          settled = true;
+          if (signal?.aborted) {
+            this.release(result, req);
+            resolve(false);
+          } else resolve(true);
+        });
       }, result.delayMs);
       signal?.addEventListener("abort", onAbort, { once: true });
     });
