@@ -49,6 +49,13 @@ export interface PostgresOverrideStoreOptions {
   readonly reconnectDelayMs?: readonly [number, number];
   /** `application_name` of the connections (the LISTEN one gets a `-listen` suffix). @default "ratekeeper" */
   readonly applicationName?: string;
+  /**
+   * Longest a query may take, in ms (PostgreSQL's `statement_timeout`, and the client's own
+   * timeout a little later for a server that does not answer at all). A hung query would
+   * otherwise stall the cache's catch-up, and every admin write waiting on it, for good.
+   * @default 30000
+   */
+  readonly queryTimeoutMs?: number;
   /** Wall clock for `updatedAtMs`, ms since the epoch. @default Date.now */
   readonly clock?: () => number;
   /** Told when the notification connection is established, lost or fails to come back. */
@@ -117,6 +124,9 @@ export class PostgresOverrideStore implements OverrideStore {
       max: options.maxConnections ?? 4,
       application_name: options.applicationName ?? "ratekeeper",
       keepAlive: true,
+      statement_timeout: options.queryTimeoutMs ?? 30_000,
+      query_timeout: (options.queryTimeoutMs ?? 30_000) + 5_000,
+      connectionTimeoutMillis: 10_000,
     });
     // An idle pooled connection that dies emits 'error' on the pool; without a handler Node
     // would crash. The next query simply gets a fresh connection.
@@ -391,6 +401,9 @@ export class PostgresOverrideStore implements OverrideStore {
       connectionString: this.options.connectionString,
       application_name: `${this.options.applicationName ?? "ratekeeper"}-listen`,
       keepAlive: true,
+      // A connect that hangs (server unreachable without a refusal) must fail, or no retry follows.
+      connectionTimeoutMillis: 10_000,
+      query_timeout: this.options.keepaliveTimeoutMs ?? 3000,
     });
     let lost = false;
     const onLost = (error?: Error) => {
