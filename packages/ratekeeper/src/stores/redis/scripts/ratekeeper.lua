@@ -4,7 +4,9 @@ its limits, in one atomic call. Each function below mirrors its TypeScript twin 
 operation (same integer arithmetic, same order), so decisions are bit-identical to MemoryStore;
 the differential test (test/redis-differential.test.ts) holds the two together.
 Lua numbers are IEEE doubles like JS numbers, so + - * / math.floor math.ceil agree to the bit.
-JS `%` is C fmod (sign of the dividend), so it is written math.fmod here, never Lua's `%`.
+Remainders: core/arith.ts mod(x, y) = x - floor(x / y) * y (fixed and sliding window) is
+exactly Lua's `%` (Lua 5.1 defines a % b that way), so those are written `%` here; JS `%`
+(sliding log, always on non-negative positions) is C fmod, written math.fmod.
 
 One call runs D >= 1 decisions of one limiter (one policy of N limits), in order, each
 atomic and all-or-nothing over its N limits; D > 1 only when the store batches (option `batch`).
@@ -78,7 +80,7 @@ local function fwStart(s, L)
     return now
   end
   -- A clock that stepped back into an earlier window still counts in the newest one seen.
-  return max(now - fmod(now, L.windowMs), s.a)
+  return max(now - now % L.windowMs, s.a)
 end
 
 local function fwCheck(s, L, out)
@@ -174,7 +176,7 @@ end
 -- s.ring is 1-based here: TS ring[j] is s.ring[j + 1].
 local function countOf(s, L, j)
   if j <= s.a and j >= s.a - L.buckets and j >= 0 then
-    return s.ring[fmod(j, L.buckets + 1) + 1]
+    return s.ring[j % (L.buckets + 1) + 1]
   end
   return 0
 end
@@ -225,7 +227,7 @@ local function swCheck(s, L, out)
   -- A clock that stepped back before the newest sub-window: decide as at that sub-window's start.
   local atMs = max(now, s.a * S)
   local behind = atMs - now
-  local r = fmod(atMs, S)
+  local r = atMs % S
   local i = (atMs - r) / S
   local used = usedAt(s, L, i, r, 0)
   out[5] = 0
@@ -244,31 +246,29 @@ end
 
 local function swCommit(s, L)
   local S = L.windowMs / L.buckets
-  local i = max((now - fmod(now, S)) / S, s.a)
+  local i = max((now - now % S) / S, s.a)
   -- advance(s, lim, i)
   if i > s.a then
     local M = L.buckets + 1
     if i - s.a >= M then
       for j = 1, M do s.ring[j] = 0 end
     else
-      for j = s.a + 1, i do s.ring[fmod(j, M) + 1] = 0 end
+      for j = s.a + 1, i do s.ring[j % M + 1] = 0 end
     end
     s.a = i
   end
-  local slot = fmod(i, L.buckets + 1) + 1
+  local slot = i % (L.buckets + 1) + 1
   s.ring[slot] = s.ring[slot] + cost
 end
 
 local function swRefund(s, L)
   local S = L.windowMs / L.buckets
-  local i = max((now - fmod(now, S)) / S, s.a)
+  local i = max((now - now % S) / S, s.a)
   local M = L.buckets + 1
   local left = cost
   local j = s.a
   while left > 0 and j > s.a - M and j >= i - L.buckets do
-    -- TS reads ring[negative] as undefined there, which turns `left` into NaN and ends the loop.
-    if j < 0 then break end
-    local slot = fmod(j, M) + 1
+    local slot = j % M + 1
     local take = min(left, s.ring[slot])
     s.ring[slot] = s.ring[slot] - take
     left = left - take
