@@ -313,7 +313,7 @@ function compileLevel(
     else if (n.value.endsWith("*")) level.wildcards.push({ key: n.key, prefix: n.value.slice(0, -1), node });
     else {
       let byValue = level.exact.get(n.key);
-      if (byValue === undefined) level.exact.set(n.key, (byValue = new Map()));
+      if (byValue === undefined) level.exact.set(n.key, (byValue = new Map<string, TreeNode>()));
       byValue.set(n.value, node);
     }
   });
