@@ -153,7 +153,7 @@ export function storeContract(target: ContractTarget): void {
       expect(denied.allowed).toBe(false);
       expect(denied.policyName).toBe("per-second");
       expect(denied.limits?.map((l) => [l.name, l.allowed, l.remaining])).toEqual([
-        ["burst", true, 2], // as if admitted: 5 - 2 - 1
+        ["burst", true, 3], // nothing was charged: 5 - 2 units can still be admitted
         ["per-second", false, 0],
       ]);
       // The denied request did not charge "burst": 3 left there still.

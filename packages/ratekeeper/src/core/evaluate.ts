@@ -147,7 +147,7 @@ export class Evaluator {
         );
       }
     }
-    return this.combine(allowed);
+    return this.combine(allowed, cost);
   }
 
   /** How long the states of the last `run` matter (ms): after it they equal fresh states. */
@@ -233,7 +233,7 @@ export class Evaluator {
    * Builds the decision from outcomes already written into the scratch space (by `run`, or by a
    * store that computed them elsewhere, such as a Lua script): see {@link Evaluator.outcomes}.
    */
-  combine(allowed: boolean): Decision {
+  combine(allowed: boolean, cost: number): Decision {
     const n = this.limits.length;
     const limits = new Array<LimitOutcome>(n);
     let pick = -1;
@@ -246,7 +246,9 @@ export class Evaluator {
         name: l.name,
         allowed: o.allowed,
         limit: l.limit,
-        remaining: allowed ? o.remaining : Math.min(o.remaining, l.capacity),
+        // A limit that would have admitted reports `remaining` after the charge; when another limit
+        // denied, nothing was charged, so give the cost back (all-or-nothing).
+        remaining: allowed || !o.allowed ? o.remaining : Math.min(o.remaining + cost, l.capacity),
         retryAfterMs: o.retryAfterMs,
         resetAfterMs: o.resetAfterMs,
         windowMs: l.windowMs,

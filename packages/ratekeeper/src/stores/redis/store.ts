@@ -371,7 +371,7 @@ class RedisTable implements BoundStore {
     } catch (e) {
       return this.failed(e, mode === "c" ? "consume" : "peek", key, cost, nowMs);
     }
-    const d = this.toDecision(outcome);
+    const d = this.toDecision(outcome, cost);
     if (mode === "c" && !d.allowed && this.denials !== undefined) this.remember(key, cost, nowMs, d);
     return d;
   }
@@ -451,7 +451,7 @@ class RedisTable implements BoundStore {
   }
 
   /** Builds the decision from the script's 5 integers per limit, exactly as `Evaluator.run` does. */
-  private toDecision(r: number[]): Decision {
+  private toDecision(r: number[], cost: number): Decision {
     if (this.single) {
       const lim = this.limits[0] as ResolvedLimit;
       const allowed = Number(r[0]) === 1;
@@ -480,7 +480,7 @@ class RedisTable implements BoundStore {
       o.delayMs = Number(r[5 * i + 4]);
       if (!o.allowed) allowed = false;
     }
-    return this.ev.combine(allowed);
+    return this.ev.combine(allowed, cost);
   }
 
   private insuranceStore(): BoundStore | undefined {
