@@ -5,6 +5,6 @@ import { storeContract } from "./contract.js";
 
 describe("MemoryStore contract", () => {
   const store = new MemoryStore({ sweepIntervalMs: 0 });
-  // MemoryStore keeps one table per bind(): two limiters never share state, whatever the namespace.
-  storeContract({ store: () => store, sharedNamespaces: false });
+  // Like Redis: limiters with the same namespace and policy share a table.
+  storeContract({ store: () => store });
 });

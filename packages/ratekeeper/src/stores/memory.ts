@@ -4,6 +4,7 @@ import { describe } from "../core/duration.js";
 import { RateLimitConfigError } from "../core/errors.js";
 import { clearState, Evaluator } from "../core/evaluate.js";
 import type { ResolvedLimit } from "../core/options.js";
+import { policyId } from "../core/policy-id.js";
 import type { BoundStore, Store } from "../store.js";
 
 /** Options of {@link MemoryStore}. */
@@ -64,6 +65,7 @@ class Entry {
 export class MemoryStore implements Store {
   readonly maxKeys: number;
   private readonly tables = new Set<Table<Slot | Entry>>();
+  private readonly byNamespace = new Map<string, Table<Slot | Entry>>();
   private timer: ReturnType<typeof setInterval> | undefined;
   /** Keys held now, over all tables. */
   size = 0;
@@ -91,9 +93,19 @@ export class MemoryStore implements Store {
     }
   }
 
-  bind(limits: readonly ResolvedLimit[]): BoundStore {
+  /**
+   * Limiters bound with the same namespace and the same limits share one table, as they share
+   * keys in Redis (and a limiter made per request does not leave a table behind each time).
+   * The same namespace with different limits gets a table of its own: state written under one
+   * algorithm is never read by another.
+   */
+  bind(limits: readonly ResolvedLimit[], namespace: string): BoundStore {
+    const id = `${namespace}\u0000${policyId(limits)}`;
+    const known = this.byNamespace.get(id);
+    if (known !== undefined) return known;
     const t = limits.length === 1 ? new SingleTable(this, limits) : new MultiTable(this, limits);
     this.tables.add(t);
+    this.byNamespace.set(id, t);
     return t;
   }
 
