@@ -264,6 +264,15 @@ describe("Envoy RLS gRPC: ShouldRateLimit", () => {
     expect(b.response_headers_to_add).toContainEqual(expect.objectContaining({ key: "retry-after" }));
   });
 
+  it("a descriptor's own limit (Envoy route config) replaces the rules for it", async () => {
+    const req = { domain: "t", descriptors: [{ entries: [{ key: "nope", value: "x" }], limit: { requests_per_unit: 2, unit: "HOUR" } }] };
+    const codes = [];
+    for (let i = 0; i < 3; i++) codes.push((await rls.shouldRateLimit(req)).overall_code);
+    expect(codes).toEqual(["OK", "OK", "OVER_LIMIT"]);
+    const r = await rls.shouldRateLimit(req);
+    expect(r.statuses[0].current_limit).toMatchObject({ requests_per_unit: 2, unit: "HOUR" });
+  });
+
   it("an unknown domain is not limited; a bad descriptor is INVALID_ARGUMENT", async () => {
     const r = await rls.shouldRateLimit({ domain: "nope", descriptors: [{ entries: [{ key: "a", value: "b" }] }] });
     expect(r.overall_code).toBe("OK");

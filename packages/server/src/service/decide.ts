@@ -19,6 +19,19 @@ export interface CheckInput {
   readonly policy?: string | undefined;
   /** Cost units of this request, multiplied by the matched rule's `cost`. @default 1 */
   readonly cost?: number | undefined;
+  /**
+   * Per-descriptor limits sent by the caller instead of the rules (Envoy's
+   * `RateLimitDescriptor.limit`, set in Envoy's route config), aligned with `descriptors`: as in
+   * envoyproxy/ratelimit, such a descriptor skips rule matching, is never in shadow mode, and is
+   * counted per clock-aligned unit (a fixed window).
+   */
+  readonly descriptorLimits?: ReadonlyArray<CallerLimit | undefined> | undefined;
+}
+
+/** A limit the caller sends with a descriptor: `requestsPerUnit` per `unitMs`. */
+export interface CallerLimit {
+  readonly requestsPerUnit: number;
+  readonly unitMs: number;
 }
 
 /** Which rule decided, and why. */
@@ -169,10 +182,20 @@ export class DecisionService {
     if (!descriptors || descriptors.length === 0)
       throw new CheckError("descriptors: must be a non-empty list (or give a key and a policy)");
     if (descriptors.length === 1) {
-      const s = await this.decideOne(rules, domain, descriptors[0] as readonly DescriptorEntry[], mult, nowMs, false);
+      const s = await this.decideOne(
+        rules,
+        domain,
+        descriptors[0] as readonly DescriptorEntry[],
+        mult,
+        nowMs,
+        false,
+        input.descriptorLimits?.[0],
+      );
       return { allowed: s.allowed, domain, statuses: [s] };
     }
-    const statuses = await Promise.all(descriptors.map((d) => this.decideOne(rules, domain, d, mult, nowMs, false)));
+    const statuses = await Promise.all(
+      descriptors.map((d, i) => this.decideOne(rules, domain, d, mult, nowMs, false, input.descriptorLimits?.[i])),
+    );
     let allowed = true;
     for (const s of statuses) if (!s.allowed) allowed = false;
     return { allowed, domain, statuses };
@@ -191,7 +214,9 @@ export class DecisionService {
       return { allowed: status.allowed, domain, statuses: [status] };
     }
     const domain = input.domain ?? "";
-    const statuses = await Promise.all((input.descriptors ?? []).map((d) => this.decideOne(rules, domain, d, mult, nowMs, true)));
+    const statuses = await Promise.all(
+      (input.descriptors ?? []).map((d, i) => this.decideOne(rules, domain, d, mult, nowMs, true, input.descriptorLimits?.[i])),
+    );
     return { allowed: statuses.every((s) => s.allowed), domain, statuses };
   }
 
@@ -303,10 +328,32 @@ export class DecisionService {
     mult: number,
     nowMs: number,
     peek: boolean,
+    callerLimit?: CallerLimit,
   ): Promise<DescriptorStatus> {
     if (!Array.isArray(entries) || entries.length === 0) throw new CheckError("descriptors: each descriptor needs at least one entry");
     const key = descriptorKey(entries);
     if (key.length > 512) throw new CheckError("descriptors: a descriptor's key=value entries must stay under 512 characters");
+    if (callerLimit !== undefined) {
+      const { requestsPerUnit: rpu, unitMs } = callerLimit;
+      if (!Number.isSafeInteger(rpu) || rpu <= 0 || !Number.isSafeInteger(unitMs) || unitMs <= 0) {
+        throw new CheckError(`descriptor limit: requests_per_unit and unit must be positive (got ${rpu} per ${unitMs} ms)`);
+      }
+      const specs: LimitSpec[] = [{ algorithm: "fixed-window", limit: rpu, window: unitMs, name: `${rpu}-per-${unitMs}ms` }];
+      // The limiter's namespace derives from the limit, so a changed limit in Envoy's config starts afresh.
+      return this.apply(
+        domain,
+        domain,
+        key,
+        `${domain}/(descriptor limit)`,
+        `caller:${rpu}:${unitMs}`,
+        specs,
+        mult,
+        false,
+        nowMs,
+        peek,
+        "the limit sent with the descriptor (Envoy route config)",
+      );
+    }
     const m = matchDescriptor(rules, domain, entries);
     const rule: Rule | undefined = m.rule;
     if (rule === undefined) {

@@ -34,7 +34,7 @@ interface Entry {
 }
 interface RateLimitRequest {
   domain?: string;
-  descriptors?: Array<{ entries?: Entry[] }>;
+  descriptors?: Array<{ entries?: Entry[]; limit?: { requests_per_unit?: number; unit?: string } | null }>;
   hits_addend?: number;
 }
 type Unit = "SECOND" | "MINUTE" | "HOUR" | "DAY";
@@ -72,6 +72,7 @@ function currentLimit(s: DescriptorStatus): RlsStatus["current_limit"] {
 }
 
 const UINT32_MAX = 4_294_967_295;
+const UNIT_MS: Readonly<Record<string, number>> = { SECOND: 1_000, MINUTE: 60_000, HOUR: 3_600_000, DAY: 86_400_000 };
 
 function toRls(s: DescriptorStatus): RlsStatus {
   const out: RlsStatus = { code: s.allowed ? "OK" : "OVER_LIMIT", limit_remaining: Math.min(UINT32_MAX, s.remaining ?? 0) };
@@ -101,7 +102,8 @@ export interface GrpcOptions {
  * - `response_headers_to_add`: the same RateLimit-* / Retry-After headers as the HTTP API.
  * A request that cannot be decided is INVALID_ARGUMENT; a failing store UNAVAILABLE (Envoy then
  * applies its `failure_mode_deny`).
- * The descriptor's own `limit` override (from Envoy's route config) is not supported: ignored.
+ * A descriptor's own `limit` (from Envoy's route config) replaces the rules for it, as in
+ * envoyproxy/ratelimit: `requests_per_unit` per clock-aligned `unit`, never shadowed.
  * @example const server = createGrpcServer({ service, logger }); server.bindAsync("0.0.0.0:8081", grpc.ServerCredentials.createInsecure(), cb);
  */
 export function createGrpcServer(options: GrpcOptions): grpc.Server {
@@ -123,7 +125,19 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
             return { key: e.key, value: e.value };
           }),
         );
-        return service.decide({ domain: req.domain ?? "", descriptors, cost: req.hits_addend ? req.hits_addend : undefined });
+        // Envoy's per-descriptor limit (RateLimitDescriptor.limit) replaces the rules for that descriptor.
+        const descriptorLimits = (req.descriptors ?? []).map((d, i) => {
+          if (!d.limit) return undefined;
+          const unitMs = UNIT_MS[d.limit.unit ?? ""];
+          if (unitMs === undefined) throw new CheckError(`descriptors[${i}].limit.unit: must be SECOND, MINUTE, HOUR or DAY`);
+          return { requestsPerUnit: d.limit.requests_per_unit ?? 0, unitMs };
+        });
+        return service.decide({
+          domain: req.domain ?? "",
+          descriptors,
+          cost: req.hits_addend ? req.hits_addend : undefined,
+          descriptorLimits: descriptorLimits.some((l) => l !== undefined) ? descriptorLimits : undefined,
+        });
       };
       decide()
         .then((r) => {
