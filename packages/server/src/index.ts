@@ -18,6 +18,7 @@ export {
   type Explain,
   type DecisionObserver,
   type DecisionServiceOptions,
+  type CallerLimit,
 } from "./service/decide.js";
 export { Metrics } from "./metrics.js";
 export { createHttpServer, limitHeaders, resultJson, type AdminContext, type AdminHandler, type HttpOptions } from "./transport/http.js";

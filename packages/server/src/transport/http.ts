@@ -301,31 +301,40 @@ async function loadAdmin(ctx: AdminContext, logger: Logger): Promise<AdminHandle
  * malformed escape is a 400.
  */
 class Query {
-  private readonly map = new Map<string, string[]>();
+  /** Names and values, alternating: a handful of parameters is faster to scan than to hash. */
+  private readonly pairs: string[] = [];
   constructor(text: string) {
     if (text.length === 0) return;
-    for (const part of text.split("&")) {
-      if (part.length === 0) continue;
-      const eq = part.indexOf("=");
-      const k = decode(eq === -1 ? part : part.slice(0, eq));
-      const v = eq === -1 ? "" : decode(part.slice(eq + 1));
-      const list = this.map.get(k);
-      if (list) list.push(v);
-      else this.map.set(k, [v]);
+    let from = 0;
+    while (from <= text.length) {
+      let to = text.indexOf("&", from);
+      if (to === -1) to = text.length;
+      if (to > from) {
+        const eq = text.indexOf("=", from);
+        if (eq === -1 || eq > to) this.pairs.push(decode(text.slice(from, to)), "");
+        else this.pairs.push(decode(text.slice(from, eq)), decode(text.slice(eq + 1, to)));
+      }
+      from = to + 1;
     }
   }
   get(name: string): string | null {
-    return this.map.get(name)?.[0] ?? null;
+    const p = this.pairs;
+    for (let i = 0; i < p.length; i += 2) if (p[i] === name) return p[i + 1] as string;
+    return null;
   }
   getAll(name: string): string[] {
-    return [...(this.map.get(name) ?? [])];
+    const out: string[] = [];
+    const p = this.pairs;
+    for (let i = 0; i < p.length; i += 2) if (p[i] === name) out.push(p[i + 1] as string);
+    return out;
   }
 }
 
 function decode(s: string): string {
-  if (s.indexOf("%") === -1 && s.indexOf("+") === -1) return s;
+  const plus = s.indexOf("+") !== -1;
+  if (!plus && s.indexOf("%") === -1) return s;
   try {
-    return decodeURIComponent(s.replace(/\+/g, " "));
+    return decodeURIComponent(plus ? s.replace(/\+/g, " ") : s);
   } catch {
     throw new CheckError(`query: bad percent-encoding in ${JSON.stringify(s)}`);
   }
@@ -477,7 +486,7 @@ export function limitHeaders(
       writers.set(styles, w);
     }
     const out: [string, string][] = [];
-    w.write(detail.decision, w.needsClock ? Date.now() : 0, out, detail.cost);
+    w.write(detail.decision, w.needsClock ? Date.now() : 0, out);
     for (let i = 0; i < out.length; i++) {
       const [k, v] = out[i] as [string, string];
       h[k] = v;
