@@ -533,7 +533,7 @@ export class HttpRateLimiter<Req> {
   }
 
   private writeHeaders(d: Decision, out: [string, string][], cost: number): void {
-    if (this.headerWriter !== undefined) this.headerWriter.write(d, this.headerWriter.needsClock ? this.clock() : 0, out, cost);
+    if (this.headerWriter !== undefined) this.headerWriter.write(d, this.headerWriter.needsClock ? this.clock() : 0, out);
   }
 
   private refuse(problem: ProblemDetails, headers: [string, string][], decision?: Decision, key?: string, cost = 0): RateLimitResult {

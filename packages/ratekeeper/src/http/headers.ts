@@ -16,7 +16,10 @@ export type HeaderStyle = "ietf" | "draft-7" | "draft-6" | "x-ratelimit";
 /** The header styles, for validation. */
 export const HEADER_STYLES: readonly HeaderStyle[] = ["ietf", "draft-7", "draft-6", "x-ratelimit"];
 
-/** Whole seconds, rounded up, for a millisecond span: a client that waits this long is never early. */
+/**
+ * Whole seconds, rounded up, for a millisecond span: a client that waits this long is never early.
+ * @example toSeconds(1001) // 2
+ */
 export function toSeconds(ms: number): number {
   return ms <= 0 ? 0 : Math.ceil(ms / 1000);
 }
@@ -33,6 +36,10 @@ function resetSeconds(allowed: boolean, retryAfterMs: number, resetAfterMs: numb
 /**
  * Builds the rate-limit headers of one or several styles for a set of limits. The parts that
  * never change (policy descriptions) are rendered once.
+ * @example
+ * const w = new HeaderWriter(limiter.limits, ["ietf"]);
+ * const out: [string, string][] = [];
+ * w.write(await limiter.consume("k"), Date.now(), out); // [["RateLimit-Policy", ...], ["RateLimit", ...]]
  */
 export class HeaderWriter {
   private readonly styles: readonly HeaderStyle[];
@@ -55,9 +62,8 @@ export class HeaderWriter {
   /**
    * Appends `[name, value]` pairs for `d` to `out`.
    * @param nowMs the time, for the epoch-based `X-RateLimit-Reset`
-   * @param cost the request's cost (to report what remains after a denial that charged nothing)
    */
-  write(d: Decision, nowMs: number, out: [string, string][], cost = 1): void {
+  write(d: Decision, nowMs: number, out: [string, string][]): void {
     for (const style of this.styles) {
       switch (style) {
         case "ietf": {
@@ -66,11 +72,10 @@ export class HeaderWriter {
           if (d.limits === undefined) {
             value = `${this.names[0] as string};r=${d.remaining};t=${resetSeconds(d.allowed, d.retryAfterMs, d.resetAfterMs)}`;
           } else {
-            // In a denied decision nothing was charged, but a limit that had room reports what would
-            // remain after this request (core/evaluate.ts): add the cost back to say what remains now.
-            const back = d.allowed ? 0 : cost;
+            // Each limit's `remaining` is what it has now: a denied decision charged nothing, and the
+            // core reports so (core/evaluate.ts combine()).
             value = d.limits
-              .map((o, i) => `${this.names[i] as string};r=${o.allowed ? o.remaining + back : o.remaining};t=${resetSeconds(o.allowed, o.retryAfterMs, o.resetAfterMs)}`)
+              .map((o, i) => `${this.names[i] as string};r=${o.remaining};t=${resetSeconds(o.allowed, o.retryAfterMs, o.resetAfterMs)}`)
               .join(", ");
           }
           out.push(["RateLimit", value]);
