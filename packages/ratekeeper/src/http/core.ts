@@ -512,11 +512,11 @@ export class HttpRateLimiter<Req> {
       }
     }
     if (limited && !this.shadow) {
-      this.writeHeaders(d, headers, cost);
+      this.writeHeaders(d, headers);
       const violated = d.limits === undefined || d.allowed !== decision.allowed ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
       return this.refuse(tooManyRequests(toSeconds(d.retryAfterMs), violated), headers, d, key, cost);
     }
-    this.writeHeaders(d, headers, cost);
+    this.writeHeaders(d, headers);
     return {
       pass: true,
       status: 0,
@@ -532,7 +532,7 @@ export class HttpRateLimiter<Req> {
     };
   }
 
-  private writeHeaders(d: Decision, out: [string, string][], cost: number): void {
+  private writeHeaders(d: Decision, out: [string, string][]): void {
     if (this.headerWriter !== undefined) this.headerWriter.write(d, this.headerWriter.needsClock ? this.clock() : 0, out);
   }
 

@@ -128,6 +128,7 @@ function compressIpv6(g: readonly number[]): string {
 /**
  * A set of addresses and CIDR ranges (or the names `loopback`, `linklocal`, `uniquelocal`),
  * checked with node:net's `BlockList`.
+ * @example new AddressSet(["10.0.0.0/8", "loopback"], "trustedProxies").has("10.1.2.3") // true
  */
 export class AddressSet {
   private readonly list = new BlockList();
@@ -185,6 +186,7 @@ export class AddressSet {
  * The addresses a proxy header lists, left (client) to right (nearest proxy). Accepts
  * `X-Forwarded-For: a, b` and RFC 7239 `Forwarded: for=a;proto=https, for="[b]:443"`.
  * Entries keep their original text (ports and brackets removed); invalid ones become "".
+ * @example parseForwardedChain('for=192.0.2.60, for="[2001:db8::17]:4711"', "forwarded") // ["192.0.2.60", "2001:db8::17"]
  */
 export function parseForwardedChain(value: string, format: "x-forwarded-for" | "forwarded"): string[] {
   const out: string[] = [];

@@ -23,7 +23,10 @@ export interface ProblemDetails {
   "violated-policies"?: string[];
 }
 
-/** The 429 body for a denial. */
+/**
+ * The 429 body for a denial.
+ * @example tooManyRequests(18, ["100-per-1m"]) // { type: QUOTA_EXCEEDED, status: 429, "retry-after": 18, ... }
+ */
 export function tooManyRequests(retryAfterSeconds: number, violated: readonly string[]): ProblemDetails {
   return {
     type: QUOTA_EXCEEDED,
@@ -35,12 +38,18 @@ export function tooManyRequests(retryAfterSeconds: number, violated: readonly st
   };
 }
 
-/** The 403 body for a client on the deny list. RFC 9457 `about:blank`: the status says it all. */
+/**
+ * The 403 body for a client on the deny list. RFC 9457 `about:blank`: the status says it all.
+ * @example JSON.stringify(forbidden())
+ */
 export function forbidden(): ProblemDetails {
   return { type: "about:blank", title: "Forbidden", status: 403, detail: "This client is not allowed." };
 }
 
-/** The 503 body when the store failed and the middleware was told to deny (`onStoreError: "deny"`). */
+/**
+ * The 503 body when the store failed and the middleware was told to deny (`onStoreError: "deny"`).
+ * @example JSON.stringify(unavailable())
+ */
 export function unavailable(): ProblemDetails {
   return { type: "about:blank", title: "Service Unavailable", status: 503, detail: "The rate limiter is unavailable; try again later." };
 }
