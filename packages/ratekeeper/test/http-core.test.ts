@@ -159,6 +159,22 @@ describe("HttpRateLimiter.check", () => {
   });
 });
 
+describe("headers after a multi-limit denial", () => {
+  it("each limit reports what it has now: a denial charged nothing (cost 2)", async () => {
+    const t = { now: 1_700_000_040_000 };
+    const rl = new HttpRateLimiter(
+      { limits: [{ algorithm: "fixed-window", limit: 100, window: "1m", name: "minute" }, { algorithm: "fixed-window", limit: 3, window: "1s", name: "second" }], clock: () => t.now, cost: 2 },
+      access,
+    );
+    const ok = await rl.check(req());
+    expect(Object.fromEntries(ok.headers)["RateLimit"]).toBe('"minute";r=98;t=60, "second";r=1;t=1');
+    const denied = await rl.check(req());
+    expect(denied.status).toBe(429);
+    expect(Object.fromEntries(denied.headers)["RateLimit"]).toBe('"minute";r=98;t=60, "second";r=1;t=1');
+    expect(denied.problem?.["violated-policies"]).toEqual(["second"]);
+  });
+});
+
 describe("HeaderWriter", () => {
   it("renders RateLimit-Policy once per limit with q and w (seconds, rounded up)", () => {
     const limiter = new RateLimiter({ limits: [{ algorithm: "gcra", limit: 2, window: 1500, name: "a" }, { algorithm: "fixed-window", limit: 100, window: "1h" }] });
