@@ -32,7 +32,12 @@ export const slidingWindow: Algorithm = {
       out.allowed = true;
       out.remaining = lim.limit - used - cost;
       out.retryAfterMs = 0;
-      out.resetAfterMs = waitMs(s, lim, i, r, lim.limit, cost) + behind;
+      // After the admission sub-window i is the newest with units (p of them), so the key is back to
+      // its full allowance once i leaves: at (i + buckets) * S unweighted; weighted, once
+      // floor(p * (S - x) / S) is 0 in the sub-window after, i.e. x = S - floor((S - 1) / p)
+      // (x = S: at its end). The same answer as waitMs(limit, cost), without walking the ring.
+      const p = countOf(s, lim, i) + cost;
+      out.resetAfterMs = lim.windowMs - r + (lim.weighted ? S - Math.floor((S - 1) / p) : 0) + behind;
     } else {
       out.allowed = false;
       out.remaining = Math.max(0, lim.limit - used);
