@@ -127,7 +127,9 @@ function pin(pid, cpu) {
 }
 
 async function startServer(framework, variant) {
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--serve", framework, variant], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--serve", framework, variant], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   pin(child.pid, 0);
   const rl = createInterface({ input: child.stdout });
   const [line] = await once(rl, "line");
@@ -150,7 +152,13 @@ function cpuMs(pid) {
 
 async function load(autocannon, server, durationS, connections, overallRate) {
   const c0 = cpuMs(server.pid);
-  const r = await autocannon({ url: `http://127.0.0.1:${server.port}/`, connections, duration: durationS, pipelining: 1, ...(overallRate ? { overallRate } : {}) });
+  const r = await autocannon({
+    url: `http://127.0.0.1:${server.port}/`,
+    connections,
+    duration: durationS,
+    pipelining: 1,
+    ...(overallRate ? { overallRate } : {}),
+  });
   const cpu = cpuMs(server.pid) - c0;
   return { rps: r.requests.average, cpuUsPerReq: (cpu * 1000) / r.requests.total, non2xx: r.non2xx, errors: r.errors + r.timeouts };
 }
@@ -164,7 +172,12 @@ async function main() {
   // Fixed rates (req/s) for the CPU measurement: well below what each framework serves on one core
   // even when the machine is busy, so no variant is ever saturated (saturation batches work and
   // lowers CPU per request, which would reward whichever variant was starved the most).
-  const RATE = { express: Number(opt("--rate-express", 1500)), fastify: Number(opt("--rate", 4000)), node: Number(opt("--rate", 4000)), hono: Number(opt("--rate", 4000)) };
+  const RATE = {
+    express: Number(opt("--rate-express", 1500)),
+    fastify: Number(opt("--rate", 4000)),
+    node: Number(opt("--rate", 4000)),
+    hono: Number(opt("--rate", 4000)),
+  };
   const autocannon = (await import("autocannon")).default;
   const machine = await machineLine();
   const pinned = pin(process.pid, 1);
@@ -214,7 +227,8 @@ async function main() {
     } finally {
       for (const s of Object.values(servers)) s.stop();
     }
-    if (problems > 0) console.log(`  WARNING: ${fw}: ${problems} non-2xx responses or errors (a limiter denied or failed: the comparison is void)`);
+    if (problems > 0)
+      console.log(`  WARNING: ${fw}: ${problems} non-2xx responses or errors (a limiter denied or failed: the comparison is void)`);
     for (const v of spec.variants) {
       const r = summarize(rps[v]);
       const q = summarize(ratio[v]);
@@ -240,8 +254,14 @@ async function main() {
   }
   const t = table(["app", "req/s", "spread", "req/s of bare", "CPU µs/req", "spread", "CPU-equivalent of bare"], rows);
   console.log(
-    "\nreq/s: saturated (autocannon -c " + CONNECTIONS + "); of bare: the median over rounds of (variant req/s / bare req/s in the same round).\n" +
-      "CPU µs/req: the server process's own CPU time (/proc) per request at a fixed rate (express " + RATE.express + ", others " + RATE.fastify + " req/s, -c 10),\n" +
+    "\nreq/s: saturated (autocannon -c " +
+      CONNECTIONS +
+      "); of bare: the median over rounds of (variant req/s / bare req/s in the same round).\n" +
+      "CPU µs/req: the server process's own CPU time (/proc) per request at a fixed rate (express " +
+      RATE.express +
+      ", others " +
+      RATE.fastify +
+      " req/s, -c 10),\n" +
       "the same for every variant. CPU-equivalent of bare: the median of (bare CPU/req / variant CPU/req) in the same round:\n" +
       "the share of bare throughput the variant keeps when the server's core is the bottleneck. Time stolen by other\n" +
       "processes on a shared machine does not count against anyone, so it is the steadier of the two measures.",

@@ -121,10 +121,27 @@ function runCli(argv) {
 
 async function startService(label, extra) {
   const t0 = performance.now();
-  const child = spawn(process.execPath, [CLI, "serve", "--config", path.join(dir, "rules.yaml"), "--port", "0", "--grpc-port", "0", "--host", "127.0.0.1", "--no-watch", ...extra], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, LOG_LEVEL: "info", RATEKEEPER_OVERRIDES: "", RATEKEEPER_ADMIN_TOKEN: "" },
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      "serve",
+      "--config",
+      path.join(dir, "rules.yaml"),
+      "--port",
+      "0",
+      "--grpc-port",
+      "0",
+      "--host",
+      "127.0.0.1",
+      "--no-watch",
+      ...extra,
+    ],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, LOG_LEVEL: "info", RATEKEEPER_OVERRIDES: "", RATEKEEPER_ADMIN_TOKEN: "" },
+    },
+  );
   children.add(child);
   pin(child.pid, 0);
   let buf = "";
@@ -168,7 +185,9 @@ end
 
 function wrk(port, seconds, script) {
   return new Promise((resolve, reject) => {
-    const child = spawn("wrk", ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", script, `http://127.0.0.1:${port}/`], { stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn("wrk", ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", script, `http://127.0.0.1:${port}/`], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     children.add(child);
     pin(child.pid, 1);
     let out = "";
@@ -207,7 +226,9 @@ async function main() {
   const empty = `sqlite:${path.join(dir, "empty.db")}`;
   const importMs = runCli(["overrides", "import", jsonl, "--overrides", full]);
   runCli(["overrides", "export", path.join(dir, "empty-export.jsonl"), "--overrides", empty]); // creates the empty schema
-  console.log(`import: ${N_OVERRIDES} lines through \`ratekeeper overrides import\` in ${(importMs / 1000).toFixed(1)} s (${fmtRate(N_OVERRIDES / (importMs / 1000))} lines/s)`);
+  console.log(
+    `import: ${N_OVERRIDES} lines through \`ratekeeper overrides import\` in ${(importMs / 1000).toFixed(1)} s (${fmtRate(N_OVERRIDES / (importMs / 1000))} lines/s)`,
+  );
   rmSync(jsonl);
 
   const services = [
@@ -271,15 +292,28 @@ async function main() {
     ];
   });
   const t = table(
-    ["service", "checks/s (median)", "spread", "checks/s ratio to none", "service CPU per check", "spread", "CPU ratio (none / this)", "RSS after"],
+    [
+      "service",
+      "checks/s (median)",
+      "spread",
+      "checks/s ratio to none",
+      "service CPU per check",
+      "spread",
+      "CPU ratio (none / this)",
+      "RSS after",
+    ],
     rows,
   );
   console.log(`\n${t.text}`);
   const ratio = median(ratios.get(million.label));
   const cpuRatio = median(cpuRatios.get(million.label));
-  console.log(`\n${million.label} / none: checks/s ratio ${ratio.toFixed(3)}, CPU-per-check ratio ${cpuRatio.toFixed(3)} (target > 0.9): ${ratio > 0.9 ? "ok" : "BELOW TARGET"}`);
+  console.log(
+    `\n${million.label} / none: checks/s ratio ${ratio.toFixed(3)}, CPU-per-check ratio ${cpuRatio.toFixed(3)} (target > 0.9): ${ratio > 0.9 ? "ok" : "BELOW TARGET"}`,
+  );
   if (problems.length) console.log(`problems:\n  ${problems.join("\n  ")}`);
-  console.log(`(${RUNS} rounds x ${DURATION_S} s per variant, wrk -t1 -c${CONNECTIONS}, POST /v1/check over ${N_KEYS} keys; services on CPU 0, wrk on CPU 1)`);
+  console.log(
+    `(${RUNS} rounds x ${DURATION_S} s per variant, wrk -t1 -c${CONNECTIONS}, POST /v1/check over ${N_KEYS} keys; services on CPU 0, wrk on CPU 1)`,
+  );
   if (MARKDOWN) console.log(`\n${t.markdown}`);
   for (const s of services) s.stop();
   await inProcess(full);
@@ -302,7 +336,10 @@ async function inProcess(fullUrl) {
     ["empty", new server.DecisionService({ store: new MemoryStore(), rules, overrides: emptyCache })],
     [`${fmtRate(N_OVERRIDES)} overrides`, new server.DecisionService({ store: new MemoryStore(), rules, overrides: fullCache })],
   ];
-  const inputs = Array.from({ length: N_KEYS }, (_, i) => ({ domain: "api", descriptors: [[{ key: "user_id", value: String(userId(i)) }]] }));
+  const inputs = Array.from({ length: N_KEYS }, (_, i) => ({
+    domain: "api",
+    descriptors: [[{ key: "user_id", value: String(userId(i)) }]],
+  }));
   const per = new Map(variants.map(([l]) => [l, []]));
   const ratios = new Map(variants.map(([l]) => [l, []]));
   // Decisions per CPU second of this process (process.cpuUsage), not per wall second: time the
@@ -330,7 +367,13 @@ async function inProcess(fullUrl) {
   }
   const rows = variants.map(([label]) => {
     const st = summarize(per.get(label));
-    return [label, `${fmtRate(st.median)}/s`, fmtSpread(st.spread), `${(1e6 / st.median).toFixed(2)} µs`, median(ratios.get(label)).toFixed(3)];
+    return [
+      label,
+      `${fmtRate(st.median)}/s`,
+      fmtSpread(st.spread),
+      `${(1e6 / st.median).toFixed(2)} µs`,
+      median(ratios.get(label)).toFixed(3),
+    ];
   });
   const t = table(["in-process decide()", "decisions per CPU-second (median)", "spread", "CPU per decision", "ratio to none"], rows);
   console.log(`\n${t.text}\n(${RUNS * 2} rounds x 0.5 s, alternating; one process, memory request store, ${N_KEYS} keys)`);

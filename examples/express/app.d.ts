@@ -3,4 +3,7 @@ import type { Express } from "express";
 import type { ExpressRateLimitOptions } from "ratekeeper/express";
 export declare const defaultOptions: ExpressRateLimitOptions;
 export declare function createApp(options?: ExpressRateLimitOptions | Record<string, unknown>): Express;
-export declare function start(options?: ExpressRateLimitOptions | Record<string, unknown>, listen?: { port?: number; host?: string }): Promise<{ url: string; close(): Promise<void> }>;
+export declare function start(
+  options?: ExpressRateLimitOptions | Record<string, unknown>,
+  listen?: { port?: number; host?: string },
+): Promise<{ url: string; close(): Promise<void> }>;

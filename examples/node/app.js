@@ -41,7 +41,11 @@ export async function start(options = defaultOptions, { port = 0, host = "127.0.
   const h = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
   return {
     url: `http://${h}:${addr.port}`,
-    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 

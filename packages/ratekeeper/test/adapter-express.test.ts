@@ -17,7 +17,8 @@ describe("Express specifics", () => {
     const app = express();
     const keys: string[] = [];
     const limit = rateLimit({
-      limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000,
+      limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }],
+      clock: () => 1_700_000_040_000,
       key: "route",
       onDecision: (e) => keys.push(e.key),
       handler: (_req, res, _next, result) => {

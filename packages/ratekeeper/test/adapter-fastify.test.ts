@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyRequest } from "fastify";
 import { describe, expect, it } from "vitest";
 import { createApp, start } from "../../../examples/fastify/app.js";
 import { behaviourTable, realDriver, redisBehaviourTable, type Driver, type Reply } from "./http-table.js";
@@ -11,11 +11,16 @@ const inject: Driver = {
   real: false,
   pathOf,
   async start(options) {
-    const app = (await createApp(options)) as FastifyInstance;
+    const app = await createApp(options);
     await app.ready();
     return {
       async request(r = {}): Promise<Reply> {
-        const res = await app.inject({ method: (r.method ?? "GET") as "GET", url: r.path ?? "/", headers: r.headers, remoteAddress: "127.0.0.1" });
+        const res = await app.inject({
+          method: (r.method ?? "GET") as "GET",
+          url: r.path ?? "/",
+          headers: r.headers,
+          remoteAddress: "127.0.0.1",
+        });
         const headers: Record<string, string> = {};
         for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : String(v);
         return { status: res.statusCode, headers, body: res.body };
@@ -37,7 +42,10 @@ describe("Fastify specifics", () => {
     const Fastify = (await import("fastify")).default;
     const { rateLimitPlugin } = await import("ratekeeper/fastify");
     const app = Fastify();
-    await app.register(rateLimitPlugin, { limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000 });
+    await app.register(rateLimitPlugin, {
+      limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }],
+      clock: () => 1_700_000_040_000,
+    });
     await app.register(async (child) => {
       child.get("/child", async () => "child");
     });
@@ -52,7 +60,10 @@ describe("Fastify specifics", () => {
     const { rateLimitPlugin, rateLimitHook } = await import("ratekeeper/fastify");
     const app = Fastify();
     await app.register(async (child) => {
-      await child.register(rateLimitPlugin, { limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000 });
+      await child.register(rateLimitPlugin, {
+        limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }],
+        clock: () => 1_700_000_040_000,
+      });
       child.get("/limited", async () => "limited");
     });
     app.get("/free", async () => "free");
@@ -60,7 +71,8 @@ describe("Fastify specifics", () => {
       "/hooked/:id",
       {
         onRequest: rateLimitHook({
-          limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000,
+          limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }],
+          clock: () => 1_700_000_040_000,
           key: "route",
           handler: async (_req, reply, result) => {
             await reply.code(result.status).send({ custom: true });

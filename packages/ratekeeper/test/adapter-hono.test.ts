@@ -1,4 +1,4 @@
-import type { Context, Hono } from "hono";
+import type { Context } from "hono";
 import { describe, expect, it } from "vitest";
 import { createApp, start } from "../../../examples/hono/app.js";
 import { behaviourTable, realDriver, redisBehaviourTable, type Driver, type Reply } from "./http-table.js";
@@ -14,7 +14,7 @@ const inProcess: Driver = {
   real: false,
   pathOf,
   start(options) {
-    const app = createApp(options) as Hono;
+    const app = createApp(options);
     const env = { incoming: { socket: { remoteAddress: "127.0.0.1" } } };
     return Promise.resolve({
       async request(r = {}): Promise<Reply> {
@@ -43,7 +43,8 @@ describe("Hono specifics", () => {
     const keys: string[] = [];
     app.use(
       rateLimit({
-        limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000,
+        limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }],
+        clock: () => 1_700_000_040_000,
         getRemoteAddress: (c) => c.req.header("x-test-peer"),
         onDecision: (e) => keys.push(e.key),
         handler: (c, result) => c.json({ custom: result.status }, 429),

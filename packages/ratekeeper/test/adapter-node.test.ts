@@ -15,7 +15,8 @@ describe("node:http specifics", () => {
     const http = await import("node:http");
     const { rateLimit } = await import("ratekeeper/node");
     const limit = rateLimit({
-      limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000,
+      limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }],
+      clock: () => 1_700_000_040_000,
       handler: (_req, res, result) => {
         res.statusCode = result.status;
         res.end(`custom ${result.status}`);

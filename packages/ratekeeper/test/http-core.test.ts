@@ -54,7 +54,18 @@ describe("HttpRateLimiter options", () => {
         ),
     );
     expect(paths).toEqual(
-      expect.arrayContaining(["typo", "limits[0].limit", "trustedProxies[0]", "key[1]", 'cost["GET /user"]', "headers", "maxDelayMs", "onStoreError", "storeTimeoutMs", "countOnly"]),
+      expect.arrayContaining([
+        "typo",
+        "limits[0].limit",
+        "trustedProxies[0]",
+        "key[1]",
+        'cost["GET /user"]',
+        "headers",
+        "maxDelayMs",
+        "onStoreError",
+        "storeTimeoutMs",
+        "countOnly",
+      ]),
     );
   });
 
@@ -78,9 +89,13 @@ describe("HttpRateLimiter.check", () => {
 
   it("cost table: METHOD route, then route alone, else 1", async () => {
     const t = { now: 0 };
-    const rl = new HttpRateLimiter({ limits: [{ algorithm: "fixed-window", limit: 10, window: "1m" }], clock: clockAt(t), cost: { "post /user": 3, "/upload": 5 } }, access);
+    const rl = new HttpRateLimiter(
+      { limits: [{ algorithm: "fixed-window", limit: 10, window: "1m" }], clock: clockAt(t), cost: { "post /user": 3, "/upload": 5 } },
+      access,
+    );
     const costs = [];
-    for (const r of [req({ method: "POST", path: "/user" }), req({ method: "PUT", path: "/upload" }), req({ path: "/other" })]) costs.push((await rl.check(r)).cost);
+    for (const r of [req({ method: "POST", path: "/user" }), req({ method: "PUT", path: "/upload" }), req({ path: "/other" })])
+      costs.push((await rl.check(r)).cost);
     expect(costs).toEqual([3, 5, 1]);
   });
 
@@ -108,7 +123,10 @@ describe("HttpRateLimiter.check", () => {
 
   it("a cost above what the policy can ever admit is an error reported through onError, not a crash", async () => {
     const errors: unknown[] = [];
-    const rl = new HttpRateLimiter({ limits: [{ algorithm: "fixed-window", limit: 2, window: "1m" }], cost: 3, onError: (e) => errors.push(e) }, access);
+    const rl = new HttpRateLimiter(
+      { limits: [{ algorithm: "fixed-window", limit: 2, window: "1m" }], cost: 3, onError: (e) => errors.push(e) },
+      access,
+    );
     expect((await rl.check(req())).pass).toBe(true);
     expect(errors[0]).toBeInstanceOf(RangeError);
   });
@@ -116,7 +134,10 @@ describe("HttpRateLimiter.check", () => {
   it("Retry-After equals the denying policy's t in every header style, for any traffic (property)", async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.record({ dt: fc.integer({ min: 0, max: 3_000 }), cost: fc.integer({ min: 1, max: 2 }) }), { minLength: 1, maxLength: 40 }),
+        fc.array(fc.record({ dt: fc.integer({ min: 0, max: 3_000 }), cost: fc.integer({ min: 1, max: 2 }) }), {
+          minLength: 1,
+          maxLength: 40,
+        }),
         fc.constantFrom<HeaderStyle>("ietf", "draft-7", "draft-6"),
         async (ops, style) => {
           const t = { now: 1_000_000 };
@@ -163,7 +184,14 @@ describe("headers after a multi-limit denial", () => {
   it("each limit reports what it has now: a denial charged nothing (cost 2)", async () => {
     const t = { now: 1_700_000_040_000 };
     const rl = new HttpRateLimiter(
-      { limits: [{ algorithm: "fixed-window", limit: 100, window: "1m", name: "minute" }, { algorithm: "fixed-window", limit: 3, window: "1s", name: "second" }], clock: () => t.now, cost: 2 },
+      {
+        limits: [
+          { algorithm: "fixed-window", limit: 100, window: "1m", name: "minute" },
+          { algorithm: "fixed-window", limit: 3, window: "1s", name: "second" },
+        ],
+        clock: () => t.now,
+        cost: 2,
+      },
       access,
     );
     const ok = await rl.check(req());
@@ -177,13 +205,30 @@ describe("headers after a multi-limit denial", () => {
 
 describe("HeaderWriter", () => {
   it("renders RateLimit-Policy once per limit with q and w (seconds, rounded up)", () => {
-    const limiter = new RateLimiter({ limits: [{ algorithm: "gcra", limit: 2, window: 1500, name: "a" }, { algorithm: "fixed-window", limit: 100, window: "1h" }] });
+    const limiter = new RateLimiter({
+      limits: [
+        { algorithm: "gcra", limit: 2, window: 1500, name: "a" },
+        { algorithm: "fixed-window", limit: 100, window: "1h" },
+      ],
+    });
     const out: [string, string][] = [];
     new HeaderWriter(limiter.limits, ["ietf"]).write(
-      { allowed: true, limit: 2, remaining: 1, retryAfterMs: 0, resetAfterMs: 750, delayMs: 0, reason: undefined, policy: 0, policyName: "a", windowMs: 1500, limits: [
-        { name: "a", allowed: true, limit: 2, remaining: 1, retryAfterMs: 0, resetAfterMs: 750, windowMs: 1500 },
-        { name: "100-per-1h", allowed: true, limit: 100, remaining: 99, retryAfterMs: 0, resetAfterMs: 3_600_000, windowMs: 3_600_000 },
-      ] },
+      {
+        allowed: true,
+        limit: 2,
+        remaining: 1,
+        retryAfterMs: 0,
+        resetAfterMs: 750,
+        delayMs: 0,
+        reason: undefined,
+        policy: 0,
+        policyName: "a",
+        windowMs: 1500,
+        limits: [
+          { name: "a", allowed: true, limit: 2, remaining: 1, retryAfterMs: 0, resetAfterMs: 750, windowMs: 1500 },
+          { name: "100-per-1h", allowed: true, limit: 100, remaining: 99, retryAfterMs: 0, resetAfterMs: 3_600_000, windowMs: 3_600_000 },
+        ],
+      },
       0,
       out,
     );

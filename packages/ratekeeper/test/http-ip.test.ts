@@ -10,7 +10,8 @@ describe("normalizeIp", () => {
     expect(normalizeIp("fe80::1%eth0")).toBe("fe80::1");
     expect(normalizeIp("2001:DB8::1")).toBe("2001:db8::1");
     expect(normalizeIp("10.0.0.1")).toBe("10.0.0.1");
-    for (const bad of [undefined, "", "unknown", "1.2.3", "10.0.0.1:80", "::ffff:zz", "1.2.3.4%x"]) expect(normalizeIp(bad)).toBeUndefined();
+    for (const bad of [undefined, "", "unknown", "1.2.3", "10.0.0.1:80", "::ffff:zz", "1.2.3.4%x"])
+      expect(normalizeIp(bad)).toBeUndefined();
   });
 });
 
@@ -64,19 +65,25 @@ describe("AddressSet", () => {
       expect.unreachable();
     } catch (e) {
       expect(e).toBeInstanceOf(RateLimitConfigError);
-      expect((e as RateLimitConfigError).issues.map((i) => i.path)).toEqual(["trustedProxies[0]", "trustedProxies[1]", "trustedProxies[2]"]);
+      expect((e as RateLimitConfigError).issues.map((i) => i.path)).toEqual([
+        "trustedProxies[0]",
+        "trustedProxies[1]",
+        "trustedProxies[2]",
+      ]);
     }
   });
 });
 
 describe("parseForwardedChain", () => {
   it("reads X-Forwarded-For and RFC 7239 Forwarded, dropping ports and brackets", () => {
-    expect(parseForwardedChain("1.2.3.4, 10.0.0.1:8080 , [2001:db8::1]:443", "x-forwarded-for")).toEqual(["1.2.3.4", "10.0.0.1", "2001:db8::1"]);
-    expect(parseForwardedChain('for=192.0.2.60;proto=http;by=203.0.113.43, For="[2001:db8:cafe::17]:4711", proto=https', "forwarded")).toEqual([
-      "192.0.2.60",
-      "2001:db8:cafe::17",
-      "",
+    expect(parseForwardedChain("1.2.3.4, 10.0.0.1:8080 , [2001:db8::1]:443", "x-forwarded-for")).toEqual([
+      "1.2.3.4",
+      "10.0.0.1",
+      "2001:db8::1",
     ]);
+    expect(
+      parseForwardedChain('for=192.0.2.60;proto=http;by=203.0.113.43, For="[2001:db8:cafe::17]:4711", proto=https', "forwarded"),
+    ).toEqual(["192.0.2.60", "2001:db8:cafe::17", ""]);
   });
 });
 

@@ -124,16 +124,32 @@ interface Case {
   run(t: Target, ctx: Ctx): Promise<void>;
 }
 
-const fixed = (limit: number, window: LimitSpec["window"], name?: string): LimitSpec => ({ algorithm: "fixed-window", limit, window, ...(name ? { name } : {}) });
+const fixed = (limit: number, window: LimitSpec["window"], name?: string): LimitSpec => ({
+  algorithm: "fixed-window",
+  limit,
+  window,
+  ...(name ? { name } : {}),
+});
 
 function common(ctx: Ctx): Record<string, unknown> {
-  return { clock: ctx.clock.fn, store: ctx.store(), namespace: ctx.ns, onDecision: (e: RateLimitEvent<unknown>) => ctx.events.push(e), onError: (e: unknown) => ctx.errors.push(e) };
+  return {
+    clock: ctx.clock.fn,
+    store: ctx.store(),
+    namespace: ctx.ns,
+    onDecision: (e: RateLimitEvent<unknown>) => ctx.events.push(e),
+    onError: (e: unknown) => ctx.errors.push(e),
+  };
 }
 
 /** A limiter the case keeps a handle on (for peek/refund checks); the middleware gets it as `limiter`. */
 function withLimiter(ctx: Ctx, limits: LimitSpec[], extra: Record<string, unknown> = {}): Record<string, unknown> {
   ctx.limiter = new RateLimiter({ limits, clock: ctx.clock.fn, store: ctx.store(), namespace: ctx.ns });
-  return { limiter: ctx.limiter, onDecision: (e: RateLimitEvent<unknown>) => ctx.events.push(e), onError: (e: unknown) => ctx.errors.push(e), ...extra };
+  return {
+    limiter: ctx.limiter,
+    onDecision: (e: RateLimitEvent<unknown>) => ctx.events.push(e),
+    onError: (e: unknown) => ctx.errors.push(e),
+    ...extra,
+  };
 }
 
 function problem(r: Reply): Record<string, unknown> {
@@ -160,7 +176,12 @@ const CASES: Case[] = [
       expect(denied.headers["retry-after"]).toBe("40");
       expect(denied.headers["ratelimit"]).toBe('"3-per-1m";r=0;t=40');
       const body = problem(denied);
-      expect(body).toMatchObject({ type: "https://iana.org/assignments/http-problem-types#quota-exceeded", status: 429, "retry-after": 40, "violated-policies": ["3-per-1m"] });
+      expect(body).toMatchObject({
+        type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
+        status: 429,
+        "retry-after": 40,
+        "violated-policies": ["3-per-1m"],
+      });
       ctx.clock.now += 40_000;
       expect((await t.request()).status).toBe(200);
     },
@@ -230,7 +251,11 @@ const CASES: Case[] = [
     options: (ctx) => ({ ...common(ctx), limits: [fixed(2, "1m")], headers: "x-ratelimit" }),
     async run(t) {
       const ok = await t.request();
-      expect([ok.headers["x-ratelimit-limit"], ok.headers["x-ratelimit-remaining"], ok.headers["x-ratelimit-reset"]]).toEqual(["2", "1", String(T0 / 1000 + 60)]);
+      expect([ok.headers["x-ratelimit-limit"], ok.headers["x-ratelimit-remaining"], ok.headers["x-ratelimit-reset"]]).toEqual([
+        "2",
+        "1",
+        String(T0 / 1000 + 60),
+      ]);
       expect(ok.headers["ratelimit-policy"]).toBeUndefined();
     },
   },
@@ -254,7 +279,11 @@ const CASES: Case[] = [
         expect(r.status).toBe(200);
         expect(r.headers["ratelimit"]).toBe('"1-per-1m";r=0;t=60');
       }
-      expect(ctx.events.map((e) => [e.limited, e.shadow])).toEqual([[false, true], [true, true], [true, true]]);
+      expect(ctx.events.map((e) => [e.limited, e.shadow])).toEqual([
+        [false, true],
+        [true, true],
+        [true, true],
+      ]);
     },
   },
   {
@@ -310,9 +339,17 @@ const CASES: Case[] = [
   },
   {
     name: "trusted proxies with RFC 7239 Forwarded (and X-Forwarded-For then ignored)",
-    options: (ctx) => ({ ...common(ctx), limits: [fixed(5, "1m")], trustedProxies: ["loopback"], forwardedHeader: "forwarded", ipv6Subnet: 128 }),
+    options: (ctx) => ({
+      ...common(ctx),
+      limits: [fixed(5, "1m")],
+      trustedProxies: ["loopback"],
+      forwardedHeader: "forwarded",
+      ipv6Subnet: 128,
+    }),
     async run(t, ctx) {
-      await t.request({ headers: { forwarded: 'for=192.0.2.60;proto=http, for="[2001:db8:cafe::17]:4711"', "x-forwarded-for": "9.9.9.9" } });
+      await t.request({
+        headers: { forwarded: 'for=192.0.2.60;proto=http, for="[2001:db8:cafe::17]:4711"', "x-forwarded-for": "9.9.9.9" },
+      });
       await t.request({ headers: { "x-forwarded-for": "9.9.9.9" } });
       expect(ctx.events.map((e) => e.key)).toEqual(["2001:db8:cafe::17", "127.0.0.1"]);
     },
@@ -348,12 +385,22 @@ const CASES: Case[] = [
       expect((await t.request({ path: "/user", method: "POST", headers: { "x-api-key": "k1" } })).status).toBe(201);
       // No API key: falls back to the client address rather than one shared anonymous bucket.
       expect((await t.request({ path: "/user" })).status).toBe(200);
-      expect(ctx.events.map((e) => e.key)).toEqual(["x-api-key=k1|GET|/user", "x-api-key=k1|GET|/user", "x-api-key=k2|GET|/user", "x-api-key=k1|POST|/user", "ip=127.0.0.1|GET|/user"]);
+      expect(ctx.events.map((e) => e.key)).toEqual([
+        "x-api-key=k1|GET|/user",
+        "x-api-key=k1|GET|/user",
+        "x-api-key=k2|GET|/user",
+        "x-api-key=k1|POST|/user",
+        "ip=127.0.0.1|GET|/user",
+      ]);
     },
   },
   {
     name: "a custom key function (a user id)",
-    options: (ctx) => ({ ...common(ctx), limits: [fixed(1, "1m")], key: async (_req: unknown, info: { ip: string }) => `user:${info.ip === "127.0.0.1" ? "alice" : "bob"}` }),
+    options: (ctx) => ({
+      ...common(ctx),
+      limits: [fixed(1, "1m")],
+      key: async (_req: unknown, info: { ip: string }) => `user:${info.ip === "127.0.0.1" ? "alice" : "bob"}`,
+    }),
     async run(t, ctx) {
       expect((await t.request()).status).toBe(200);
       expect((await t.request()).status).toBe(429);
@@ -362,7 +409,10 @@ const CASES: Case[] = [
   },
   {
     name: "shaping (leaky-bucket shape): admitted requests are held for delayMs; beyond maxDelayMs, 429 and the place is given back",
-    options: (ctx) => withLimiter(ctx, [{ algorithm: "leaky-bucket", mode: "shape", limit: 20, window: "1s", capacity: 4, name: "queue" }], { maxDelayMs: 60 }),
+    options: (ctx) =>
+      withLimiter(ctx, [{ algorithm: "leaky-bucket", mode: "shape", limit: 20, window: "1s", capacity: 4, name: "queue" }], {
+        maxDelayMs: 60,
+      }),
     async run(t, ctx) {
       // 20 per second: one unit drains every 50 ms. The clock stands still; only the holds are real time.
       const t1 = performance.now();
@@ -390,7 +440,10 @@ const CASES: Case[] = [
     name: "shaping: a client that disconnects while held gives its place back",
     needsSocket: true,
     // 10 per second: the held request would wait 100 ms, a wide margin for the client to leave first on a busy machine.
-    options: (ctx) => withLimiter(ctx, [{ algorithm: "leaky-bucket", mode: "shape", limit: 10, window: "1s", capacity: 10, name: "queue" }], { maxDelayMs: 5_000 }),
+    options: (ctx) =>
+      withLimiter(ctx, [{ algorithm: "leaky-bucket", mode: "shape", limit: 10, window: "1s", capacity: 10, name: "queue" }], {
+        maxDelayMs: 5_000,
+      }),
     async run(t, ctx) {
       const limiter = ctx.limiter as RateLimiter;
       expect((await t.request()).status).toBe(200); // level 1 unit
@@ -445,7 +498,12 @@ const CASES: Case[] = [
   {
     name: "store failure with onStoreError: deny answers 503 problem+json",
     memoryOnly: true,
-    options: (ctx) => ({ limits: [fixed(1, "1m")], store: failingStore(), onStoreError: "deny", onError: (e: unknown) => ctx.errors.push(e) }),
+    options: (ctx) => ({
+      limits: [fixed(1, "1m")],
+      store: failingStore(),
+      onStoreError: "deny",
+      onError: (e: unknown) => ctx.errors.push(e),
+    }),
     async run(t, ctx) {
       const r = await t.request();
       expect(r.status).toBe(503);
@@ -456,7 +514,12 @@ const CASES: Case[] = [
   {
     name: "a store that never answers: the request is not held past storeTimeoutMs",
     memoryOnly: true,
-    options: (ctx) => ({ limits: [fixed(1, "1m")], store: hangingStore(), storeTimeoutMs: 30, onError: (e: unknown) => ctx.errors.push(e) }),
+    options: (ctx) => ({
+      limits: [fixed(1, "1m")],
+      store: hangingStore(),
+      storeTimeoutMs: 30,
+      onError: (e: unknown) => ctx.errors.push(e),
+    }),
     async run(t, ctx) {
       expect((await t.request()).status).toBe(200);
       expect(String(ctx.errors[0])).toMatch(/did not answer within 30 ms/);
@@ -482,7 +545,11 @@ let caseCounter = 0;
  * Registers one `it` per case for `driver`.
  * @param storeFactory the store each case's limiter uses (memory by default; Redis in the Redis block)
  */
-export function behaviourTable(driver: Driver, storeFactory: () => Store = () => new MemoryStore({ sweepIntervalMs: 0 }), label = "memory"): void {
+export function behaviourTable(
+  driver: Driver,
+  storeFactory: () => Store = () => new MemoryStore({ sweepIntervalMs: 0 }),
+  label = "memory",
+): void {
   for (const c of CASES) {
     if (c.needsSocket && !driver.real) continue;
     if (c.memoryOnly && label !== "memory") continue;

@@ -90,7 +90,8 @@ describe("OverrideCache over SQLite", () => {
     const cache = await cacheOf(store);
     const wrong: string[] = [];
     for (let round = 0; round < 2; round++) {
-      for (let i = 0; i < 20_000; i++) if (cache.get("api", `k${i}`, nowMs)?.policy !== (i % 2 === 0 ? "blocked" : undefined)) wrong.push(`k${i}`);
+      for (let i = 0; i < 20_000; i++)
+        if (cache.get("api", `k${i}`, nowMs)?.policy !== (i % 2 === 0 ? "blocked" : undefined)) wrong.push(`k${i}`);
     }
     expect(wrong).toEqual([]);
     await store.put({ domain: "api", key: "k1", policy: "unlimited" });

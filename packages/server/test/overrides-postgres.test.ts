@@ -143,7 +143,9 @@ describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => 
       const firstPid = c.listenBackendPid;
       frozen = true; // every byte is now dropped; no socket is closed
       await pollUntil("the keepalive notices the silence", () => events.some((e) => e.type === "lost"), 10_000);
-      expect(events.find((e) => e.type === "lost")).toMatchObject({ error: expect.objectContaining({ message: expect.stringMatching(/keepalive/) }) });
+      expect(events.find((e) => e.type === "lost")).toMatchObject({
+        error: expect.objectContaining({ message: expect.stringMatching(/keepalive/) }),
+      });
       await a.put({ domain: "api", key: "during-silence", policy: "blocked" });
       // The silent sockets are abandoned; new connections through the proxy work again.
       for (const s of sockets) s.destroy();

@@ -83,7 +83,11 @@ export function rateLimitHook(options: FastifyRateLimitOptions): FastifyRateLimi
   // A callback-style hook: with the memory store the request moves on in the same tick.
   function ratekeeperOnRequest(this: FastifyInstance, req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     const r = core.check(req);
-    if (r instanceof Promise) r.then((x) => apply(x, req, reply, done), (e: unknown) => done(e instanceof Error ? e : new Error(String(e))));
+    if (r instanceof Promise)
+      r.then(
+        (x) => apply(x, req, reply, done),
+        (e: unknown) => done(e instanceof Error ? e : new Error(String(e))),
+      );
     else apply(r, req, reply, done);
   }
   return Object.assign(ratekeeperOnRequest as onRequestHookHandler, { core });

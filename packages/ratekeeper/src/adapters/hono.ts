@@ -57,7 +57,10 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
     const result = r instanceof Promise ? await r : r;
     const h = result.headers;
     if (!result.pass) {
-      const res = handler !== undefined ? await handler(c, result) : new Response(result.body, { status: result.status, headers: { "Content-Type": result.contentType } });
+      const res =
+        handler !== undefined
+          ? await handler(c, result)
+          : new Response(result.body, { status: result.status, headers: { "Content-Type": result.contentType } });
       for (let i = 0; i < h.length; i++) res.headers.set((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
       return res;
     }

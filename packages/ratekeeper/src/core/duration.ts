@@ -24,7 +24,10 @@ export function parseDuration(value: unknown, field: string): number {
   }
   if (ms === undefined || !Number.isSafeInteger(ms) || ms <= 0) {
     throw new RateLimitConfigError([
-      { path: field, message: `must be a positive whole number of milliseconds or a string like "500ms", "10s", "1m", "1h", "1d" (got ${describe(value)})` },
+      {
+        path: field,
+        message: `must be a positive whole number of milliseconds or a string like "500ms", "10s", "1m", "1h", "1d" (got ${describe(value)})`,
+      },
     ]);
   }
   return ms;

@@ -132,7 +132,10 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
   const before = issues.length;
   const algorithm = o.algorithm;
   if (typeof algorithm !== "string" || !(ALGORITHMS as readonly string[]).includes(algorithm)) {
-    issues.push({ path: at("algorithm"), message: `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")} (got ${describe(algorithm)})` });
+    issues.push({
+      path: at("algorithm"),
+      message: `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")} (got ${describe(algorithm)})`,
+    });
     return undefined;
   }
   const alg = algorithm as AlgorithmName;
@@ -163,7 +166,11 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
       alignFirst = o.align === "first-request";
       break;
     case "sliding-log":
-      if (limit > 1_000_000) issues.push({ path: at("limit"), message: `must be at most 1000000 for sliding-log, which stores one timestamp per unit (got ${limit})` });
+      if (limit > 1_000_000)
+        issues.push({
+          path: at("limit"),
+          message: `must be at most 1000000 for sliding-log, which stores one timestamp per unit (got ${limit})`,
+        });
       break;
     case "sliding-window":
       if (o.buckets !== undefined) buckets = positiveInt(o.buckets, at("buckets"), issues);
@@ -197,12 +204,18 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
   }
   // Buckets keep their level in units of (cost x windowMs), leaking `limit` per ms: keep it exact.
   if (issues.length === before && capacity * windowMs > MAX_EXACT) {
-    issues.push({ path: at(alg === "gcra" ? "burst" : "capacity"), message: `times window (${windowMs} ms) must stay below 2^53 for exact arithmetic` });
+    issues.push({
+      path: at(alg === "gcra" ? "burst" : "capacity"),
+      message: `times window (${windowMs} ms) must stay below 2^53 for exact arithmetic`,
+    });
   }
   let name = `${limit}-per-${typeof o.window === "string" ? o.window : `${windowMs}ms`}`;
   if (o.name !== undefined) {
     if (typeof o.name !== "string" || !/^[A-Za-z0-9_.:-]{1,64}$/.test(o.name)) {
-      issues.push({ path: at("name"), message: `must be 1-64 characters of letters, digits, "_", ".", ":" or "-" (got ${describe(o.name)})` });
+      issues.push({
+        path: at("name"),
+        message: `must be 1-64 characters of letters, digits, "_", ".", ":" or "-" (got ${describe(o.name)})`,
+      });
     } else name = o.name;
   }
   if (issues.length > before) return undefined;

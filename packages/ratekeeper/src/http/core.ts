@@ -40,12 +40,7 @@ export interface KeyInfo {
  * or a function (a user id). Several parts are joined, e.g. `["ip", "route"]`.
  */
 export type KeyPart<Req> =
-  | "ip"
-  | "method"
-  | "route"
-  | "path"
-  | { header: string }
-  | ((req: Req, info: KeyInfo) => string | undefined | Promise<string | undefined>);
+  "ip" | "method" | "route" | "path" | { header: string } | ((req: Req, info: KeyInfo) => string | undefined | Promise<string | undefined>);
 
 /** Cost of a request: a number, a table (`{ "GET /user": 1, "POST /user": 2 }`, seed 001), or a function. */
 export type CostOption<Req> = number | Readonly<Record<string, number>> | ((req: Req, info: KeyInfo) => number);
@@ -152,9 +147,29 @@ const PASS: RateLimitResult = Object.freeze({
 });
 
 const KNOWN_OPTIONS = new Set([
-  "limiter", "limits", "store", "clock", "namespace", "key", "keyPrefix", "cost", "skip", "allowList", "denyList",
-  "countOnly", "isFailed", "shadow", "headers", "maxDelayMs", "onStoreError", "storeTimeoutMs", "onError", "onDecision",
-  "trustedProxies", "forwardedHeader", "ipv6Subnet",
+  "limiter",
+  "limits",
+  "store",
+  "clock",
+  "namespace",
+  "key",
+  "keyPrefix",
+  "cost",
+  "skip",
+  "allowList",
+  "denyList",
+  "countOnly",
+  "isFailed",
+  "shadow",
+  "headers",
+  "maxDelayMs",
+  "onStoreError",
+  "storeTimeoutMs",
+  "onError",
+  "onDecision",
+  "trustedProxies",
+  "forwardedHeader",
+  "ipv6Subnet",
 ]);
 
 /** Options an adapter adds on top of {@link RateLimitOptions} (its custom handler); not validated here. */
@@ -167,7 +182,9 @@ const ADAPTER_OPTIONS = new Set(["handler", "getRemoteAddress"]);
 function isLimiter(v: unknown): v is RateLimiter {
   if (v instanceof RateLimiter) return true;
   const l = v as Partial<RateLimiter> | null;
-  return typeof l === "object" && l !== null && typeof l.consume === "function" && typeof l.refund === "function" && Array.isArray(l.limits);
+  return (
+    typeof l === "object" && l !== null && typeof l.consume === "function" && typeof l.refund === "function" && Array.isArray(l.limits)
+  );
 }
 
 type CompiledPart<Req> = (req: Req, info: KeyInfo) => string | undefined | Promise<string | undefined>;
@@ -249,7 +266,8 @@ export class HttpRateLimiter<Req> {
     const ips = guard(() => new ClientIpResolver(o));
 
     // The key.
-    const rawParts = o.key === undefined ? ["ip" as const] : Array.isArray(o.key) ? (o.key as readonly KeyPart<Req>[]) : [o.key as KeyPart<Req>];
+    const rawParts =
+      o.key === undefined ? ["ip" as const] : Array.isArray(o.key) ? (o.key as readonly KeyPart<Req>[]) : [o.key as KeyPart<Req>];
     if (rawParts.length === 0) issues.push({ path: "key", message: "must name at least one part" });
     const parts: CompiledPart<Req>[] = [];
     rawParts.forEach((p, i) => {
@@ -266,16 +284,24 @@ export class HttpRateLimiter<Req> {
     let costFn: ((req: Req, info: KeyInfo) => number) | undefined;
     let costTable: Record<string, number> | undefined;
     if (typeof o.cost === "number") {
-      if (!Number.isSafeInteger(o.cost) || o.cost <= 0) issues.push({ path: "cost", message: `must be a positive whole number (got ${describe(o.cost)})` });
+      if (!Number.isSafeInteger(o.cost) || o.cost <= 0)
+        issues.push({ path: "cost", message: `must be a positive whole number (got ${describe(o.cost)})` });
       fixedCost = o.cost;
     } else if (typeof o.cost === "function") costFn = o.cost;
     else if (typeof o.cost === "object" && o.cost !== null) {
       costTable = {};
       for (const [k, v] of Object.entries(o.cost)) {
-        if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0) issues.push({ path: `cost["${k}"]`, message: `must be a positive whole number (got ${describe(v)})` });
-        costTable[k.trim().replace(/\s+/g, " ").replace(/^[a-z]+ /, (m) => m.toUpperCase())] = v;
+        if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0)
+          issues.push({ path: `cost["${k}"]`, message: `must be a positive whole number (got ${describe(v)})` });
+        costTable[
+          k
+            .trim()
+            .replace(/\s+/g, " ")
+            .replace(/^[a-z]+ /, (m) => m.toUpperCase())
+        ] = v;
       }
-    } else if (o.cost !== undefined) issues.push({ path: "cost", message: `must be a number, a table or a function (got ${describe(o.cost)})` });
+    } else if (o.cost !== undefined)
+      issues.push({ path: "cost", message: `must be a number, a table or a function (got ${describe(o.cost)})` });
 
     for (const k of ["skip", "isFailed", "onError", "onDecision"] as const) {
       if (o[k] !== undefined && typeof o[k] !== "function") issues.push({ path: k, message: `must be a function (got ${describe(o[k])})` });
@@ -285,17 +311,25 @@ export class HttpRateLimiter<Req> {
     if (o.countOnly !== undefined && o.countOnly !== "failed" && o.countOnly !== "successful") {
       issues.push({ path: "countOnly", message: `must be "failed" or "successful" (got ${describe(o.countOnly)})` });
     }
-    if (o.shadow !== undefined && typeof o.shadow !== "boolean") issues.push({ path: "shadow", message: `must be true or false (got ${describe(o.shadow)})` });
+    if (o.shadow !== undefined && typeof o.shadow !== "boolean")
+      issues.push({ path: "shadow", message: `must be true or false (got ${describe(o.shadow)})` });
     let styles: HeaderStyle[] = [];
     if (o.headers === undefined) styles = ["ietf"];
     else if (o.headers !== false) {
       styles = Array.isArray(o.headers) ? [...(o.headers as HeaderStyle[])] : [o.headers as HeaderStyle];
       for (const s of styles) {
-        if (!HEADER_STYLES.includes(s)) issues.push({ path: "headers", message: `must be false or one or more of ${HEADER_STYLES.map((x) => `"${x}"`).join(", ")} (got ${describe(s)})` });
+        if (!HEADER_STYLES.includes(s))
+          issues.push({
+            path: "headers",
+            message: `must be false or one or more of ${HEADER_STYLES.map((x) => `"${x}"`).join(", ")} (got ${describe(s)})`,
+          });
       }
       // The three drafts all use RateLimit-Policy (and two use RateLimit) with different syntaxes: one at a time.
       if (styles.filter((s) => s !== "x-ratelimit").length > 1) {
-        issues.push({ path: "headers", message: `may combine "x-ratelimit" with one of "ietf", "draft-7", "draft-6", not several drafts (got ${describe(o.headers)})` });
+        issues.push({
+          path: "headers",
+          message: `may combine "x-ratelimit" with one of "ietf", "draft-7", "draft-6", not several drafts (got ${describe(o.headers)})`,
+        });
       }
     }
     const maxDelayMs = o.maxDelayMs ?? 30_000;
@@ -307,7 +341,10 @@ export class HttpRateLimiter<Req> {
     }
     const timeoutMs = o.storeTimeoutMs ?? 2_000;
     if (typeof timeoutMs !== "number" || !Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
-      issues.push({ path: "storeTimeoutMs", message: `must be a positive whole number of milliseconds (got ${describe(o.storeTimeoutMs)})` });
+      issues.push({
+        path: "storeTimeoutMs",
+        message: `must be a positive whole number of milliseconds (got ${describe(o.storeTimeoutMs)})`,
+      });
     }
     if (issues.length > 0 || limiter === undefined || ips === undefined) throw new RateLimitConfigError(issues);
 
@@ -501,7 +538,14 @@ export class HttpRateLimiter<Req> {
       // The wait shrinks by 1 ms per ms, so after (delay - max) the same request fits: a truthful Retry-After.
       this.limiter.refund(key, cost).catch((e: unknown) => this.report(e, req));
       const retryAfterMs = d.delayMs - this.maxDelayMs;
-      d = { ...d, allowed: false, remaining: d.limits === undefined ? d.remaining + cost : d.remaining, retryAfterMs, delayMs: 0, reason: "limit" };
+      d = {
+        ...d,
+        allowed: false,
+        remaining: d.limits === undefined ? d.remaining + cost : d.remaining,
+        retryAfterMs,
+        delayMs: 0,
+        reason: "limit",
+      };
     }
     const limited = !d.allowed;
     if (this.onDecision !== undefined) {
@@ -513,7 +557,8 @@ export class HttpRateLimiter<Req> {
     }
     if (limited && !this.shadow) {
       this.writeHeaders(d, headers);
-      const violated = d.limits === undefined || d.allowed !== decision.allowed ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
+      const violated =
+        d.limits === undefined || d.allowed !== decision.allowed ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
       return this.refuse(tooManyRequests(toSeconds(d.retryAfterMs), violated), headers, d, key, cost);
     }
     this.writeHeaders(d, headers);

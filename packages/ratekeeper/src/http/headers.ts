@@ -55,7 +55,10 @@ export class HeaderWriter {
     // Policy names are restricted by resolveLimit to [A-Za-z0-9_.:-], so they need no escaping in an sf-string.
     this.names = limits.map((l) => `"${l.name}"`);
     // The policy header never changes: one shared pair (callers only read the pairs they are given).
-    this.ietfPolicy = Object.freeze(["RateLimit-Policy", limits.map((l, i) => `${this.names[i] as string};q=${l.limit};w=${toSeconds(l.windowMs)}`).join(", ")]) as [string, string];
+    this.ietfPolicy = Object.freeze([
+      "RateLimit-Policy",
+      limits.map((l, i) => `${this.names[i] as string};q=${l.limit};w=${toSeconds(l.windowMs)}`).join(", "),
+    ]) as [string, string];
     this.legacyPolicy = limits.map((l) => `${l.limit};w=${toSeconds(l.windowMs)}`).join(", ");
   }
 
@@ -108,6 +111,8 @@ export class HeaderWriter {
   private decisiveReset(d: Decision): number {
     if (d.limits === undefined) return resetSeconds(d.allowed, d.retryAfterMs, d.resetAfterMs);
     const o = d.limits[d.policy];
-    return o === undefined ? toSeconds(d.allowed ? d.resetAfterMs : d.retryAfterMs) : resetSeconds(o.allowed, o.retryAfterMs, o.resetAfterMs);
+    return o === undefined
+      ? toSeconds(d.allowed ? d.resetAfterMs : d.retryAfterMs)
+      : resetSeconds(o.allowed, o.retryAfterMs, o.resetAfterMs);
   }
 }

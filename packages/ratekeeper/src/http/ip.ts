@@ -107,7 +107,7 @@ export function ipv6Prefix(address: string, bits: number): string {
 function compressIpv6(g: readonly number[]): string {
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (g[i] !== 0) {
       i++;
       continue;
@@ -149,7 +149,10 @@ export class AddressSet {
       const preset = typeof raw === "string" ? PRESETS[raw] : undefined;
       for (const e of preset ?? [raw]) {
         if (!this.add(e)) {
-          issues.push({ path: `${field}[${i}]`, message: `must be an IP address, a CIDR range or one of loopback, linklocal, uniquelocal (got ${describe(raw)})` });
+          issues.push({
+            path: `${field}[${i}]`,
+            message: `must be an IP address, a CIDR range or one of loopback, linklocal, uniquelocal (got ${describe(raw)})`,
+          });
           return;
         }
         n++;
@@ -256,7 +259,10 @@ export class ClientIpResolver {
     }
     const header = options.forwardedHeader ?? "x-forwarded-for";
     if (header !== "x-forwarded-for" && header !== "forwarded") {
-      issues.push({ path: "forwardedHeader", message: `must be "x-forwarded-for" or "forwarded" (got ${describe(options.forwardedHeader)})` });
+      issues.push({
+        path: "forwardedHeader",
+        message: `must be "x-forwarded-for" or "forwarded" (got ${describe(options.forwardedHeader)})`,
+      });
     }
     let trusted: AddressSet | undefined;
     if (options.trustedProxies !== undefined) {

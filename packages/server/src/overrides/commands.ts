@@ -59,7 +59,8 @@ export const OVERRIDES_COMMANDS: Command[] = [
           process.stderr.write(`overrides import: ${result.badLines} of ${result.lines} lines are bad${more}; nothing was written\n`);
           return 1;
         }
-        const what = v["dry-run"] === true ? `${result.lines} lines valid (dry run, nothing written)` : `${result.written} overrides written`;
+        const what =
+          v["dry-run"] === true ? `${result.lines} lines valid (dry run, nothing written)` : `${result.written} overrides written`;
         process.stdout.write(`${name}: ${what} to ${store.description} in ${Date.now() - started} ms\n`);
         return 0;
       } finally {

@@ -24,5 +24,13 @@ export { SqliteOverrideStore, type SqliteOverrideStoreOptions } from "./sqlite.j
 export { PostgresOverrideStore, NOTIFY_CHANNEL, type PostgresOverrideStoreOptions, type ListenerEvent } from "./postgres.js";
 export { OverrideCache, type OverrideCacheOptions } from "./cache.js";
 export { parseOverride, toDocument, overrideDocumentSchema, type OverrideDocument, type ParseContext, type ParseResult } from "./schema.js";
-export { importOverrides, exportOverrides, type ImportOptions, type ImportResult, type ImportProblem, type ImportSource, type ExportOptions } from "./jsonl.js";
+export {
+  importOverrides,
+  exportOverrides,
+  type ImportOptions,
+  type ImportResult,
+  type ImportProblem,
+  type ImportSource,
+  type ExportOptions,
+} from "./jsonl.js";
 export { createAdminHandler, ADMIN_PREFIX, type AdminLimiters, type AdminAuditEntry } from "../transport/admin.js";

@@ -27,7 +27,8 @@ export async function openOverrideStore(url: string, options: OpenOverrideStoreO
   if (url.startsWith("sqlite:")) {
     let path = url.slice("sqlite:".length);
     if (path.startsWith("//")) path = path.slice(2);
-    if (path === "") throw new RangeError(`--overrides: a sqlite URL needs a file, e.g. sqlite:./data/overrides.db (got ${JSON.stringify(url)})`);
+    if (path === "")
+      throw new RangeError(`--overrides: a sqlite URL needs a file, e.g. sqlite:./data/overrides.db (got ${JSON.stringify(url)})`);
     return new SqliteOverrideStore({
       path: path === ":memory:" ? path : resolve(path),
       clock: options.clock,

@@ -203,7 +203,10 @@ export class PostgresOverrideStore implements OverrideStore {
   }
 
   private async liveRow(c: pg.PoolClient | pg.Pool, domain: string, key: string): Promise<OverrideRow | undefined> {
-    const { rows } = await c.query<OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE domain = $1 AND key = $2 AND NOT deleted`, [domain, key]);
+    const { rows } = await c.query<OverrideRow>(
+      `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE domain = $1 AND key = $2 AND NOT deleted`,
+      [domain, key],
+    );
     return rows[0];
   }
 
@@ -215,7 +218,8 @@ export class PostgresOverrideStore implements OverrideStore {
   create(override: Override, nowMs: number): Promise<StoredOverride> {
     return this.write(async (c) => {
       const row = await this.liveRow(c, override.domain, override.key);
-      if (row && (row.expires_at_ms === null || Number(row.expires_at_ms) > nowMs)) throw new OverrideConflictError(override.domain, override.key);
+      if (row && (row.expires_at_ms === null || Number(row.expires_at_ms) > nowMs))
+        throw new OverrideConflictError(override.domain, override.key);
       const result = await this.upsert(c, override, this.clock());
       return { result, notify: { v: result.version, d: override.domain, k: override.key } };
     });
@@ -325,15 +329,17 @@ export class PostgresOverrideStore implements OverrideStore {
           `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE (domain, key) > ($1, $2) AND NOT deleted ORDER BY domain, key LIMIT $3`,
           [after[0], after[1], limit],
         )
-      : await this.pool.query<OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE NOT deleted ORDER BY domain, key LIMIT $1`, [limit]);
+      : await this.pool.query<OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE NOT deleted ORDER BY domain, key LIMIT $1`, [
+          limit,
+        ]);
     return rows.map((r) => rowToOverride(r, this.policies));
   }
 
   async changesSince(afterVersion: number, limit: number): Promise<ChangeBatch> {
-    const { rows } = await this.pool.query<OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE version > $1 ORDER BY version LIMIT $2`, [
-      afterVersion,
-      limit,
-    ]);
+    const { rows } = await this.pool.query<OverrideRow>(
+      `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE version > $1 ORDER BY version LIMIT $2`,
+      [afterVersion, limit],
+    );
     // The horizon is read after the rows: a purge in between can only make it look newer
     // (a needless reload), never hide a forgotten deletion.
     const h = await this.pool.query<{ value: string }>(`SELECT value FROM ratekeeper_meta WHERE name = 'horizon'`);

@@ -16,11 +16,7 @@ export const MAX_NOTE_LENGTH = 1024;
 // backends accept exactly the same keys.
 const noNul = (s: string) => !s.includes("\u0000");
 const text = (max: number) =>
-  z
-    .string()
-    .min(1, "must not be empty")
-    .max(max, `must be at most ${max} characters`)
-    .refine(noNul, "must not contain U+0000");
+  z.string().min(1, "must not be empty").max(max, `must be at most ${max} characters`).refine(noNul, "must not contain U+0000");
 
 /**
  * The JSON document of one override, as the admin API takes it and as `overrides import`
@@ -116,9 +112,11 @@ export function parseOverride(input: unknown, ctx: ParseContext): ParseResult {
 
 function pick(field: "domain" | "key", inDoc: string | undefined, fixed: string | undefined, issues: ConfigIssue[]): string | undefined {
   if (fixed !== undefined) {
-    if (inDoc !== undefined && inDoc !== fixed) issues.push({ path: field, message: `must match the URL (${JSON.stringify(fixed)}) when given` });
+    if (inDoc !== undefined && inDoc !== fixed)
+      issues.push({ path: field, message: `must match the URL (${JSON.stringify(fixed)}) when given` });
     const max = field === "domain" ? MAX_DOMAIN_LENGTH : MAX_KEY_LENGTH;
-    if (fixed.length === 0 || fixed.length > max || !noNul(fixed)) issues.push({ path: field, message: `must be 1-${max} characters without U+0000` });
+    if (fixed.length === 0 || fixed.length > max || !noNul(fixed))
+      issues.push({ path: field, message: `must be 1-${max} characters without U+0000` });
     return fixed;
   }
   if (inDoc === undefined) issues.push({ path: field, message: "required" });

@@ -95,17 +95,21 @@ export class SqliteOverrideStore implements OverrideStore {
   private migrate(): void {
     const current = this.db.pragma("user_version", { simple: true }) as number;
     for (let i = current; i < MIGRATIONS.length; i++) {
-      this.db.transaction(() => {
-        this.db.exec(MIGRATIONS[i] as string);
-        this.db.pragma(`user_version = ${i + 1}`);
-      }).immediate();
+      this.db
+        .transaction(() => {
+          this.db.exec(MIGRATIONS[i] as string);
+          this.db.pragma(`user_version = ${i + 1}`);
+        })
+        .immediate();
     }
   }
 
   private prepare() {
     const db = this.db;
     return {
-      get: db.prepare<[string, string], OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE domain = ? AND key = ? AND deleted = 0`),
+      get: db.prepare<[string, string], OverrideRow>(
+        `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE domain = ? AND key = ? AND deleted = 0`,
+      ),
       bump: db.prepare<[number], { value: number }>(`UPDATE ratekeeper_meta SET value = value + ? WHERE name = 'version' RETURNING value`),
       version: db.prepare<[], { value: number }>(`SELECT value FROM ratekeeper_meta WHERE name = 'version'`),
       horizon: db.prepare<[], { value: number }>(`SELECT value FROM ratekeeper_meta WHERE name = 'horizon'`),
@@ -114,7 +118,9 @@ export class SqliteOverrideStore implements OverrideStore {
          ON CONFLICT (domain, key) DO UPDATE SET policy = excluded.policy, expires_at_ms = excluded.expires_at_ms,
            note = excluded.note, version = excluded.version, updated_at_ms = excluded.updated_at_ms, deleted = 0`,
       ),
-      tombstone: db.prepare(`UPDATE ratekeeper_overrides SET deleted = 1, version = ?, updated_at_ms = ? WHERE domain = ? AND key = ? AND deleted = 0`),
+      tombstone: db.prepare(
+        `UPDATE ratekeeper_overrides SET deleted = 1, version = ?, updated_at_ms = ? WHERE domain = ? AND key = ? AND deleted = 0`,
+      ),
       scanFirst: db
         .prepare<[number], unknown[]>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE deleted = 0 ORDER BY domain, key LIMIT ?`)
         .raw(true),
@@ -123,7 +129,9 @@ export class SqliteOverrideStore implements OverrideStore {
           `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE (domain, key) > (?, ?) AND deleted = 0 ORDER BY domain, key LIMIT ?`,
         )
         .raw(true),
-      changes: db.prepare<[number, number], OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE version > ? ORDER BY version LIMIT ?`),
+      changes: db.prepare<[number, number], OverrideRow>(
+        `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE version > ? ORDER BY version LIMIT ?`,
+      ),
       expired: db.prepare<[number], { domain: string; key: string }>(
         `SELECT domain, key FROM ratekeeper_overrides WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? AND deleted = 0`,
       ),
@@ -175,7 +183,8 @@ export class SqliteOverrideStore implements OverrideStore {
     const out = this.db
       .transaction(() => {
         const row = this.stmt.get.get(override.domain, override.key);
-        if (row && (row.expires_at_ms === null || Number(row.expires_at_ms) > nowMs)) throw new OverrideConflictError(override.domain, override.key);
+        if (row && (row.expires_at_ms === null || Number(row.expires_at_ms) > nowMs))
+          throw new OverrideConflictError(override.domain, override.key);
         return this.write(override, this.nextVersion(), this.clock());
       })
       .immediate();
@@ -255,7 +264,9 @@ export class SqliteOverrideStore implements OverrideStore {
       args.push(d, k);
     }
     const rows = this.db
-      .prepare<(string | number)[], OverrideRow>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE ${where.join(" AND ")} ORDER BY domain, key LIMIT ?`)
+      .prepare<(string | number)[], OverrideRow>(
+        `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE ${where.join(" AND ")} ORDER BY domain, key LIMIT ?`,
+      )
       .all(...args, limit + 1);
     const more = rows.length > limit;
     const items = rows.slice(0, limit).map((r) => rowToOverride(r, this.policies));

@@ -61,4 +61,3 @@ function levelAt(s: LimitState, nowMs: number, lim: ResolvedLimit): number {
   if (elapsed >= Math.ceil(s.b / lim.limit)) return 0;
   return s.b - elapsed * lim.limit;
 }
-
