@@ -424,10 +424,8 @@ export class HttpRateLimiter<Req> {
     let d: Decision | Promise<Decision>;
     try {
       const rawIp = this.resolveIp(req);
-      if (rawIp !== undefined) {
-        if (this.allow !== undefined && this.allow.has(rawIp)) return PASS;
-        if (this.deny !== undefined && this.deny.has(rawIp)) return this.refuse(forbidden(), []);
-      }
+      const listed = this.listed(rawIp);
+      if (listed !== undefined) return listed;
       const ip = rawIp === undefined ? "unknown" : this.ips.group(rawIp);
       let info: KeyInfo | undefined;
       if (this.simpleIpKey) key = this.keyPrefix + ip;
@@ -451,6 +449,14 @@ export class HttpRateLimiter<Req> {
     return this.verdict(req, key, cost, d);
   }
 
+  /** The allow and deny lists: `PASS`, a 403 refusal, or `undefined` to go on and decide. */
+  private listed(rawIp: string | undefined): RateLimitResult | undefined {
+    if (rawIp === undefined) return undefined;
+    if (this.allow !== undefined && this.allow.has(rawIp)) return PASS;
+    if (this.deny !== undefined && this.deny.has(rawIp)) return this.refuse(forbidden(), []);
+    return undefined;
+  }
+
   /** The general path: awaits `skip` and key functions. */
   private async checkAsync(req: Req): Promise<RateLimitResult> {
     let key: string;
@@ -459,10 +465,8 @@ export class HttpRateLimiter<Req> {
     try {
       if (this.skip !== undefined && (await this.skip(req))) return PASS;
       const rawIp = this.resolveIp(req);
-      if (rawIp !== undefined) {
-        if (this.allow !== undefined && this.allow.has(rawIp)) return PASS;
-        if (this.deny !== undefined && this.deny.has(rawIp)) return this.refuse(forbidden(), []);
-      }
+      const listed = this.listed(rawIp);
+      if (listed !== undefined) return listed;
       const ip = rawIp === undefined ? "unknown" : this.ips.group(rawIp);
       let info: KeyInfo | undefined;
       if (this.simpleIpKey) key = this.keyPrefix + ip;
