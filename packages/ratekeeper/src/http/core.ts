@@ -423,10 +423,8 @@ export class HttpRateLimiter<Req> {
     let cost: number;
     let d: Decision | Promise<Decision>;
     try {
-      const rawIp = this.resolveIp(req);
-      const listed = this.listed(rawIp);
-      if (listed !== undefined) return listed;
-      const ip = rawIp === undefined ? "unknown" : this.ips.group(rawIp);
+      const ip = this.gate(req);
+      if (typeof ip !== "string") return ip;
       let info: KeyInfo | undefined;
       if (this.simpleIpKey) key = this.keyPrefix + ip;
       else {
@@ -449,12 +447,16 @@ export class HttpRateLimiter<Req> {
     return this.verdict(req, key, cost, d);
   }
 
-  /** The allow and deny lists: `PASS`, a 403 refusal, or `undefined` to go on and decide. */
-  private listed(rawIp: string | undefined): RateLimitResult | undefined {
-    if (rawIp === undefined) return undefined;
+  /**
+   * The client's address as keys use it (IPv6 grouped by prefix; `"unknown"` when there is none),
+   * or the answer itself when the allow list (`PASS`) or the deny list (403) decides.
+   */
+  private gate(req: Req): string | RateLimitResult {
+    const rawIp = this.resolveIp(req);
+    if (rawIp === undefined) return "unknown";
     if (this.allow !== undefined && this.allow.has(rawIp)) return PASS;
     if (this.deny !== undefined && this.deny.has(rawIp)) return this.refuse(forbidden(), []);
-    return undefined;
+    return this.ips.group(rawIp);
   }
 
   /** The general path: awaits `skip` and key functions. */
@@ -464,10 +466,8 @@ export class HttpRateLimiter<Req> {
     let decision: Decision;
     try {
       if (this.skip !== undefined && (await this.skip(req))) return PASS;
-      const rawIp = this.resolveIp(req);
-      const listed = this.listed(rawIp);
-      if (listed !== undefined) return listed;
-      const ip = rawIp === undefined ? "unknown" : this.ips.group(rawIp);
+      const ip = this.gate(req);
+      if (typeof ip !== "string") return ip;
       let info: KeyInfo | undefined;
       if (this.simpleIpKey) key = this.keyPrefix + ip;
       else {
