@@ -105,9 +105,7 @@ export class RateLimiter {
     // turns sooner than an async function's `return promise`. The try/catch keeps the async
     // contract: bad input, a bad clock reading or a throwing store give a rejected promise.
     try {
-      if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
-      if (cost !== 1) this.checkCost(cost);
-      return Promise.resolve(this.bound.consume(key, cost, this.clock === undefined ? undefined : this.now()));
+      return Promise.resolve(this.consumeNow(key, cost));
     } catch (e) {
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the thrown value, as an async function would reject with
       return Promise.reject(e);
@@ -122,17 +120,15 @@ export class RateLimiter {
    * @example const d = limiter.consumeNow("user:42"); const decision = d instanceof Promise ? await d : d;
    */
   consumeNow(key: string, cost = 1): Decision | Promise<Decision> {
-    if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
-    if (cost !== 1) this.checkCost(cost);
-    return this.bound.consume(key, cost, this.clock === undefined ? undefined : this.now());
+    this.validate(key, cost);
+    return this.bound.consume(key, cost, this.now());
   }
 
   /** The decision a request of `cost` (default 1) would get now, changing nothing. */
   peek(key: string, cost = 1): Promise<Decision> {
     try {
-      if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
-      if (cost !== 1) this.checkCost(cost);
-      return Promise.resolve(this.bound.peek(key, cost, this.clock === undefined ? undefined : this.now()));
+      this.validate(key, cost);
+      return Promise.resolve(this.bound.peek(key, cost, this.now()));
     } catch (e) {
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the thrown value, as an async function would reject with
       return Promise.reject(e);
@@ -141,21 +137,28 @@ export class RateLimiter {
 
   /** Gives back `cost` units charged earlier, for a request that should not count after all. */
   async refund(key: string, cost = 1): Promise<void> {
-    if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
-    if (cost !== 1) this.checkCost(cost);
-    await this.bound.refund(key, cost, this.clock === undefined ? undefined : this.now());
+    this.validate(key, cost);
+    await this.bound.refund(key, cost, this.now());
   }
 
   /** Forgets the key: its next request starts afresh. */
   async reset(key: string): Promise<void> {
-    if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
+    this.validate(key, 1);
     await this.bound.reset(key);
   }
 
-  private now(): number {
-    const t = (this.clock as () => number)();
+  /** The injected clock's reading, or `undefined` to let the store use its own time. */
+  private now(): number | undefined {
+    if (this.clock === undefined) return undefined;
+    const t = this.clock();
     if (!Number.isFinite(t)) throw new RangeError(`clock: must return finite milliseconds since the epoch (got ${describe(t)})`);
     return Math.floor(t);
+  }
+
+  /** Throws a RangeError naming `key` or `cost` when either is bad (cost 1 needs no check). */
+  private validate(key: unknown, cost: unknown): void {
+    if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
+    if (cost !== 1) this.checkCost(cost);
   }
 
   private checkCost(cost: unknown): void {
