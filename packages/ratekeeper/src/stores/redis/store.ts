@@ -263,7 +263,8 @@ interface Pending {
   key: string;
   cost: number;
   nowMs: number | undefined;
-  resolve: (outcome: number[]) => void;
+  /** The decision's slice of the script reply: 5 integers per limit (converted by toDecision). */
+  resolve: (outcome: readonly unknown[]) => void;
   reject: (error: unknown) => void;
   /** When its timeout ends (Date.now() ms); only set when batching. */
   deadlineMs: number;
@@ -365,7 +366,7 @@ class RedisTable implements BoundStore {
   }
 
   private async decide(mode: "c" | "p", key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
-    let outcome: number[];
+    let outcome: readonly unknown[];
     try {
       outcome = await this.call(mode, key, cost, nowMs);
     } catch (e) {
@@ -377,8 +378,8 @@ class RedisTable implements BoundStore {
   }
 
   /** One decision's 5 integers per limit, from a script call of its own or a batch. */
-  private call(mode: Pending["mode"], key: string, cost: number, nowMs: number | undefined): Promise<number[]> {
-    return new Promise<number[]>((resolve, reject) => {
+  private call(mode: Pending["mode"], key: string, cost: number, nowMs: number | undefined): Promise<readonly unknown[]> {
+    return new Promise<readonly unknown[]>((resolve, reject) => {
       const p: Pending = { mode, key, cost, nowMs, resolve, reject, deadlineMs: 0 };
       if (this.store.maxBatch === 0) {
         // One call per decision: the call's own timeout is the decision's.
@@ -440,7 +441,7 @@ class RedisTable implements BoundStore {
           return;
         }
         const r = reply as unknown[];
-        batch.forEach((p, d) => p.resolve(r.slice(d * width, (d + 1) * width).map(Number)));
+        batch.forEach((p, d) => p.resolve(r.slice(d * width, (d + 1) * width)));
       },
       (e: unknown) => {
         this.inFlight--;
@@ -451,7 +452,7 @@ class RedisTable implements BoundStore {
   }
 
   /** Builds the decision from the script's 5 integers per limit, exactly as `Evaluator.run` does. */
-  private toDecision(r: number[], cost: number): Decision {
+  private toDecision(r: readonly unknown[], cost: number): Decision {
     if (this.single) {
       const lim = this.limits[0] as ResolvedLimit;
       const allowed = Number(r[0]) === 1;
