@@ -155,15 +155,15 @@ export function portOpen(port: number): Promise<boolean> {
 }
 
 /**
- * Starts a real nginx (`/usr/sbin/nginx -p DIR -c FILE -g 'daemon off;'`) with `conf`, whose
+ * Starts a real nginx (`<binary> -p DIR -c FILE -g 'daemon off;'`) with `conf`, whose
  * pid file, error log and temp paths are put in a fresh temp prefix dir. `conf` must listen on `port`.
  */
-export async function startNginx(conf: string, port: number): Promise<NginxProc> {
+export async function startNginx(conf: string, port: number, binary = "/usr/sbin/nginx"): Promise<NginxProc> {
   const dir = mkdtempSync(path.join(tmpdir(), "rk-nginx-"));
   const file = path.join(dir, "nginx.conf");
   writeFileSync(file, conf);
   const proc = spawn(
-    "/usr/sbin/nginx",
+    binary,
     ["-p", dir, "-c", file, "-e", path.join(dir, "error.log"), "-g", `daemon off; pid ${path.join(dir, "nginx.pid")};`],
     {
       stdio: ["ignore", "pipe", "pipe"],
