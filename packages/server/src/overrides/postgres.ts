@@ -128,8 +128,15 @@ export class PostgresOverrideStore implements OverrideStore {
       query_timeout: (options.queryTimeoutMs ?? 30_000) + 5_000,
       connectionTimeoutMillis: 10_000,
     });
-    // An idle pooled connection that dies emits 'error' on the pool; without a handler Node
-    // would crash. The next query simply gets a fresh connection.
+    // A connection PostgreSQL terminates (pg_terminate_backend, a restart, a failover) emits
+    // 'error', and an 'error' event with no listener ends the process. The pool listens only
+    // on idle connections; a checked-out one between two queries, or one terminated in the
+    // same network read that finished its connect, has none. So every connection gets a
+    // listener of its own for its whole life. The query in flight fails on its own; at release
+    // the pool discards a connection that is no longer usable, and the next caller gets a
+    // fresh one.
+    this.pool.on("connect", (client) => client.on("error", () => undefined));
+    // The pool re-emits an idle connection's error after discarding it.
     this.pool.on("error", () => undefined);
   }
 
@@ -147,6 +154,7 @@ export class PostgresOverrideStore implements OverrideStore {
 
   private async migrate(): Promise<void> {
     const client = await this.pool.connect();
+    let broken: unknown;
     try {
       await client.query("BEGIN");
       await client.query("SELECT pg_advisory_xact_lock($1)", [WRITE_LOCK_ID]);
@@ -158,36 +166,42 @@ export class PostgresOverrideStore implements OverrideStore {
       await client.query("UPDATE ratekeeper_meta SET value = $1 WHERE name = 'schema' AND value < $1", [MIGRATIONS.length]);
       await client.query("COMMIT");
     } catch (e) {
-      await client.query("ROLLBACK").catch(() => undefined);
+      await client.query("ROLLBACK").catch((r: unknown) => (broken = r));
       throw e;
     } finally {
-      client.release();
+      client.release(broken === undefined ? undefined : toError(broken));
     }
   }
 
   /**
    * Runs `fn` in a write transaction under the advisory lock; `fn` returns its result and the
-   * NOTIFY payload (undefined: nothing changed, no notification).
+   * NOTIFY payload (undefined: nothing changed, no notification). The connection goes back to
+   * the pool at COMMIT, before this process's subscribers are told: they read the change back
+   * through the pool, and a write that held its connection while waiting for another one would
+   * deadlock as soon as more writes run at once than the pool has connections.
    */
   private async write<T>(fn: (c: pg.PoolClient) => Promise<{ result: T; notify: Record<string, unknown> | undefined }>): Promise<T> {
     const client = await this.pool.connect();
+    let broken: unknown;
+    let committed: { result: T; notify: Record<string, unknown> | undefined };
     try {
       await client.query("BEGIN");
       await client.query("SELECT pg_advisory_xact_lock($1)", [WRITE_LOCK_ID]);
-      const { result, notify } = await fn(client);
-      if (notify !== undefined) await client.query("SELECT pg_notify($1, $2)", [NOTIFY_CHANNEL, payload(notify)]);
+      committed = await fn(client);
+      if (committed.notify !== undefined) await client.query("SELECT pg_notify($1, $2)", [NOTIFY_CHANNEL, payload(committed.notify)]);
       await client.query("COMMIT");
-      const version = typeof notify?.v === "number" ? notify.v : undefined;
-      // Tell this process's subscribers at once (and wait for them: read-your-writes); other
-      // instances hear the NOTIFY.
-      if (version !== undefined) await this.emit({ version });
-      return result;
     } catch (e) {
-      await client.query("ROLLBACK").catch(() => undefined);
+      // A failed ROLLBACK means the connection is gone: discard it rather than pool it.
+      await client.query("ROLLBACK").catch((r: unknown) => (broken = r));
       throw e;
     } finally {
-      client.release();
+      client.release(broken === undefined ? undefined : toError(broken));
     }
+    const version = typeof committed.notify?.v === "number" ? committed.notify.v : undefined;
+    // Tell this process's subscribers at once (and wait for them: read-your-writes); other
+    // instances hear the NOTIFY.
+    if (version !== undefined) await this.emit({ version });
+    return committed.result;
   }
 
   private async upsert(c: pg.PoolClient, o: Override, nowMs: number): Promise<StoredOverride> {
@@ -527,6 +541,10 @@ function payload(p: Record<string, unknown>): string {
   if (Buffer.byteLength(full, "utf8") <= MAX_PAYLOAD_BYTES) return full;
   // The key is only informative (receivers read the change feed): drop it rather than fail.
   return JSON.stringify({ v: p.v });
+}
+
+function toError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
 }
 
 function redact(url: string): string {
