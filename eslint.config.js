@@ -37,4 +37,12 @@ export default tseslint.config(
       "no-restricted-properties": ["error", { object: "Date", property: "now", message: "core takes the time as an argument" }],
     },
   },
+  {
+    // The simulator is pure too: traffic in, numbers out, on a virtual clock (the CLI draws and writes).
+    files: ["packages/ratekeeper/src/simulate/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: ["node:*", "../stores/*", "../http/*", "../adapters/*"] }],
+      "no-restricted-properties": ["error", { object: "Date", property: "now", message: "the simulator runs on the traffic's clock" }],
+    },
+  },
 );
