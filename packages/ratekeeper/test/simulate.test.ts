@@ -134,6 +134,20 @@ describe("simulate", () => {
     expect(Math.max(...fw!.series.state)).toBeGreaterThan(0);
   });
 
+  it("the state band holds the extremes within each bucket: GCRA's one cell is in use right after each admission, empty by the bucket's end", () => {
+    // One cell per 600 ms against buckets of 6 s, the bursts' last admission well before a bucket's end.
+    const limit = 100;
+    const traffic = scenario("boundary", { limit, windowMs: 60_000 });
+    const r = simulate({ limit, window: "1m", traffic, algorithms: [{ algorithm: "gcra" }] });
+    const s = r.algorithms[0]!.series;
+    expect(Math.max(...s.state)).toBe(0);
+    expect(Math.max(...s.stateMax)).toBe(1);
+    for (let b = 0; b < r.bins; b++) {
+      expect(s.stateMin[b]).toBeLessThanOrEqual(s.state[b]!);
+      expect(s.stateMax[b]).toBeGreaterThanOrEqual(s.state[b]!);
+    }
+  });
+
   it("is deterministic: the same options give the same result; another seed other traffic", () => {
     for (const name of SCENARIOS) {
       const a = scenario(name, { limit: 10, windowMs: 1000, seed: 7 });

@@ -50,6 +50,18 @@ export function replay(lim: ResolvedLimit, spec: LimitSpec, ctx: Context): Algor
   const admittedPerBin = new Float64Array(bins);
   const worstPerBin = new Float64Array(bins);
   const statePerBin = new Float64Array(bins);
+  // The followed key's state also right after each of its requests: the extremes within a bucket.
+  const stateMin = new Float64Array(bins).fill(Infinity);
+  const stateMax = new Float64Array(bins).fill(-Infinity);
+  const note = (b: number, v: number) => {
+    if (v < (stateMin[b] as number)) stateMin[b] = v;
+    if (v > (stateMax[b] as number)) stateMax[b] = v;
+  };
+  const endOfBin = (b: number, t: number) => {
+    const v = stateReading(lim, freeUnits(ev, lim, states[stateKey], t));
+    statePerBin[b] = v;
+    note(b, v);
+  };
   let admitted = 0;
   let worst = 0;
   let worstAt = 0;
@@ -64,8 +76,7 @@ export function replay(lim: ResolvedLimit, spec: LimitSpec, ctx: Context): Algor
     const k = keyIds[i] as number;
     const c = costs ? (costs[i] as number) : 1;
     // The followed key's state at the end of each bucket that ended before this request.
-    for (; t >= nextSample && sampleBin < bins; nextSample += binMs)
-      statePerBin[sampleBin++] = stateReading(lim, freeUnits(ev, lim, states[stateKey], nextSample));
+    for (; t >= nextSample && sampleBin < bins; nextSample += binMs) endOfBin(sampleBin++, nextSample);
     let st = states[k];
     if (st === undefined) {
       st = states[k] = ev.init1();
@@ -76,6 +87,7 @@ export function replay(lim: ResolvedLimit, spec: LimitSpec, ctx: Context): Algor
     }
     const d = ev.run1(st, t, c, true);
     if (t + ev.ttlMs > (expires[k] as number)) expires[k] = t + ev.ttlMs;
+    if (k === stateKey) note(binOf(ctx, t), stateReading(lim, freeUnits(ev, lim, st, t)));
     if (d.allowed) {
       admitted++;
       const at = t + d.delayMs;
@@ -96,8 +108,7 @@ export function replay(lim: ResolvedLimit, spec: LimitSpec, ctx: Context): Algor
     } else retry.denied(st, t, c, d.retryAfterMs);
     if ((i & (SWEEP_EVERY - 1)) === SWEEP_EVERY - 1) liveN = sweep(states, expires, rolling, live, inLive, liveN, t);
   }
-  for (; sampleBin < bins; nextSample += binMs)
-    statePerBin[sampleBin++] = stateReading(lim, freeUnits(ev, lim, states[stateKey], nextSample));
+  for (; sampleBin < bins; nextSample += binMs) endOfBin(sampleBin++, nextSample);
   return {
     label: algorithmLabel(spec),
     spec,
@@ -108,7 +119,13 @@ export function replay(lim: ResolvedLimit, spec: LimitSpec, ctx: Context): Algor
     delays: { delayed, meanMs: delayed > 0 ? delaySum / delayed : 0, maxMs: delayMax },
     bytesPerKey: stateBytes(lim),
     retry: retry.summary(),
-    series: { admitted: Array.from(admittedPerBin), worstInWindow: Array.from(worstPerBin), state: Array.from(statePerBin) },
+    series: {
+      admitted: Array.from(admittedPerBin),
+      worstInWindow: Array.from(worstPerBin),
+      state: Array.from(statePerBin),
+      stateMin: Array.from(stateMin),
+      stateMax: Array.from(stateMax),
+    },
   };
 }
 

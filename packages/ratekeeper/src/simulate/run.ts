@@ -32,6 +32,9 @@ export interface AlgorithmSeries {
   readonly worstInWindow: readonly number[];
   /** The followed key's state at the end of the bucket, in the algorithm's own terms ({@link AlgorithmResult.stateLabel}). */
   readonly state: readonly number[];
+  /** The lowest and highest the followed key's state was within the bucket (right after its requests, and at the bucket's end). */
+  readonly stateMin: readonly number[];
+  readonly stateMax: readonly number[];
 }
 
 /** How one algorithm handled the traffic. */
