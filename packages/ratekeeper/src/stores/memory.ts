@@ -6,6 +6,7 @@ import { clearState, Evaluator } from "../core/evaluate.js";
 import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
 import type { BoundStore, Store } from "../store.js";
+import { loopNowMs } from "./loop-clock.js";
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
@@ -58,6 +59,10 @@ class Entry {
  * (over every limiter sharing the store) hold `maxKeys / 2` keys, every `old` (keys not used since
  * the previous turn) is dropped and `young` becomes `old`. A key used again moves back to `young`.
  * So a key used at least once per `maxKeys / 2` new keys stays, and `old + young <= maxKeys`.
+ *
+ * Time: the limiter's injected clock, else `Date.now()` read once per turn of the event loop and
+ * shared by the decisions of that turn (at most 16 per reading), like the loop's own clock that
+ * timers run on; a replaced `Date.now` (fake timers) is read on every call (see loop-clock.ts).
  * @example
  * const store = new MemoryStore({ maxKeys: 100_000 });
  * const limiter = new RateLimiter({ algorithm: "gcra", limit: 10, window: "1s", store });
@@ -237,22 +242,22 @@ class SingleTable extends Table<Slot> {
   }
 
   consume(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? Date.now();
+    const now = nowMs ?? loopNowMs();
     let e = this.young.get(key);
     if (e === undefined) e = this.adopt(key, now);
     else if (e.exp <= now - this.base) clearState(e);
-    const d = this.ev.run1(e, now, cost, true);
+    const d = this.ev.consume1(e, now, cost);
     if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
     return d;
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? Date.now();
-    return this.ev.run1(this.live(key, now) ?? this.fresh, now, cost, false);
+    const now = nowMs ?? loopNowMs();
+    return this.ev.peek1(this.live(key, now) ?? this.fresh, now, cost);
   }
 
   refund(key: string, cost: number, nowMs: number | undefined): void {
-    const now = nowMs ?? Date.now();
+    const now = nowMs ?? loopNowMs();
     const e = this.live(key, now);
     if (e !== undefined) this.ev.refund([e], now, cost);
   }
@@ -276,7 +281,7 @@ class MultiTable extends Table<Entry> {
   }
 
   consume(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? Date.now();
+    const now = nowMs ?? loopNowMs();
     let e = this.young.get(key);
     if (e === undefined) e = this.adopt(key, now);
     else if (e.exp <= now - this.base) this.ev.clear(e.s);
@@ -286,12 +291,12 @@ class MultiTable extends Table<Entry> {
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? Date.now();
+    const now = nowMs ?? loopNowMs();
     return this.ev.run(this.live(key, now)?.s ?? this.fresh, now, cost, false);
   }
 
   refund(key: string, cost: number, nowMs: number | undefined): void {
-    const now = nowMs ?? Date.now();
+    const now = nowMs ?? loopNowMs();
     const e = this.live(key, now);
     if (e !== undefined) this.ev.refund(e.s, now, cost);
   }
