@@ -5,8 +5,9 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { bigSpecArb, boundViolation, driver, opsArb, runAgainstModel, specArbs, startArb, windowOf } from "./core-models.js";
-import type { LimitSpec } from "../src/index.js";
+import { bigSpecArb, boundViolation, driver, opsArb, runAgainstModel, snapshotOf, specArbs, startArb, windowOf } from "./core-models.js";
+import { ALGORITHM_IMPLS, resolveLimit, type LimitSpec } from "../src/index.js";
+import { newOutcome } from "../src/core/decision.js";
 
 const RUNS = 400;
 
@@ -59,6 +60,43 @@ describe.each(Object.keys(specArbs))("%s against its reference model", (name) =>
               expect(d.check(t + dt, k), `cost ${k} at +${dt}`).toEqual(twin.check(t + dt, k));
             }
           }
+        },
+      ),
+      { numRuns: RUNS },
+    );
+  });
+});
+
+describe.each(Object.keys(specArbs))("%s: consume (the fused hot path) = check, then commit when allowed", (name) => {
+  const specArb = specArbs[name] as fc.Arbitrary<LimitSpec>;
+
+  it("same outcome and same state after every step, clocks stepping back included", () => {
+    fc.assert(
+      fc.property(
+        scenario(specArb, true),
+        fc.array(fc.integer({ min: -50, max: 0 }), { minLength: 40, maxLength: 40 }),
+        ([spec, t0, ops], back) => {
+          const lim = resolveLimit(spec);
+          const alg = ALGORITHM_IMPLS[lim.algorithm];
+          const fused = alg.init(lim);
+          const split = alg.init(lim);
+          let t = t0;
+          ops.forEach((op, i) => {
+            t += op.dt + (i % 5 === 4 ? (back[i] ?? 0) : 0);
+            const c = Math.min(op.c, lim.capacity);
+            if (op.kind === "refund") {
+              alg.refund(fused, t, c, lim);
+              alg.refund(split, t, c, lim);
+              return;
+            }
+            const a = newOutcome();
+            const b = newOutcome();
+            alg.consume(fused, t, c, lim, a);
+            alg.check(split, t, c, lim, b);
+            if (b.allowed) alg.commit(split, t, c, lim);
+            expect(a, `step ${i} at ${t}, cost ${c}`).toEqual(b);
+            expect(snapshotOf(fused), `state after step ${i}`).toEqual(snapshotOf(split));
+          });
         },
       ),
       { numRuns: RUNS },

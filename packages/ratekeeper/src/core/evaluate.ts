@@ -156,54 +156,45 @@ export class Evaluator {
   /**
    * {@link Evaluator.run} for a limiter with exactly one limit, given that limit's state: the
    * memory store's hot path. Same decision, same `ttlMs`.
-   *
-   * Kept small on purpose, like each `runX` below: V8 inlines a function only if its bytecode is
-   * under 460 bytes, and a call that is not inlined boxes `nowMs` (a double) into a fresh heap
-   * number. One method holding every algorithm's check and commit was 505 bytes and allocated
-   * four such boxes per decision (bench/memory.js, bytes per decision).
    */
   run1(st: LimitState, nowMs: number, cost: number, commit: boolean): Decision {
+    return commit ? this.consume1(st, nowMs, cost) : this.peek1(st, nowMs, cost);
+  }
+
+  /**
+   * `run1(st, nowMs, cost, true)`: each algorithm's fused check-and-commit through the kind switch.
+   *
+   * Kept small on purpose: V8 inlines a call chain only while its bytecode adds up to less than
+   * 920 bytes (and each function is under 460), and the memory store's whole consume (limiter,
+   * key lookup, clock, this, the algorithm, the Decision) should fit, so that `nowMs` is never
+   * boxed into a heap number for a call and the Decision's shape is known where it is wrapped in
+   * a promise. Branches for algorithms a process never runs get no type feedback and cost nothing.
+   */
+  consume1(st: LimitState, nowMs: number, cost: number): Decision {
+    const out = this.out0;
+    const lim = this.lim0;
     switch (this.kind0) {
       case KIND_BUCKET:
-        return this.runBucket(st, nowMs, cost, commit);
+        bucket.consume(st, nowMs, cost, lim, out);
+        break;
       case KIND_FIXED:
-        return this.runFixed(st, nowMs, cost, commit);
+        fixedWindow.consume(st, nowMs, cost, lim, out);
+        break;
       case KIND_SLIDING:
-        return this.runSliding(st, nowMs, cost, commit);
+        slidingWindow.consume(st, nowMs, cost, lim, out);
+        break;
       case KIND_LOG:
-        return this.runLog(st, nowMs, cost, commit);
+        slidingLog.consume(st, nowMs, cost, lim, out);
+        break;
       default:
-        return this.runGeneric(st, nowMs, cost, commit);
+        this.alg0.consume(st, nowMs, cost, lim, out);
     }
-  }
-
-  private runBucket(st: LimitState, nowMs: number, cost: number, commit: boolean): Decision {
-    bucket.check(st, nowMs, cost, this.lim0, this.out0);
-    if (commit && this.out0.allowed) bucket.commit(st, nowMs, cost, this.lim0);
     return this.decide1();
   }
 
-  private runFixed(st: LimitState, nowMs: number, cost: number, commit: boolean): Decision {
-    fixedWindow.check(st, nowMs, cost, this.lim0, this.out0);
-    if (commit && this.out0.allowed) fixedWindow.commit(st, nowMs, cost, this.lim0);
-    return this.decide1();
-  }
-
-  private runSliding(st: LimitState, nowMs: number, cost: number, commit: boolean): Decision {
-    slidingWindow.check(st, nowMs, cost, this.lim0, this.out0);
-    if (commit && this.out0.allowed) slidingWindow.commit(st, nowMs, cost, this.lim0);
-    return this.decide1();
-  }
-
-  private runLog(st: LimitState, nowMs: number, cost: number, commit: boolean): Decision {
-    slidingLog.check(st, nowMs, cost, this.lim0, this.out0);
-    if (commit && this.out0.allowed) slidingLog.commit(st, nowMs, cost, this.lim0);
-    return this.decide1();
-  }
-
-  private runGeneric(st: LimitState, nowMs: number, cost: number, commit: boolean): Decision {
-    this.alg0.check(st, nowMs, cost, this.lim0, this.out0);
-    if (commit && this.out0.allowed) this.alg0.commit(st, nowMs, cost, this.lim0);
+  /** `run1(st, nowMs, cost, false)`: the decision, changing nothing. */
+  peek1(st: LimitState, nowMs: number, cost: number): Decision {
+    checkKind(this.kind0, this.alg0, st, nowMs, cost, this.lim0, this.out0);
     return this.decide1();
   }
 

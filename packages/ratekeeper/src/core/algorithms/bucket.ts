@@ -1,3 +1,4 @@
+import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
 import type { Algorithm, LimitState } from "./types.js";
 
@@ -22,25 +23,11 @@ export const bucket: Algorithm = {
   init: () => ({ a: 0, b: 0, ring: null }),
 
   check(s, nowMs, cost, lim, out) {
-    const level = levelAt(s, nowMs, lim);
-    // A clock that stepped back (before the last update): decide as at the last update, and
-    // count the waits from this earlier reading, so that they stay truthful on this clock.
-    const behind = s.a > nowMs ? s.a - nowMs : 0;
-    const full = lim.capacity * lim.windowMs;
-    const after = level + cost * lim.windowMs;
-    if (after <= full) {
-      out.allowed = true;
-      out.remaining = Math.floor((full - after) / lim.windowMs);
-      out.retryAfterMs = 0;
-      out.resetAfterMs = Math.ceil(after / lim.limit) + behind;
-      out.delayMs = lim.shape ? Math.ceil(level / lim.limit) + behind : 0;
-    } else {
-      out.allowed = false;
-      out.remaining = Math.floor((full - level) / lim.windowMs);
-      out.retryAfterMs = Math.ceil((after - full) / lim.limit) + behind;
-      out.resetAfterMs = Math.ceil(level / lim.limit) + behind;
-      out.delayMs = 0;
-    }
+    decide(s, nowMs, cost, lim, out, false);
+  },
+
+  consume(s, nowMs, cost, lim, out) {
+    decide(s, nowMs, cost, lim, out, true);
   },
 
   commit(s, nowMs, cost, lim) {
@@ -53,6 +40,33 @@ export const bucket: Algorithm = {
     s.a = Math.max(nowMs, s.a);
   },
 };
+
+/** `check`, and when `commit` and allowed, `commit` too. */
+function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
+  const level = levelAt(s, nowMs, lim);
+  // A clock that stepped back (before the last update): decide as at the last update, and
+  // count the waits from this earlier reading, so that they stay truthful on this clock.
+  const behind = s.a > nowMs ? s.a - nowMs : 0;
+  const full = lim.capacity * lim.windowMs;
+  const after = level + cost * lim.windowMs;
+  if (after <= full) {
+    out.allowed = true;
+    out.remaining = Math.floor((full - after) / lim.windowMs);
+    out.retryAfterMs = 0;
+    out.resetAfterMs = Math.ceil(after / lim.limit) + behind;
+    out.delayMs = lim.shape ? Math.ceil(level / lim.limit) + behind : 0;
+    if (commit) {
+      s.b = after;
+      if (behind === 0) s.a = nowMs;
+    }
+  } else {
+    out.allowed = false;
+    out.remaining = Math.floor((full - level) / lim.windowMs);
+    out.retryAfterMs = Math.ceil((after - full) / lim.limit) + behind;
+    out.resetAfterMs = Math.ceil(level / lim.limit) + behind;
+    out.delayMs = 0;
+  }
+}
 
 /** The level at `nowMs`, after draining since the last update. Never multiplies a long idle time. */
 function levelAt(s: LimitState, nowMs: number, lim: ResolvedLimit): number {

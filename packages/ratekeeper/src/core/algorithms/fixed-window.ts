@@ -1,3 +1,4 @@
+import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
 import { mod } from "../arith.js";
 import type { Algorithm, LimitState } from "./types.js";
@@ -14,21 +15,11 @@ export const fixedWindow: Algorithm = {
   init: () => ({ a: 0, b: 0, ring: null }),
 
   check(s, nowMs, cost, lim, out) {
-    const start = windowStart(s, nowMs, lim);
-    const count = s.a === start ? s.b : 0;
-    const endsIn = start + lim.windowMs - nowMs;
-    if (count + cost <= lim.limit) {
-      out.allowed = true;
-      out.remaining = lim.limit - count - cost;
-      out.retryAfterMs = 0;
-      out.resetAfterMs = endsIn;
-    } else {
-      out.allowed = false;
-      out.remaining = lim.limit - count;
-      out.retryAfterMs = endsIn; // the next window starts empty, and cost <= limit
-      out.resetAfterMs = endsIn;
-    }
-    out.delayMs = 0;
+    decide(s, nowMs, cost, lim, out, false);
+  },
+
+  consume(s, nowMs, cost, lim, out) {
+    decide(s, nowMs, cost, lim, out, true);
   },
 
   commit(s, nowMs, cost, lim) {
@@ -41,6 +32,28 @@ export const fixedWindow: Algorithm = {
     if (s.a === windowStart(s, nowMs, lim)) s.b = Math.max(0, s.b - cost);
   },
 };
+
+/** `check`, and when `commit` and allowed, `commit` too. */
+function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
+  const start = windowStart(s, nowMs, lim);
+  const count = s.a === start ? s.b : 0;
+  const endsIn = start + lim.windowMs - nowMs;
+  out.resetAfterMs = endsIn;
+  out.delayMs = 0;
+  if (count + cost <= lim.limit) {
+    out.allowed = true;
+    out.remaining = lim.limit - count - cost;
+    out.retryAfterMs = 0;
+    if (commit) {
+      s.b = count + cost;
+      s.a = start;
+    }
+  } else {
+    out.allowed = false;
+    out.remaining = lim.limit - count;
+    out.retryAfterMs = endsIn; // the next window starts empty, and cost <= limit
+  }
+}
 
 /**
  * The start of the window `nowMs` counts in. A clock that stepped back into an earlier window

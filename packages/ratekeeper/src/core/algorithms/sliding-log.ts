@@ -39,6 +39,11 @@ export const slidingLog: Algorithm = {
     out.resetAfterMs = newest + lim.windowMs - nowMs;
   },
 
+  consume(s, nowMs, cost, lim, out) {
+    slidingLog.check(s, nowMs, cost, lim, out);
+    if (out.allowed) slidingLog.commit(s, nowMs, cost, lim);
+  },
+
   commit(s, nowMs, cost, lim) {
     const L = lim.limit;
     const ring = s.ring as Float64Array;

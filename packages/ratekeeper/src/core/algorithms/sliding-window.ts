@@ -1,3 +1,4 @@
+import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
 import { mod } from "../arith.js";
 import type { Algorithm, LimitState } from "./types.js";
@@ -18,32 +19,11 @@ export const slidingWindow: Algorithm = {
   init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(lim.buckets + 1) }),
 
   check(s, nowMs, cost, lim, out) {
-    const S = lim.windowMs / lim.buckets;
-    // A clock that stepped back before the newest sub-window written: decide as at that
-    // sub-window's start (else its units would not be counted at all), and count the waits from
-    // this earlier reading, so that they stay truthful on this clock.
-    const atMs = Math.max(nowMs, s.a * S);
-    const behind = atMs - nowMs;
-    const r = mod(atMs, S);
-    const i = (atMs - r) / S;
-    const used = usedAt(s, lim, i, r, 0);
-    out.delayMs = 0;
-    if (used + cost <= lim.limit) {
-      out.allowed = true;
-      out.remaining = lim.limit - used - cost;
-      out.retryAfterMs = 0;
-      // After the admission sub-window i is the newest with units (p of them), so the key is back to
-      // its full allowance once i leaves: at (i + buckets) * S unweighted; weighted, once
-      // floor(p * (S - x) / S) is 0 in the sub-window after, i.e. x = S - floor((S - 1) / p)
-      // (x = S: at its end). The same answer as waitMs(limit, cost), without walking the ring.
-      const p = countOf(s, lim, i) + cost;
-      out.resetAfterMs = lim.windowMs - r + (lim.weighted ? S - Math.floor((S - 1) / p) : 0) + behind;
-    } else {
-      out.allowed = false;
-      out.remaining = Math.max(0, lim.limit - used);
-      out.retryAfterMs = waitMs(s, lim, i, r, cost, 0) + behind;
-      out.resetAfterMs = waitMs(s, lim, i, r, lim.limit, 0) + behind;
-    }
+    decide(s, nowMs, cost, lim, out, false);
+  },
+
+  consume(s, nowMs, cost, lim, out) {
+    decide(s, nowMs, cost, lim, out, true);
   },
 
   commit(s, nowMs, cost, lim) {
@@ -72,6 +52,43 @@ export const slidingWindow: Algorithm = {
     }
   },
 };
+
+/** `check`, and when `commit` and allowed, `commit` too. */
+function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
+  const S = lim.windowMs / lim.buckets;
+  // A clock that stepped back before the newest sub-window written: decide as at that
+  // sub-window's start (else its units would not be counted at all), and count the waits from
+  // this earlier reading, so that they stay truthful on this clock.
+  const atMs = Math.max(nowMs, s.a * S);
+  const behind = atMs - nowMs;
+  const r = mod(atMs, S);
+  const i = (atMs - r) / S;
+  const used = usedAt(s, lim, i, r, 0);
+  out.delayMs = 0;
+  if (used + cost <= lim.limit) {
+    out.allowed = true;
+    out.remaining = lim.limit - used - cost;
+    out.retryAfterMs = 0;
+    // After the admission sub-window i is the newest with units (p of them), so the key is back to
+    // its full allowance once i leaves: at (i + buckets) * S unweighted; weighted, once
+    // floor(p * (S - x) / S) is 0 in the sub-window after, i.e. x = S - floor((S - 1) / p)
+    // (x = S: at its end). The same answer as waitMs(limit, cost), without walking the ring.
+    const p = countOf(s, lim, i) + cost;
+    out.resetAfterMs = lim.windowMs - r + (lim.weighted ? S - Math.floor((S - 1) / p) : 0) + behind;
+    if (commit) {
+      // commit(): the sub-window of nowMs, or the newest one written when the clock stepped back: i.
+      advance(s, lim, i);
+      const ring = s.ring as Float64Array;
+      const slot = mod(i, lim.buckets + 1);
+      ring[slot] = (ring[slot] as number) + cost;
+    }
+  } else {
+    out.allowed = false;
+    out.remaining = Math.max(0, lim.limit - used);
+    out.retryAfterMs = waitMs(s, lim, i, r, cost, 0) + behind;
+    out.resetAfterMs = waitMs(s, lim, i, r, lim.limit, 0) + behind;
+  }
+}
 
 /** Cost admitted in sub-window `j` (0 for sub-windows not in the ring). */
 function countOf(s: LimitState, lim: ResolvedLimit, j: number): number {

@@ -25,6 +25,11 @@ export interface Algorithm {
    * (remaining and resetAfterMs after the admission) or was not. Changes nothing.
    */
   check(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome): void;
+  /**
+   * `check`, then `commit` if allowed, computed once: the single-limit hot path. Leaves `out` and
+   * the state exactly as `check` followed by `commit` would.
+   */
+  consume(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome): void;
   /** Applies an admitted `cost`. Only call after `check` said allowed. */
   commit(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit): void;
   /** Gives back up to `cost` units admitted earlier (a request that should not count after all). */
