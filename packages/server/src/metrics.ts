@@ -14,6 +14,9 @@ import type { DecisionObserver } from "./service/decide.js";
  * - `ratekeeper_config_reloads_total{result}`: `ok` or `failed` (the last good rules stay).
  * - `ratekeeper_config_last_reload_success`: 1 if the last reload attempt succeeded.
  * - `ratekeeper_rules`: rules in force. Plus Node's default process metrics.
+ * - With the in-memory store: `ratekeeper_memory_store_keys` and `ratekeeper_memory_store_bytes`
+ *   (held now; bytes as the store estimates them), `ratekeeper_memory_store_max_keys` and
+ *   `ratekeeper_memory_store_max_bytes` (the bounds: older keys are dropped to stay within them).
  * @example const m = new Metrics(); const svc = new DecisionService({ store, rules, observer: m });
  */
 export class Metrics implements DecisionObserver {
@@ -73,6 +76,30 @@ export class Metrics implements DecisionObserver {
     this.reloads.inc({ result: "failed" }, 0);
     this.lastReload.set(1);
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Reports the in-memory store's keys and estimated bytes, and its bounds, at each scrape. */
+  watchMemoryStore(store: { readonly size: number; readonly bytes: number; readonly maxKeys: number; readonly maxBytes: number }): void {
+    const gauges: [string, string, () => number][] = [
+      ["ratekeeper_memory_store_keys", "Keys held by the in-memory store.", () => store.size],
+      ["ratekeeper_memory_store_bytes", "Bytes the in-memory store's keys take, as it estimates them per key.", () => store.bytes],
+      ["ratekeeper_memory_store_max_keys", "The in-memory store's bound on keys (older keys are dropped).", () => store.maxKeys],
+      [
+        "ratekeeper_memory_store_max_bytes",
+        "The in-memory store's bound on its estimated bytes (older keys are dropped).",
+        () => store.maxBytes,
+      ],
+    ];
+    for (const [name, help, read] of gauges) {
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(read());
+        },
+      });
+    }
   }
 
   decision(domain: string, rule: string, outcome: string): void {

@@ -106,7 +106,9 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     });
     await waitReady(redis, 5_000).catch((e: Error) => logger.warn({ err: e.message }, "redis not reachable yet"));
   } else {
-    store = new MemoryStore();
+    const memory = new MemoryStore();
+    metrics.watchMemoryStore(memory);
+    store = memory;
   }
 
   const service = new DecisionService({ store, rules, overrides: options.overrides?.lookup, observer: metrics });

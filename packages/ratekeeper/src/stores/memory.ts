@@ -1,12 +1,9 @@
-import type { LimitState } from "../core/algorithms/index.js";
-import type { Decision } from "../core/decision.js";
 import { describe } from "../core/duration.js";
 import { RateLimitConfigError } from "../core/errors.js";
-import { clearState, Evaluator } from "../core/evaluate.js";
 import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
 import type { BoundStore, Store } from "../store.js";
-import { loopNowMs } from "./loop-clock.js";
+import { MultiTable, SingleTable, type Table, type TableOwner } from "./memory-table.js";
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
@@ -18,6 +15,16 @@ export interface MemoryStoreOptions {
    */
   maxKeys?: number;
   /**
+   * The most memory the keys may take, in bytes, over every limiter sharing the store, as
+   * estimated per key ({@link MemoryStore.bytes}: the key string, the map entry, the state and
+   * its ring; about 130-400 bytes for a short key, plus 8 bytes per logged unit for a
+   * sliding log). Dropped first are the same keys as for `maxKeys`; whichever bound is reached
+   * first applies. A sliding log's ring grows with its use (up to `limit` units), so this is
+   * the bound that holds when many keys each log many units.
+   * @default 268_435_456 (256 MiB)
+   */
+  maxBytes?: number;
+  /**
    * How often expired keys are swept (ms), by a timer that never keeps the process alive.
    * Expired keys are also treated as new on their next use, so this only returns memory sooner.
    * `0` turns the sweep off.
@@ -27,62 +34,53 @@ export interface MemoryStoreOptions {
 }
 
 /**
- * One limit's state for one key, and (for a limiter with one limit) when the key stops mattering.
- * With one limit the slot is the whole entry, so a decision follows one pointer from the map, not
- * three (entry, array, state). Every state in the store is a Slot, so the algorithms see one shape.
- */
-class Slot implements LimitState {
-  a = 0;
-  b = 0;
-  ring: Float64Array | null;
-  /** When the key's states equal fresh ones again, in ms after the table's `base`; 0 = never written. */
-  exp = 0;
-  constructor(fresh: LimitState) {
-    this.a = fresh.a;
-    this.b = fresh.b;
-    this.ring = fresh.ring;
-  }
-}
-
-/** One key's states, one per limit, and when they stop mattering (limiters with several limits). */
-class Entry {
-  /** As {@link Slot.exp}. */
-  exp = 0;
-  constructor(readonly s: Slot[]) {}
-}
-
-/**
  * The embedded, bounded in-memory store: the default when a limiter is given no store.
  * Runs the core algorithms over plain maps, synchronously; exact within one process.
  *
- * Bounded by `maxKeys` with two generations: keys live in `young`; when the young generations
- * (over every limiter sharing the store) hold `maxKeys / 2` keys, every `old` (keys not used since
- * the previous turn) is dropped and `young` becomes `old`. A key used again moves back to `young`.
- * So a key used at least once per `maxKeys / 2` new keys stays, and `old + young <= maxKeys`.
+ * Bounded by `maxKeys` and `maxBytes` with two generations: keys live in `young`; when the young
+ * generations (over every limiter sharing the store) hold `maxKeys / 2` keys or `maxBytes / 2`
+ * bytes, every `old` (keys not used since the previous turn) is dropped and `young` becomes `old`.
+ * A key used again moves back to `young`. So a key used at least once per `maxKeys / 2` new keys
+ * (and `maxBytes / 2` new bytes) stays, `old + young <= maxKeys`, and the estimated bytes stay
+ * within `maxBytes` (plus one ring's growth).
  *
  * Time: the limiter's injected clock, else `Date.now()` read once per turn of the event loop and
  * shared by the decisions of that turn (at most 16 per reading), like the loop's own clock that
  * timers run on; a replaced `Date.now` (fake timers) is read on every call (see loop-clock.ts).
  * @example
- * const store = new MemoryStore({ maxKeys: 100_000 });
+ * const store = new MemoryStore({ maxKeys: 100_000, maxBytes: 64 * 1024 * 1024 });
  * const limiter = new RateLimiter({ algorithm: "gcra", limit: 10, window: "1s", store });
  */
-export class MemoryStore implements Store {
+export class MemoryStore implements Store, TableOwner {
   readonly maxKeys: number;
-  private readonly tables = new Set<Table<Slot | Entry>>();
-  private readonly byNamespace = new Map<string, Table<Slot | Entry>>();
+  /** The bound on {@link MemoryStore.bytes}. */
+  readonly maxBytes: number;
+  private readonly tables = new Set<Table<{ exp: number }>>();
+  private readonly byNamespace = new Map<string, Table<{ exp: number }>>();
   private timer: ReturnType<typeof setInterval> | undefined;
   /** Keys held now, over all tables. */
   size = 0;
   /** Keys in the young generations, over all tables. */
   young = 0;
+  /** Estimated bytes of the keys held now, over all tables (see stores/memory-size.ts). */
+  bytes = 0;
+  /** Estimated bytes of the young generations. */
+  youngBytes = 0;
   /** Young keys that trigger a turn: the old generations never hold more, so size <= maxKeys. */
   private readonly half: number;
+  /** Young bytes that trigger a turn. */
+  private readonly halfBytes: number;
 
   constructor(options: MemoryStoreOptions = {}) {
     const maxKeys = options.maxKeys ?? 1_000_000;
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 2) {
       throw new RateLimitConfigError([{ path: "maxKeys", message: `must be a whole number >= 2 (got ${describe(options.maxKeys)})` }]);
+    }
+    const maxBytes = options.maxBytes ?? 268_435_456;
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 4096) {
+      throw new RateLimitConfigError([
+        { path: "maxBytes", message: `must be a whole number of bytes >= 4096 (got ${describe(options.maxBytes)})` },
+      ]);
     }
     const sweep = options.sweepIntervalMs ?? 60_000;
     if (!Number.isSafeInteger(sweep) || sweep < 0) {
@@ -91,7 +89,9 @@ export class MemoryStore implements Store {
       ]);
     }
     this.maxKeys = maxKeys;
+    this.maxBytes = maxBytes;
     this.half = Math.floor(maxKeys / 2);
+    this.halfBytes = Math.floor(maxBytes / 2);
     if (sweep > 0) {
       this.timer = setInterval(() => this.sweep(Date.now()), sweep);
       this.timer.unref?.();
@@ -133,179 +133,9 @@ export class MemoryStore implements Store {
    * generation empty on the first fill, turned twice and dropped every key, hot ones included.)
    */
   makeRoom(): void {
-    if (this.young < this.half) return;
+    if (this.young < this.half && this.youngBytes < this.halfBytes) return;
     for (const t of this.tables) t.turn();
     this.young = 0;
-  }
-}
-
-/**
- * The keys of one limiter in a {@link MemoryStore}: two generations (see MemoryStore) of entries
- * that know when they expire. Subclasses hold one slot per key (one limit) or an entry of slots.
- */
-abstract class Table<E extends { exp: number }> implements BoundStore {
-  protected young = new Map<string, E>();
-  protected old = new Map<string, E>();
-  protected readonly ev: Evaluator;
-  /**
-   * Expiry times are kept relative to this instant (the first time the table saw), so they stay
-   * small integers: V8 stores those inline, while a field holding ms since the epoch points to a
-   * separate number box, one more cache miss per decision over many keys (bench/memory.js).
-   */
-  protected base = 0;
-  private based = false;
-
-  constructor(
-    private readonly store: MemoryStore,
-    limits: readonly ResolvedLimit[],
-  ) {
-    this.ev = new Evaluator(limits);
-  }
-
-  abstract consume(key: string, cost: number, nowMs: number | undefined): Decision;
-  abstract peek(key: string, cost: number, nowMs: number | undefined): Decision;
-  abstract refund(key: string, cost: number, nowMs: number | undefined): void;
-  /** A fresh entry. */
-  protected abstract create(): E;
-  /** Resets an expired entry in place to fresh states. */
-  protected abstract clear(e: E): void;
-
-  get held(): number {
-    return this.young.size + this.old.size;
-  }
-
-  reset(key: string): void {
-    if (this.young.delete(key)) {
-      this.store.size--;
-      this.store.young--;
-    } else if (this.old.delete(key)) this.store.size--;
-  }
-
-  /** Finds the key in the old generation (moving it to the young one) or creates it. */
-  protected adopt(key: string, now: number): E {
-    let e = this.old.get(key);
-    if (e !== undefined) {
-      this.old.delete(key); // still counted in size; out of old before a turn can drop it
-      if (e.exp <= now - this.base) this.clear(e);
-      this.store.makeRoom();
-    } else {
-      if (!this.based) {
-        this.base = now;
-        this.based = true;
-      }
-      this.store.makeRoom();
-      e = this.create();
-      this.store.size++;
-    }
-    this.young.set(key, e);
-    this.store.young++;
-    return e;
-  }
-
-  /** The key's live entry in either generation, or undefined if absent or expired at `now`. */
-  protected live(key: string, now: number): E | undefined {
-    const e = this.young.get(key) ?? this.old.get(key);
-    return e !== undefined && e.exp > now - this.base ? e : undefined;
-  }
-
-  /** Drops the old generation; the young one becomes old. */
-  turn(): void {
-    this.store.size -= this.old.size;
-    this.old = this.young;
-    this.young = new Map();
-  }
-
-  sweep(nowMs: number): number {
-    let dropped = 0;
-    const rel = nowMs - this.base;
-    for (const m of [this.old, this.young]) {
-      for (const [k, e] of m) {
-        if (e.exp <= rel) {
-          m.delete(k);
-          dropped++;
-          if (m === this.young) this.store.young--;
-        }
-      }
-    }
-    this.store.size -= dropped;
-    return dropped;
-  }
-}
-
-/** A limiter with one limit: each key is one {@link Slot}. The hot path of the library. */
-class SingleTable extends Table<Slot> {
-  private readonly fresh: Slot;
-
-  constructor(store: MemoryStore, limits: readonly ResolvedLimit[]) {
-    super(store, limits);
-    this.fresh = this.create();
-  }
-
-  consume(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? loopNowMs();
-    let e = this.young.get(key);
-    if (e === undefined) e = this.adopt(key, now);
-    else if (e.exp <= now - this.base) clearState(e);
-    const d = this.ev.consume1(e, now, cost);
-    if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
-    return d;
-  }
-
-  peek(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? loopNowMs();
-    return this.ev.peek1(this.live(key, now) ?? this.fresh, now, cost);
-  }
-
-  refund(key: string, cost: number, nowMs: number | undefined): void {
-    const now = nowMs ?? loopNowMs();
-    const e = this.live(key, now);
-    if (e !== undefined) this.ev.refund([e], now, cost);
-  }
-
-  protected create(): Slot {
-    return new Slot(this.ev.init1());
-  }
-
-  protected clear(e: Slot): void {
-    clearState(e);
-  }
-}
-
-/** A limiter with several limits: each key is an {@link Entry} of slots, decided all-or-nothing. */
-class MultiTable extends Table<Entry> {
-  private readonly fresh: Slot[];
-
-  constructor(store: MemoryStore, limits: readonly ResolvedLimit[]) {
-    super(store, limits);
-    this.fresh = this.create().s;
-  }
-
-  consume(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? loopNowMs();
-    let e = this.young.get(key);
-    if (e === undefined) e = this.adopt(key, now);
-    else if (e.exp <= now - this.base) this.ev.clear(e.s);
-    const d = this.ev.run(e.s, now, cost, true);
-    if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
-    return d;
-  }
-
-  peek(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? loopNowMs();
-    return this.ev.run(this.live(key, now)?.s ?? this.fresh, now, cost, false);
-  }
-
-  refund(key: string, cost: number, nowMs: number | undefined): void {
-    const now = nowMs ?? loopNowMs();
-    const e = this.live(key, now);
-    if (e !== undefined) this.ev.refund(e.s, now, cost);
-  }
-
-  protected create(): Entry {
-    return new Entry(this.ev.init().map((st) => new Slot(st)));
-  }
-
-  protected clear(e: Entry): void {
-    this.ev.clear(e.s);
+    this.youngBytes = 0;
   }
 }

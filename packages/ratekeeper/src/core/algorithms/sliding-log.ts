@@ -9,14 +9,22 @@ import type { Algorithm, LimitState } from "./types.js";
  * cost unit (8 bytes each). The `cost`-th oldest entry decides, so a decision reads one entry,
  * not the whole log.
  *
- * State: `a` = total cost units ever admitted (n); `ring[p % limit]` holds the timestamp of unit p.
- * Units p < n - limit have fallen out of the ring; positions p < 0 are empty.
+ * State: `a` = total cost units ever admitted (n); `ring[p % C]` holds the timestamp of unit p,
+ * where C is the ring's length (its capacity). Units p < n - limit have fallen out of the ring;
+ * positions p < 0 are empty.
+ *
+ * The ring grows on demand: it starts with {@link FIRST_CAPACITY} slots and doubles when a commit
+ * needs more, up to `limit`. So C >= min(n, limit) always: while C < limit no unit has ever been
+ * overwritten (n <= C, positions never wrap), and at C = limit it is the full ring. Decisions are
+ * the same as with a ring of `limit` slots from the start; only memory differs: a key that saw a
+ * few requests holds a few slots, not `limit` of them (8 KB at a limit of 1000).
  */
 export const slidingLog: Algorithm = {
-  init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(lim.limit) }),
+  init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(Math.min(lim.limit, FIRST_CAPACITY)) }),
 
   check(s, nowMs, cost, lim, out) {
     const L = lim.limit;
+    const C = (s.ring as Float64Array).length;
     const cutoff = nowMs - lim.windowMs; // a unit logged at t <= cutoff is outside the window
     const free = freeUnits(s, L, cutoff);
     out.delayMs = 0;
@@ -26,13 +34,13 @@ export const slidingLog: Algorithm = {
       out.retryAfterMs = 0;
       // The units logged now are the last to leave. commit() logs them at the newest time seen
       // when the clock has stepped back, so count from there: the store expires the key on this.
-      const newest = s.a > 0 ? ((s.ring as Float64Array)[(s.a - 1) % L] as number) : nowMs;
+      const newest = s.a > 0 ? ((s.ring as Float64Array)[(s.a - 1) % C] as number) : nowMs;
       out.resetAfterMs = Math.max(newest - nowMs, 0) + lim.windowMs;
       return;
     }
     // The cost-th oldest unit is inside the window: room comes when it leaves.
-    const decider = (s.ring as Float64Array)[(s.a - L + cost - 1) % L] as number;
-    const newest = (s.ring as Float64Array)[(s.a - 1) % L] as number;
+    const decider = (s.ring as Float64Array)[(s.a - L + cost - 1) % C] as number;
+    const newest = (s.ring as Float64Array)[(s.a - 1) % C] as number;
     out.allowed = false;
     out.remaining = free;
     out.retryAfterMs = decider + lim.windowMs - nowMs;
@@ -46,10 +54,12 @@ export const slidingLog: Algorithm = {
 
   commit(s, nowMs, cost, lim) {
     const L = lim.limit;
-    const ring = s.ring as Float64Array;
+    let ring = s.ring as Float64Array;
     // Keep the ring sorted even if a clock steps back: log such a unit at the newest time seen.
-    const t = s.a > 0 ? Math.max(nowMs, ring[(s.a - 1) % L] as number) : nowMs;
-    for (let i = 0; i < cost; i++) ring[(s.a + i) % L] = t;
+    const t = s.a > 0 ? Math.max(nowMs, ring[(s.a - 1) % ring.length] as number) : nowMs;
+    if (s.a + cost > ring.length && ring.length < L) ring = grow(s, Math.min(L, Math.max(2 * ring.length, s.a + cost)));
+    const C = ring.length;
+    for (let i = 0; i < cost; i++) ring[(s.a + i) % C] = t;
     s.a += cost;
   },
 
@@ -57,6 +67,7 @@ export const slidingLog: Algorithm = {
     const L = lim.limit;
     const W = lim.windowMs;
     const ring = s.ring as Float64Array;
+    const C = ring.length;
     const c = Math.min(cost, s.a, L);
     if (c === 0) return;
     const n = s.a - c;
@@ -66,15 +77,27 @@ export const slidingLog: Algorithm = {
     // logged at or before (time of unit n+i) - window. Restoring it as
     // min(that bound, oldest unit still known) keeps the ring sorted, is never earlier than the truth,
     // and is outside the window at every time from its overwrite on, exactly like the truth: the log
-    // then decides as if the refunded units had never been admitted.
-    const oldestKnown = c < L ? (ring[(n + c) % L] as number) : Number.POSITIVE_INFINITY;
+    // then decides as if the refunded units had never been admitted. (While the ring is smaller
+    // than `limit`, nothing was ever overwritten: every p below is negative, nothing to restore.)
+    const oldestKnown = c < L ? (ring[(n + c) % C] as number) : Number.POSITIVE_INFINITY;
     for (let i = 0; i < c; i++) {
       const p = n - L + i;
-      if (p >= 0) ring[p % L] = Math.min((ring[(n + i) % L] as number) - W, oldestKnown);
+      if (p >= 0) ring[p % C] = Math.min((ring[(n + i) % C] as number) - W, oldestKnown);
     }
     s.a = n;
   },
 };
+
+/** Slots of a new key's ring (64 bytes: V8 keeps a typed array this small inside the JS heap). */
+export const FIRST_CAPACITY = 8;
+
+/** Replaces the ring with one of `capacity` slots holding the same units (no wrap yet: n <= old length). */
+function grow(s: LimitState, capacity: number): Float64Array {
+  const ring = new Float64Array(capacity);
+  ring.set(s.ring as Float64Array);
+  s.ring = ring;
+  return ring;
+}
 
 /**
  * Cost units that could be admitted now: ring entries that are empty or outside the window.
@@ -82,13 +105,14 @@ export const slidingLog: Algorithm = {
  */
 function freeUnits(s: LimitState, L: number, cutoff: number): number {
   const ring = s.ring as Float64Array;
+  const C = ring.length;
   const n = s.a;
   // Positions n-L .. n-1, oldest first; j counts from the oldest. Empty (p < 0) is free.
   let lo = Math.max(0, L - n); // first j whose position holds a unit
   let hi = L;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if ((ring[(n - L + mid) % L] as number) <= cutoff) lo = mid + 1;
+    if ((ring[(n - L + mid) % C] as number) <= cutoff) lo = mid + 1;
     else hi = mid;
   }
   return lo;

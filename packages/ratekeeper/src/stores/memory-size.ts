@@ -1,0 +1,49 @@
+/**
+ * How many bytes a key takes in a {@link MemoryStore}: an estimate from a model calibrated on
+ * V8 (Node 20, 64-bit, no pointer compression) by `node --expose-gc bench/memory-per-key.js`,
+ * which floods a store with fresh keys and compares the growth of the JS heap plus external
+ * memory (after gc) with the store's own estimate. docs/security.md has the measured table.
+ *
+ * The parts, per key:
+ * - the key string: a 16-byte header plus its characters, one byte each (two for a key with any
+ *   character above U+00FF), rounded up to 8; plus, from 13 characters on, a 32-byte cons cell:
+ *   keys are usually built by concatenation (`"ip:" + addr`), which V8 does with a cons string
+ *   from that length, and the map keeps the cell after flattening it;
+ * - the map entry (three 8-byte slots in V8's ordered hash table, plus its share of the bucket
+ *   array and of the table's slack: a table grows by doubling, so it is 50-100% full);
+ * - the state object (`Slot`: four fields) and the boxes V8 gives its non-integer numbers;
+ * - a ring, for the sliding log and the sliding window: a `Float64Array` is about 180 bytes of
+ *   objects (typed array, array buffer, backing store) plus 8 bytes a slot.
+ * Several limits on one key add an `Entry` and an array of slots.
+ *
+ * The estimate is within about 15% of what was measured for every algorithm (larger, never
+ * much smaller); it is what `maxBytes` bounds. It cannot see the allocator's own slack or garbage
+ * not collected yet, so a process's RSS is larger than the estimate by a margin that does not
+ * grow with the number of keys.
+ */
+import type { LimitState } from "../core/algorithms/types.js";
+
+/** The map entry, the state object and its number boxes: one limit on a key. */
+export const SLOT_BYTES = 128;
+/** The extra objects of a key with several limits: the entry and its array of slots (plus 8 a slot). */
+export const ENTRY_BYTES = 32;
+/** A `Float64Array`'s objects, without its slots. */
+export const RING_BYTES = 184;
+
+/** Bytes of a key string (see the module comment). */
+export function keyBytes(key: string): number {
+  let wide = false;
+  for (let i = 0; i < key.length; i++) {
+    if (key.charCodeAt(i) > 0xff) {
+      wide = true;
+      break;
+    }
+  }
+  const chars = wide ? 2 * key.length : key.length;
+  return 16 + ((chars + 7) & ~7) + (key.length >= 13 ? 32 : 0);
+}
+
+/** Bytes of one limit's state beyond {@link SLOT_BYTES}: its ring, if it has one. */
+export function ringBytes(s: LimitState): number {
+  return s.ring === null ? 0 : RING_BYTES + 8 * s.ring.length;
+}

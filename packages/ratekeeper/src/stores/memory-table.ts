@@ -1,0 +1,300 @@
+/**
+ * The keys of one limiter in a {@link MemoryStore}: two generations of entries that know when
+ * they expire, and the estimated bytes of each generation. The store owns the bounds and the
+ * totals over all its tables; a table adds and removes its keys' share.
+ */
+import type { LimitState } from "../core/algorithms/index.js";
+import type { Decision } from "../core/decision.js";
+import { clearState, Evaluator } from "../core/evaluate.js";
+import type { ResolvedLimit } from "../core/options.js";
+import type { BoundStore } from "../store.js";
+import { loopNowMs } from "./loop-clock.js";
+import { ENTRY_BYTES, keyBytes, ringBytes, SLOT_BYTES } from "./memory-size.js";
+
+/** What a table updates in the store that owns it: the totals over every table, and the turn. */
+export interface TableOwner {
+  /** Keys held, over all tables. */
+  size: number;
+  /** Keys in the young generations. */
+  young: number;
+  /** Estimated bytes held, and those of the young generations. */
+  bytes: number;
+  youngBytes: number;
+  /** Called before a key joins a young generation and after a ring grew: turns every table when the young generations are full. */
+  makeRoom(): void;
+}
+
+/**
+ * One limit's state for one key, and (for a limiter with one limit) when the key stops mattering.
+ * With one limit the slot is the whole entry, so a decision follows one pointer from the map, not
+ * three (entry, array, state). Every state in the store is a Slot, so the algorithms see one shape.
+ */
+class Slot implements LimitState {
+  a = 0;
+  b = 0;
+  ring: Float64Array | null;
+  /** When the key's states equal fresh ones again, in ms after the table's `base`; 0 = never written. */
+  exp = 0;
+  constructor(fresh: LimitState) {
+    this.a = fresh.a;
+    this.b = fresh.b;
+    this.ring = fresh.ring;
+  }
+}
+
+/** One key's states, one per limit, and when they stop mattering (limiters with several limits). */
+class Entry {
+  /** As {@link Slot.exp}. */
+  exp = 0;
+  constructor(readonly s: Slot[]) {}
+}
+
+/**
+ * The keys of one limiter in a {@link MemoryStore}: two generations (see MemoryStore) of entries
+ * that know when they expire. Subclasses hold one slot per key (one limit) or an entry of slots.
+ */
+export abstract class Table<E extends { exp: number }> implements BoundStore {
+  protected young = new Map<string, E>();
+  protected old = new Map<string, E>();
+  /** Estimated bytes of each generation. */
+  private youngBytes = 0;
+  private oldBytes = 0;
+  protected readonly ev: Evaluator;
+  /**
+   * Expiry times are kept relative to this instant (the first time the table saw), so they stay
+   * small integers: V8 stores those inline, while a field holding ms since the epoch points to a
+   * separate number box, one more cache miss per decision over many keys (bench/memory.js).
+   */
+  protected base = 0;
+  private based = false;
+
+  constructor(
+    private readonly store: TableOwner,
+    limits: readonly ResolvedLimit[],
+  ) {
+    this.ev = new Evaluator(limits);
+  }
+
+  abstract consume(key: string, cost: number, nowMs: number | undefined): Decision;
+  abstract peek(key: string, cost: number, nowMs: number | undefined): Decision;
+  abstract refund(key: string, cost: number, nowMs: number | undefined): void;
+  /** A fresh entry. */
+  protected abstract create(): E;
+  /** Resets an expired entry in place to fresh states. */
+  protected abstract clear(e: E): void;
+  /** Estimated bytes of the key and its entry (stores/memory-size.ts). */
+  protected abstract bytesOf(key: string, e: E): number;
+
+  get held(): number {
+    return this.young.size + this.old.size;
+  }
+
+  reset(key: string): void {
+    let e = this.young.get(key);
+    if (e !== undefined) {
+      this.young.delete(key);
+      const b = this.forget(key, e);
+      this.youngBytes -= b;
+      this.store.young--;
+      this.store.youngBytes -= b;
+      return;
+    }
+    e = this.old.get(key);
+    if (e !== undefined) {
+      this.old.delete(key);
+      this.oldBytes -= this.forget(key, e);
+    }
+  }
+
+  /** Takes a dropped key out of the store's totals; returns its bytes. */
+  private forget(key: string, e: E): number {
+    const b = this.bytesOf(key, e);
+    this.store.size--;
+    this.store.bytes -= b;
+    return b;
+  }
+
+  /** A young entry's ring grew by `delta` bytes: count them, and turn if the young generations are full. */
+  protected grew(delta: number): void {
+    this.youngBytes += delta;
+    this.store.bytes += delta;
+    this.store.youngBytes += delta;
+    this.store.makeRoom();
+  }
+
+  /** Finds the key in the old generation (moving it to the young one) or creates it. */
+  protected adopt(key: string, now: number): E {
+    let e = this.old.get(key);
+    let b: number;
+    if (e !== undefined) {
+      this.old.delete(key); // still counted in size; out of old before a turn can drop it
+      b = this.bytesOf(key, e);
+      this.oldBytes -= b;
+      if (e.exp <= now - this.base) this.clear(e);
+      this.store.makeRoom();
+    } else {
+      if (!this.based) {
+        this.base = now;
+        this.based = true;
+      }
+      this.store.makeRoom();
+      e = this.create();
+      b = this.bytesOf(key, e);
+      this.store.size++;
+      this.store.bytes += b;
+    }
+    this.young.set(key, e);
+    this.youngBytes += b;
+    this.store.young++;
+    this.store.youngBytes += b;
+    return e;
+  }
+
+  /** The key's live entry in either generation, or undefined if absent or expired at `now`. */
+  protected live(key: string, now: number): E | undefined {
+    const e = this.young.get(key) ?? this.old.get(key);
+    return e !== undefined && e.exp > now - this.base ? e : undefined;
+  }
+
+  /** Drops the old generation; the young one becomes old. */
+  turn(): void {
+    this.store.size -= this.old.size;
+    this.store.bytes -= this.oldBytes;
+    this.oldBytes = this.youngBytes;
+    this.youngBytes = 0;
+    this.old = this.young;
+    this.young = new Map();
+  }
+
+  sweep(nowMs: number): number {
+    let dropped = 0;
+    const rel = nowMs - this.base;
+    for (const m of [this.old, this.young]) {
+      for (const [k, e] of m) {
+        if (e.exp <= rel) {
+          m.delete(k);
+          dropped++;
+          const b = this.forget(k, e);
+          if (m === this.young) {
+            this.youngBytes -= b;
+            this.store.young--;
+            this.store.youngBytes -= b;
+          } else this.oldBytes -= b;
+        }
+      }
+    }
+    return dropped;
+  }
+}
+
+/** A limiter with one limit: each key is one {@link Slot}. The hot path of the library. */
+export class SingleTable extends Table<Slot> {
+  private readonly fresh: Slot;
+  /** Whether the state's ring can grow (the sliding log's): then consume() counts the growth. */
+  private readonly grows: boolean;
+
+  constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
+    super(store, limits);
+    this.fresh = this.create();
+    this.grows = (limits[0] as ResolvedLimit).algorithm === "sliding-log";
+  }
+
+  consume(key: string, cost: number, nowMs: number | undefined): Decision {
+    const now = nowMs ?? loopNowMs();
+    let e = this.young.get(key);
+    if (e === undefined) e = this.adopt(key, now);
+    else if (e.exp <= now - this.base) clearState(e);
+    if (this.grows) return this.consumeGrowing(e, now, cost);
+    const d = this.ev.consume1(e, now, cost);
+    if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
+    return d;
+  }
+
+  private consumeGrowing(e: Slot, now: number, cost: number): Decision {
+    const ring = e.ring;
+    const d = this.ev.consume1(e, now, cost);
+    if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
+    if (e.ring !== ring) this.grew(ringBytes(e) - (ring === null ? 0 : ringBytes({ a: 0, b: 0, ring })));
+    return d;
+  }
+
+  peek(key: string, cost: number, nowMs: number | undefined): Decision {
+    const now = nowMs ?? loopNowMs();
+    return this.ev.peek1(this.live(key, now) ?? this.fresh, now, cost);
+  }
+
+  refund(key: string, cost: number, nowMs: number | undefined): void {
+    const now = nowMs ?? loopNowMs();
+    const e = this.live(key, now);
+    if (e !== undefined) this.ev.refund([e], now, cost);
+  }
+
+  protected create(): Slot {
+    return new Slot(this.ev.init1());
+  }
+
+  protected clear(e: Slot): void {
+    clearState(e);
+  }
+
+  protected bytesOf(key: string, e: Slot): number {
+    return SLOT_BYTES + keyBytes(key) + ringBytes(e);
+  }
+}
+
+/** A limiter with several limits: each key is an {@link Entry} of slots, decided all-or-nothing. */
+export class MultiTable extends Table<Entry> {
+  private readonly fresh: Slot[];
+  private readonly grows: boolean;
+
+  constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
+    super(store, limits);
+    this.fresh = this.create().s;
+    this.grows = limits.some((l) => l.algorithm === "sliding-log");
+  }
+
+  consume(key: string, cost: number, nowMs: number | undefined): Decision {
+    const now = nowMs ?? loopNowMs();
+    let e = this.young.get(key);
+    if (e === undefined) e = this.adopt(key, now);
+    else if (e.exp <= now - this.base) this.ev.clear(e.s);
+    const before = this.grows ? slotsBytes(e.s) : 0;
+    const d = this.ev.run(e.s, now, cost, true);
+    if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
+    if (this.grows) {
+      const after = slotsBytes(e.s);
+      if (after !== before) this.grew(after - before);
+    }
+    return d;
+  }
+
+  peek(key: string, cost: number, nowMs: number | undefined): Decision {
+    const now = nowMs ?? loopNowMs();
+    return this.ev.run(this.live(key, now)?.s ?? this.fresh, now, cost, false);
+  }
+
+  refund(key: string, cost: number, nowMs: number | undefined): void {
+    const now = nowMs ?? loopNowMs();
+    const e = this.live(key, now);
+    if (e !== undefined) this.ev.refund(e.s, now, cost);
+  }
+
+  protected create(): Entry {
+    return new Entry(this.ev.init().map((st) => new Slot(st)));
+  }
+
+  protected clear(e: Entry): void {
+    this.ev.clear(e.s);
+  }
+
+  protected bytesOf(key: string, e: Entry): number {
+    return ENTRY_BYTES + keyBytes(key) + slotsBytes(e.s);
+  }
+}
+
+/** Estimated bytes of a key's slots, with their rings. */
+function slotsBytes(slots: readonly Slot[]): number {
+  let b = 0;
+  for (const s of slots) b += SLOT_BYTES + 8 + ringBytes(s);
+  return b;
+}
