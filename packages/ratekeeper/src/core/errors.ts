@@ -24,6 +24,16 @@ export class RateLimitConfigError extends Error {
 }
 
 /**
+ * Adds an issue for every own property of `options` that is not in `known` (and not undefined):
+ * a misspelt option (`maxkeys`, `timeoutMS`) is refused, never silently ignored.
+ */
+export function unknownOptions(options: object, known: readonly string[], issues: ConfigIssue[]): void {
+  for (const [k, v] of Object.entries(options)) {
+    if (v !== undefined && !known.includes(k)) issues.push({ path: k, message: `unknown option (known: ${known.join(", ")})` });
+  }
+}
+
+/**
  * Thrown (as a rejected promise) when a store fails and its failure policy says to surface it.
  * The original error is in `cause`.
  */

@@ -1,5 +1,5 @@
 import { describe } from "../core/duration.js";
-import { RateLimitConfigError } from "../core/errors.js";
+import { RateLimitConfigError, unknownOptions, type ConfigIssue } from "../core/errors.js";
 import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
 import type { BoundStore, Store } from "../store.js";
@@ -32,6 +32,8 @@ export interface MemoryStoreOptions {
    */
   sweepIntervalMs?: number;
 }
+
+const MEMORY_STORE_OPTIONS = ["maxKeys", "maxBytes", "sweepIntervalMs"];
 
 /**
  * The embedded, bounded in-memory store: the default when a limiter is given no store.
@@ -72,22 +74,24 @@ export class MemoryStore implements Store, TableOwner {
   private readonly halfBytes: number;
 
   constructor(options: MemoryStoreOptions = {}) {
+    if (typeof options !== "object" || options === null) {
+      throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describe(options)})` }]);
+    }
+    const issues: ConfigIssue[] = [];
+    unknownOptions(options, MEMORY_STORE_OPTIONS, issues);
     const maxKeys = options.maxKeys ?? 1_000_000;
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 2) {
-      throw new RateLimitConfigError([{ path: "maxKeys", message: `must be a whole number >= 2 (got ${describe(options.maxKeys)})` }]);
+      issues.push({ path: "maxKeys", message: `must be a whole number >= 2 (got ${describe(options.maxKeys)})` });
     }
     const maxBytes = options.maxBytes ?? 268_435_456;
     if (!Number.isSafeInteger(maxBytes) || maxBytes < 4096) {
-      throw new RateLimitConfigError([
-        { path: "maxBytes", message: `must be a whole number of bytes >= 4096 (got ${describe(options.maxBytes)})` },
-      ]);
+      issues.push({ path: "maxBytes", message: `must be a whole number of bytes >= 4096 (got ${describe(options.maxBytes)})` });
     }
     const sweep = options.sweepIntervalMs ?? 60_000;
     if (!Number.isSafeInteger(sweep) || sweep < 0) {
-      throw new RateLimitConfigError([
-        { path: "sweepIntervalMs", message: `must be a whole number >= 0 (got ${describe(options.sweepIntervalMs)})` },
-      ]);
+      issues.push({ path: "sweepIntervalMs", message: `must be a whole number >= 0 (got ${describe(options.sweepIntervalMs)})` });
     }
+    if (issues.length > 0) throw new RateLimitConfigError(issues, "MemoryStore");
     this.maxKeys = maxKeys;
     this.maxBytes = maxBytes;
     this.half = Math.floor(maxKeys / 2);

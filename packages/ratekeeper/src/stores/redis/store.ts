@@ -1,6 +1,6 @@
 import type { Decision } from "../../core/decision.js";
 import { describe } from "../../core/duration.js";
-import { RateLimitConfigError, RateLimitStoreError, type ConfigIssue } from "../../core/errors.js";
+import { RateLimitConfigError, RateLimitStoreError, unknownOptions, type ConfigIssue } from "../../core/errors.js";
 import { Evaluator } from "../../core/evaluate.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore, Store } from "../../store.js";
@@ -85,6 +85,7 @@ export interface RedisStoreOptions {
 }
 
 const FAIL_CLOSED_RETRY_MS = 1000;
+const REDIS_STORE_OPTIONS = ["client", "prefix", "timeoutMs", "failure", "onError", "denialCache", "batch", "minTtlMs"];
 
 /**
  * The Redis store: exact across any number of app servers. One Lua script call (EVALSHA, EVAL on
@@ -119,6 +120,7 @@ export class RedisStore implements Store {
       throw new RateLimitConfigError([{ path: "options", message: `must be an object with a client (got ${describe(options)})` }]);
     }
     const issues: ConfigIssue[] = [];
+    unknownOptions(options, REDIS_STORE_OPTIONS, issues);
     let shim: RedisShim | undefined;
     try {
       shim = shimFor(options.client);
