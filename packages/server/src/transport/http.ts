@@ -95,7 +95,7 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
     );
   }
   // Compared as SHA-256 digests: equal lengths always, so timingSafeEqual leaks neither content nor length.
-  const tokenBuf = token ? createHash("sha256").update(`Bearer ${token}`).digest() : undefined;
+  const tokenBuf = token ? createHash("sha256").update(token).digest() : undefined;
 
   const requestTimeout = options.requestTimeoutMs ?? 10_000;
   const server = createServer(
@@ -128,7 +128,11 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
     const q = url.indexOf("?");
     const path = q === -1 ? url : url.slice(0, q);
     const query = new Query(q === -1 ? "" : url.slice(q + 1));
-    if (path === "/v1/auth") return auth(req, res, query);
+    if (path === "/v1/auth") {
+      // A check charges the limit: only what nginx's auth_request sends (GET), and HEAD.
+      if (method !== "GET" && method !== "HEAD") return send(res, 405, { error: "use GET (or HEAD)" }, { allow: "GET, HEAD" });
+      return auth(req, res, query);
+    }
     if (path.startsWith("/v1/keys/")) {
       if (method !== "GET") return send(res, 405, { error: "use GET" }, { allow: "GET" });
       return keys(path.slice("/v1/keys/".length), query, res);
@@ -163,10 +167,13 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
     if (path.startsWith("/v1/admin/") || path === "/v1/admin") {
       if (!admin || !tokenBuf)
         return send(res, 404, { error: "the admin API is off (start with --admin-token or RATEKEEPER_ADMIN_TOKEN)" });
+      // RFC 9110 section 11.1: the scheme is case-insensitive ("bearer" is "Bearer").
+      const m = BEARER.exec(req.headers.authorization ?? "");
       const auth = createHash("sha256")
-        .update(req.headers.authorization ?? "")
+        .update(m?.[1] ?? "")
         .digest();
-      if (auth.length !== tokenBuf.length || !timingSafeEqual(auth, tokenBuf))
+      // Compared even when the header was malformed, so timing does not tell the two apart.
+      if (!timingSafeEqual(auth, tokenBuf) || m === null)
         return send(res, 401, { error: "admin API: needs Authorization: Bearer <admin token>" }, { "www-authenticate": "Bearer" });
       if (await admin(req, res)) return;
       return send(res, 404, { error: `no admin route ${method ?? ""} ${path}` });
@@ -233,7 +240,7 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
     if (!DENY_STATUSES.has(deny)) throw new CheckError("deny_status: must be 429, 403 or 401");
     const domain = query.get("domain") ?? header(h["x-ratelimit-domain"]);
     const costText = query.get("cost") ?? header(h["x-ratelimit-cost"]);
-    const cost = costText === undefined ? undefined : Number(costText);
+    const cost = costText === undefined ? undefined : parseCost(costText);
     const key = query.get("key") ?? header(h["x-ratelimit-key"]);
     let input: CheckInput;
     if (key !== undefined) {
@@ -338,6 +345,19 @@ function decode(s: string): string {
   } catch {
     throw new CheckError(`query: bad percent-encoding in ${JSON.stringify(s)}`);
   }
+}
+
+/** `Authorization: Bearer <token>`, the scheme in any case, then the token (RFC 6750 token68). */
+const BEARER = /^bearer[ \t]+(\S+)[ \t]*$/i;
+
+/**
+ * A cost sent as text (`?cost=` or `X-RateLimit-Cost`): decimal digits only. `Number()` would
+ * take "0x10" as 16, "1e2" as 100 and "" as 0, and turn "abc" into NaN (which JSON shows as null).
+ */
+function parseCost(text: string): number {
+  if (!/^[1-9][0-9]{0,9}$/.test(text))
+    throw new CheckError(`cost: must be a positive whole number in decimal digits, such as cost=2 (got ${JSON.stringify(text)})`);
+  return Number(text);
 }
 
 function header(v: string | string[] | undefined): string | undefined {
