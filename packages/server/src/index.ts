@@ -6,7 +6,8 @@
  * const svc = await startService({ configFile: "examples/rules.yaml", port: 0, grpcPort: 0 });
  */
 export { compileRules, RulesError, type Rules, type Rule, type NamedPolicy } from "./config/schema.js";
-export { loadRulesFile, parseRules, watchRules, type WatchRulesOptions } from "./config/load.js";
+export { loadRulesFile, parseRules } from "./config/load.js";
+export { watchRules, RELOAD_DEFAULTS, type WatchRulesOptions } from "./config/reload.js";
 export { matchDescriptor, type DescriptorEntry, type Match } from "./config/match.js";
 export { descriptorKey, parseDescriptorKey } from "./service/descriptor-key.js";
 export {

@@ -5,7 +5,8 @@ import { Redis } from "ioredis";
 import { MemoryStore, type Store } from "ratekeeper";
 import type { HeaderStyle } from "ratekeeper/http";
 import { RedisStore } from "ratekeeper/redis";
-import { loadRulesFile, watchRules } from "./config/load.js";
+import { loadRulesFile } from "./config/load.js";
+import { checkRulesSize, watchRules } from "./config/reload.js";
 import { createLogger, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import type { OverrideLookup } from "./overrides/types.js";
@@ -45,8 +46,12 @@ export interface ServeOptions {
   host?: string | undefined;
   /** Reload the rules when the file changes. @default true */
   watch?: boolean | undefined;
-  /** @default 200 */
-  reloadDebounceMs?: number | undefined;
+  /** How long a changed rules file must be quiet before it is read, in ms. @default 2000 */
+  reloadSettleMs?: number | undefined;
+  /** The largest rules file read, at start and on reload, in bytes. @default 4194304 (4 MiB) */
+  maxRulesBytes?: number | undefined;
+  /** Apply a reloaded file that has no rules and no named policies (refused otherwise). @default false */
+  allowEmptyRules?: boolean | undefined;
   /** Admin API token (`/v1/admin/*`); without it the admin API is off. */
   adminToken?: string | undefined;
   overrides?: ServiceOverrides | undefined;
@@ -80,6 +85,7 @@ export interface RunningService {
 export async function startService(options: ServeOptions): Promise<RunningService> {
   const logger = options.logger ?? createLogger();
   const metrics = new Metrics();
+  checkRulesSize(options.configFile, options.maxRulesBytes);
   const rules = loadRulesFile(options.configFile);
   metrics.rules.set(rules.rules.length);
 
@@ -155,7 +161,10 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     options.watch === false
       ? () => {}
       : watchRules(options.configFile, {
-          debounceMs: options.reloadDebounceMs,
+          settleMs: options.reloadSettleMs,
+          maxBytes: options.maxRulesBytes,
+          allowEmpty: options.allowEmptyRules,
+          onLoading: (i) => logger.info({ file: i.file, bytes: i.bytes }, "rules file changed: parsing"),
           onReload: (r) => {
             service.setRules(r);
             metrics.reload(true);
