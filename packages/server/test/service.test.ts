@@ -228,7 +228,7 @@ describe("operations", () => {
     );
     const r = spawnSync(process.execPath, [CLI, "config", "check", bad], { encoding: "utf8" });
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain(`${bad}: domains[0].descriptors[0].limit: must be a positive whole number (got 0)`);
+    expect(r.stderr).toContain(`${bad}:6:9: domains[0].descriptors[0].limit: must be a positive whole number (got 0)`);
   });
 });
 
@@ -314,7 +314,7 @@ describe("process lifecycle", () => {
     );
     const r = spawnSync(process.execPath, [CLI, "serve", "--config", bad, "--port", "0", "--grpc-port", "0"], { encoding: "utf8" });
     expect(r.status).not.toBe(0);
-    expect(r.stderr).toContain(`${bad}: domains[0].descriptors[0].algorithm: must be one of`);
+    expect(r.stderr).toContain(`${bad}:5:9: domains[0].descriptors[0].algorithm: must be one of`);
   });
 
   it("shuts down gracefully on SIGTERM: finishes the request in flight, then exits 0", async () => {

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
-import { parseDocument } from "yaml";
+import { LineCounter, parseDocument } from "yaml";
+import { positionOf } from "./positions.js";
 import { compileRules, RulesError, type Rules } from "./schema.js";
 
 /**
@@ -19,15 +20,23 @@ export function loadRulesFile(file: string): Rules {
 
 /** Like {@link loadRulesFile}, from text already read. */
 export function parseRules(text: string, file: string): Rules {
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true, lineCounter: lines });
   if (doc.errors.length > 0) {
     throw new RulesError(
       file,
-      doc.errors.map((e) => ({
-        path: e.linePos ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : "",
-        message: (e.message.split("\n")[0] ?? e.message).replace(/ at line \d+, column \d+:?$/, ""),
-      })),
+      doc.errors.map((e) => ({ path: "", message: (e.message.split("\n")[0] ?? e.message).replace(/ at line \d+, column \d+:?$/, "") })),
+      doc.errors.map((e) => (e.linePos ? { line: e.linePos[0].line, col: e.linePos[0].col } : undefined)),
     );
   }
-  return compileRules(doc.toJS(), file);
+  try {
+    return compileRules(doc.toJS(), file);
+  } catch (e) {
+    if (!(e instanceof RulesError) || e.positions.length > 0) throw e;
+    throw new RulesError(
+      e.file,
+      e.issues,
+      e.issues.map((i) => positionOf(doc, lines, i.path)),
+    );
+  }
 }

@@ -17,7 +17,13 @@ export interface ParseJob {
 /** What it answers. */
 export type ParseReply =
   | { readonly ok: true; readonly rules: Rules }
-  | { readonly ok: false; readonly file: string; readonly issues: RulesError["issues"]; readonly message: string };
+  | {
+      readonly ok: false;
+      readonly file: string;
+      readonly issues: RulesError["issues"];
+      readonly positions: RulesError["positions"];
+      readonly message: string;
+    };
 
 const job = workerData as ParseJob;
 let reply: ParseReply;
@@ -26,7 +32,7 @@ try {
 } catch (e) {
   reply =
     e instanceof RulesError
-      ? { ok: false, file: e.file, issues: e.issues, message: e.message }
-      : { ok: false, file: job.file, issues: [{ path: "", message: (e as Error).message }], message: (e as Error).message };
+      ? { ok: false, file: e.file, issues: e.issues, positions: e.positions, message: e.message }
+      : { ok: false, file: job.file, issues: [{ path: "", message: (e as Error).message }], positions: [], message: (e as Error).message };
 }
 parentPort?.postMessage(reply);

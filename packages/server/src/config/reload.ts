@@ -207,7 +207,7 @@ export function watchRules(file: string, options: WatchRulesOptions): () => void
       if (reply.ok) apply(sig, text, reply.rules);
       else {
         refused = sig;
-        options.onError(new RulesError(reply.file, reply.issues));
+        options.onError(new RulesError(reply.file, reply.issues, reply.positions));
       }
     });
     worker.once("error", (e) => {

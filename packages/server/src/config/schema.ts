@@ -183,18 +183,35 @@ export interface Rules {
 }
 
 /**
- * Thrown for a bad rules file: every problem, each prefixed by the file and the path,
- * e.g. `rules.yaml: domains[0].descriptors[2].limit: must be a positive whole number (got 0)`.
+ * Thrown for a bad rules file: every problem, each prefixed by the file, its line and column
+ * when known, and the path, e.g.
+ * `rules.yaml:12:9: domains[0].descriptors[2].limit: must be a positive whole number (got 0)`.
  */
 export class RulesError extends Error {
   override readonly name = "RulesError";
   readonly file: string;
   readonly issues: readonly ConfigIssue[];
-  constructor(file: string, issues: readonly ConfigIssue[]) {
-    super(issues.map((i) => `${file}: ${i.path ? `${i.path}: ` : ""}${i.message}`).join("\n"));
+  /** Where each issue sits in the file (1-based), when known: the message then reads `file:line:col: path: ...`. */
+  readonly positions: readonly (SourcePosition | undefined)[];
+  constructor(file: string, issues: readonly ConfigIssue[], positions: readonly (SourcePosition | undefined)[] = []) {
+    super(
+      issues
+        .map((i, n) => {
+          const at = positions[n];
+          return `${file}${at ? `:${at.line}:${at.col}` : ""}: ${i.path ? `${i.path}: ` : ""}${i.message}`;
+        })
+        .join("\n"),
+    );
     this.file = file;
     this.issues = issues;
+    this.positions = positions;
   }
+}
+
+/** A line and column in a file, both from 1. */
+export interface SourcePosition {
+  readonly line: number;
+  readonly col: number;
 }
 
 /** The library's policy id plus the limits' names (which the id leaves out but decisions report). */
