@@ -1,0 +1,59 @@
+import { describe } from "../core/duration.js";
+import type { ConfigIssue } from "../core/errors.js";
+import type { KeyInfo } from "./keys.js";
+
+/** Cost of a request: a number, a table (`{ "GET /user": 1, "POST /user": 2 }`), or a function. */
+export type CostOption<Req> = number | Readonly<Record<string, number>> | ((req: Req, info: KeyInfo) => number);
+
+/**
+ * The cost of a request, from the `cost` option. A table is matched on `"METHOD route"`, then
+ * `"route"`; unmatched requests cost 1. `needsInfo` says whether it reads the request's
+ * method and route (a fixed cost does not, so the common path builds no {@link KeyInfo}).
+ */
+export interface CostRule<Req> {
+  readonly needsInfo: boolean;
+  of(req: Req, info: KeyInfo | undefined): number;
+}
+
+/**
+ * Compiles the `cost` option; problems are added to `issues`, each naming its path.
+ * Table keys are normalised (`"get  /user"` matches `"GET /user"`).
+ */
+export function compileCost<Req>(cost: CostOption<Req> | undefined, issues: ConfigIssue[]): CostRule<Req> {
+  if (cost === undefined) return fixed(1);
+  if (typeof cost === "number") {
+    if (!Number.isSafeInteger(cost) || cost <= 0)
+      issues.push({ path: "cost", message: `must be a positive whole number (got ${describe(cost)})` });
+    return fixed(cost);
+  }
+  if (typeof cost === "function") return { needsInfo: true, of: (req, info) => cost(req, info as KeyInfo) };
+  if (typeof cost === "object" && cost !== null) {
+    const table: Record<string, number> = {};
+    for (const [k, v] of Object.entries(cost)) {
+      if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0)
+        issues.push({ path: `cost["${k}"]`, message: `must be a positive whole number (got ${describe(v)})` });
+      table[normaliseRoute(k)] = v;
+    }
+    return {
+      needsInfo: true,
+      of: (_req, info) => {
+        const i = info as KeyInfo;
+        return table[`${i.method} ${i.route}`] ?? table[i.route] ?? 1;
+      },
+    };
+  }
+  issues.push({ path: "cost", message: `must be a number, a table or a function (got ${describe(cost)})` });
+  return fixed(1);
+}
+
+function fixed<Req>(n: number): CostRule<Req> {
+  return { needsInfo: false, of: () => n };
+}
+
+/** `" get   /user "` -> `"GET /user"`: one space, an upper-case method. */
+function normaliseRoute(k: string): string {
+  return k
+    .trim()
+    .replace(/\s+/g, " ")
+    .replace(/^[a-z]+ /, (m) => m.toUpperCase());
+}

@@ -1,0 +1,258 @@
+import type { Decision } from "../core/decision.js";
+import { describe } from "../core/duration.js";
+import { RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
+import type { LimitSpec } from "../core/options.js";
+import { RateLimiter, type RateLimiterOptions } from "../limiter.js";
+import type { Store } from "../store.js";
+import { compileCost, type CostOption, type CostRule } from "./cost.js";
+import { HEADER_STYLES, HeaderWriter, type HeaderStyle } from "./headers.js";
+import { AddressSet, ClientIpResolver, type ClientIpOptions } from "./ip.js";
+import { KeyBuilder, type KeyPart, type RequestAccess } from "./keys.js";
+
+/** What happened to one request, for `onDecision`. */
+export interface RateLimitEvent<Req> {
+  readonly req: Req;
+  readonly key: string;
+  readonly cost: number;
+  readonly decision: Decision;
+  /** `true` when the limit denied (in shadow mode the request went through anyway). */
+  readonly limited: boolean;
+  readonly shadow: boolean;
+}
+
+/**
+ * Options shared by every adapter. Give the policy as a `limiter` (a {@link RateLimiter} or its
+ * options: the same spec objects the decision service reads from YAML), or as `limits` with
+ * `store` and `clock`.
+ * @example
+ * { limits: [{ algorithm: "sliding-window", limit: 100, window: "1m" }, { algorithm: "gcra", limit: 2, window: "1s" }], key: "ip" }
+ */
+export interface RateLimitOptions<Req> extends ClientIpOptions {
+  /** The limiter, or options to build one. */
+  limiter?: RateLimiter | RateLimiterOptions;
+  /** Several limits (all-or-nothing), when no `limiter` is given. */
+  limits?: LimitSpec[];
+  /** With `limits`: where state lives. @default new MemoryStore() */
+  store?: Store;
+  /** With `limits`: milliseconds since the epoch. */
+  clock?: () => number;
+  /** With `limits`: see {@link RateLimiterOptions}. */
+  namespace?: string;
+  /** What identifies a client. @default "ip" */
+  key?: KeyPart<Req> | readonly KeyPart<Req>[];
+  /** Prepended to every key, to give middlewares that share a limiter separate buckets. @default "" */
+  keyPrefix?: string;
+  /** Cost units per request. A table is matched on `"METHOD route"`, then `"route"`; unmatched requests cost 1. @default 1 */
+  cost?: CostOption<Req>;
+  /** Requests for which this returns true are not limited and get no headers. */
+  skip?: (req: Req) => boolean | Promise<boolean>;
+  /** Client addresses or CIDR ranges never limited. */
+  allowList?: readonly string[];
+  /** Client addresses or CIDR ranges always refused with 403. */
+  denyList?: readonly string[];
+  /**
+   * Count only some responses: after the response, requests of the other kind are refunded.
+   * `"failed"`: only failed responses count (a login form); `"successful"`: only successful ones.
+   */
+  countOnly?: "failed" | "successful";
+  /** What counts as failed for `countOnly` (a client gone before the response counts as failed). @default status >= 400 */
+  isFailed?: (statusCode: number) => boolean;
+  /** Decide, send headers and report, but never block or delay. @default false */
+  shadow?: boolean;
+  /** Header styles to send, or `false` for none. @default "ietf" */
+  headers?: HeaderStyle | readonly HeaderStyle[] | false;
+  /** Shaping (leaky-bucket `mode: "shape"`): the longest a request is held; a longer wait is a 429. @default 30_000 */
+  maxDelayMs?: number;
+  /** When the store fails or times out: let the request through, or answer 503. @default "allow" */
+  onStoreError?: "allow" | "deny";
+  /** The longest to wait for a store that is not in-process. @default 2_000 */
+  storeTimeoutMs?: number;
+  /** Told about store failures and timeouts, and errors thrown by `key`, `cost`, `skip`. */
+  onError?: (error: unknown, req: Req) => void;
+  /** Told about every decision, allowed or not (metrics, logs, shadow-mode reports). */
+  onDecision?: (event: RateLimitEvent<Req>) => void;
+}
+
+/** {@link RateLimitOptions} checked and compiled: what the middleware core runs on. */
+export interface ResolvedHttpOptions<Req> {
+  readonly limiter: RateLimiter;
+  readonly ips: ClientIpResolver;
+  readonly keys: KeyBuilder<Req>;
+  readonly cost: CostRule<Req>;
+  readonly skip: ((req: Req) => boolean | Promise<boolean>) | undefined;
+  readonly allow: AddressSet | undefined;
+  readonly deny: AddressSet | undefined;
+  readonly countOnly: "failed" | "successful" | undefined;
+  readonly isFailed: (statusCode: number) => boolean;
+  readonly shadow: boolean;
+  readonly headerWriter: HeaderWriter | undefined;
+  readonly maxDelayMs: number;
+  readonly storeDeny: boolean;
+  readonly timeoutMs: number;
+  readonly onError: ((error: unknown, req: Req) => void) | undefined;
+  readonly onDecision: ((event: RateLimitEvent<Req>) => void) | undefined;
+  /** The clock headers that show absolute times read. */
+  readonly clock: () => number;
+}
+
+const KNOWN_OPTIONS = new Set([
+  "limiter",
+  "limits",
+  "store",
+  "clock",
+  "namespace",
+  "key",
+  "keyPrefix",
+  "cost",
+  "skip",
+  "allowList",
+  "denyList",
+  "countOnly",
+  "isFailed",
+  "shadow",
+  "headers",
+  "maxDelayMs",
+  "onStoreError",
+  "storeTimeoutMs",
+  "onError",
+  "onDecision",
+  "trustedProxies",
+  "forwardedHeader",
+  "ipv6Subnet",
+]);
+
+/** Options an adapter adds on top of {@link RateLimitOptions} (its custom handler); not validated here. */
+const ADAPTER_OPTIONS = new Set(["handler", "getRemoteAddress"]);
+
+/**
+ * A RateLimiter, recognised by shape rather than `instanceof`, so a limiter built by another copy
+ * of the package (a bundler duplicate, the dist next to the sources) still counts.
+ */
+function isLimiter(v: unknown): v is RateLimiter {
+  if (v instanceof RateLimiter) return true;
+  const l = v as Partial<RateLimiter> | null;
+  return (
+    typeof l === "object" && l !== null && typeof l.consume === "function" && typeof l.refund === "function" && Array.isArray(l.limits)
+  );
+}
+
+/**
+ * Checks and compiles the middleware's options.
+ * @throws RateLimitConfigError listing every bad option with its name
+ */
+export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: RequestAccess<Req>): ResolvedHttpOptions<Req> {
+  if (typeof options !== "object" || options === null) {
+    throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describe(options)})` }]);
+  }
+  const issues: ConfigIssue[] = [];
+  const o = options;
+  for (const k of Object.keys(o)) {
+    if (!KNOWN_OPTIONS.has(k) && !ADAPTER_OPTIONS.has(k)) issues.push({ path: k, message: "unknown option" });
+  }
+  const guard = <T>(fn: () => T): T | undefined => {
+    try {
+      return fn();
+    } catch (e) {
+      if (!(e instanceof RateLimitConfigError)) throw e;
+      issues.push(...e.issues);
+      return undefined;
+    }
+  };
+  const limiter = resolveLimiter(o, issues, guard);
+  const ips = guard(() => new ClientIpResolver(o));
+  const keys = new KeyBuilder(o.key, typeof o.keyPrefix === "string" ? o.keyPrefix : "", access, issues);
+  if (o.keyPrefix !== undefined && typeof o.keyPrefix !== "string") {
+    issues.push({ path: "keyPrefix", message: `must be a string (got ${describe(o.keyPrefix)})` });
+  }
+  const cost = compileCost(o.cost, issues);
+  for (const k of ["skip", "isFailed", "onError", "onDecision"] as const) {
+    if (o[k] !== undefined && typeof o[k] !== "function") issues.push({ path: k, message: `must be a function (got ${describe(o[k])})` });
+  }
+  const allow = o.allowList === undefined ? undefined : guard(() => new AddressSet(o.allowList as string[], "allowList"));
+  const deny = o.denyList === undefined ? undefined : guard(() => new AddressSet(o.denyList as string[], "denyList"));
+  if (o.countOnly !== undefined && o.countOnly !== "failed" && o.countOnly !== "successful") {
+    issues.push({ path: "countOnly", message: `must be "failed" or "successful" (got ${describe(o.countOnly)})` });
+  }
+  if (o.shadow !== undefined && typeof o.shadow !== "boolean")
+    issues.push({ path: "shadow", message: `must be true or false (got ${describe(o.shadow)})` });
+  const styles = headerStyles(o.headers, issues);
+  const maxDelayMs = o.maxDelayMs ?? 30_000;
+  if (typeof maxDelayMs !== "number" || !Number.isSafeInteger(maxDelayMs) || maxDelayMs < 0) {
+    issues.push({ path: "maxDelayMs", message: `must be a whole number of milliseconds >= 0 (got ${describe(o.maxDelayMs)})` });
+  }
+  if (o.onStoreError !== undefined && o.onStoreError !== "allow" && o.onStoreError !== "deny") {
+    issues.push({ path: "onStoreError", message: `must be "allow" or "deny" (got ${describe(o.onStoreError)})` });
+  }
+  const timeoutMs = o.storeTimeoutMs ?? 2_000;
+  if (typeof timeoutMs !== "number" || !Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
+    issues.push({ path: "storeTimeoutMs", message: `must be a positive whole number of milliseconds (got ${describe(o.storeTimeoutMs)})` });
+  }
+  if (issues.length > 0 || limiter === undefined || ips === undefined) throw new RateLimitConfigError(issues);
+
+  const clock = isLimiter(o.limiter) || o.limiter === undefined ? o.clock : (o.limiter as { clock?: () => number }).clock;
+  return {
+    limiter,
+    ips,
+    keys,
+    cost,
+    skip: o.skip,
+    allow,
+    deny,
+    countOnly: o.countOnly,
+    isFailed: o.isFailed ?? ((s: number) => s >= 400),
+    shadow: o.shadow === true,
+    headerWriter: styles.length > 0 ? new HeaderWriter(limiter.limits, styles) : undefined,
+    maxDelayMs,
+    storeDeny: o.onStoreError === "deny",
+    timeoutMs,
+    onError: o.onError,
+    onDecision: o.onDecision,
+    clock: clock ?? Date.now,
+  };
+}
+
+/** The policy: a limiter given, built from its options, or built from `limits` + `store` + `clock`. */
+function resolveLimiter<Req>(
+  o: RateLimitOptions<Req>,
+  issues: ConfigIssue[],
+  guard: <T>(fn: () => T) => T | undefined,
+): RateLimiter | undefined {
+  if (o.limiter !== undefined && o.limits !== undefined) {
+    issues.push({ path: "limits", message: "give either limiter or limits, not both" });
+    return undefined;
+  }
+  if (isLimiter(o.limiter)) {
+    for (const k of ["store", "clock", "namespace"] as const) {
+      if (o[k] !== undefined) issues.push({ path: k, message: "belongs to the limiter you passed; set it there" });
+    }
+    return o.limiter;
+  }
+  if (o.limiter !== undefined) return guard(() => new RateLimiter(o.limiter as RateLimiterOptions));
+  if (o.limits !== undefined) {
+    return guard(() => new RateLimiter({ limits: o.limits as LimitSpec[], store: o.store, clock: o.clock, namespace: o.namespace }));
+  }
+  issues.push({ path: "limiter", message: "required: a RateLimiter, its options, or limits: [...]" });
+  return undefined;
+}
+
+/** The `headers` option as a list of styles (`false` -> none). */
+function headerStyles(headers: RateLimitOptions<unknown>["headers"], issues: ConfigIssue[]): HeaderStyle[] {
+  if (headers === undefined) return ["ietf"];
+  if (headers === false) return [];
+  const styles = Array.isArray(headers) ? [...(headers as HeaderStyle[])] : [headers as HeaderStyle];
+  for (const s of styles) {
+    if (!HEADER_STYLES.includes(s))
+      issues.push({
+        path: "headers",
+        message: `must be false or one or more of ${HEADER_STYLES.map((x) => `"${x}"`).join(", ")} (got ${describe(s)})`,
+      });
+  }
+  // The three drafts all use RateLimit-Policy (and two use RateLimit) with different syntaxes: one at a time.
+  if (styles.filter((s) => s !== "x-ratelimit").length > 1) {
+    issues.push({
+      path: "headers",
+      message: `may combine "x-ratelimit" with one of "ietf", "draft-7", "draft-6", not several drafts (got ${describe(headers)})`,
+    });
+  }
+  return styles;
+}

@@ -1,0 +1,71 @@
+import type { RateLimiter } from "../limiter.js";
+import type { RateLimitResult } from "./result.js";
+
+/**
+ * What happens to an admitted request after the verdict: holding it for its shaping delay
+ * (leaky bucket `mode: "shape"`), giving its units back when it will not be served (the client
+ * left while held), and the `countOnly` refund once the response is known.
+ */
+export class Shaper<Req> {
+  /**
+   * @param report told about refund failures (the request itself is never failed by them)
+   */
+  constructor(
+    private readonly limiter: RateLimiter,
+    private readonly countOnly: "failed" | "successful" | undefined,
+    private readonly isFailed: (statusCode: number) => boolean,
+    private readonly report: (error: unknown, req: Req) => void,
+  ) {}
+
+  /**
+   * Holds an admitted request for its shaping delay. Resolves `true` when the wait is over, or
+   * `false` if `signal` aborts first (the client left): its place in the queue is then given back.
+   */
+  hold(result: RateLimitResult, signal: AbortSignal | undefined, req: Req): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      if (signal?.aborted) {
+        this.release(result, req);
+        resolve(false);
+        return;
+      }
+      let done = false;
+      const onAbort = (): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        this.release(result, req);
+        resolve(false);
+      };
+      const timer = setTimeout(() => {
+        // One more turn of the event loop before passing the request on: a disconnect that arrived
+        // while the loop was busy is read in the poll phase, which runs before setImmediate callbacks.
+        setImmediate(() => {
+          signal?.removeEventListener("abort", onAbort);
+          if (done) return;
+          done = true;
+          if (signal?.aborted) {
+            this.release(result, req);
+            resolve(false);
+          } else resolve(true);
+        });
+      }, result.delayMs);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** Gives back the cost of an admitted request that will not be served. */
+  release(result: RateLimitResult, req: Req): void {
+    if (result.key === undefined || result.cost === 0 || !result.pass || result.decision === undefined) return;
+    this.limiter.refund(result.key, result.cost).catch((e: unknown) => this.report(e, req));
+  }
+
+  /**
+   * After the response: with `countOnly`, refunds the requests that should not count.
+   * @param statusCode the response's status, or `undefined` when the client left before it was sent (counts as failed)
+   */
+  settle(result: RateLimitResult, statusCode: number | undefined, req: Req): void {
+    if (!result.settles) return;
+    const failed = statusCode === undefined || this.isFailed(statusCode);
+    if ((this.countOnly === "failed") !== failed) this.release(result, req);
+  }
+}
