@@ -9,8 +9,8 @@
  *   character above U+00FF), rounded up to 8; plus, from 13 characters on, a 32-byte cons cell:
  *   keys are usually built by concatenation (`"ip:" + addr`), which V8 does with a cons string
  *   from that length, and the map keeps the cell after flattening it;
- * - the map entry (three 8-byte slots in V8's ordered hash table, plus its share of the bucket
- *   array and of the table's slack: a table grows by doubling, so it is 50-100% full);
+ * - the table entry (stores/key-index.ts: an 8-byte slot pair in a table kept 25-50% full, and
+ *   the key, value and hash in three dense arrays that grow by doubling);
  * - the state object (`Slot`: four fields) and the boxes V8 gives its non-integer numbers;
  * - a ring, for the sliding log and the sliding window: a `Float64Array` is about 180 bytes of
  *   objects (typed array, array buffer, backing store) plus 8 bytes a slot.

@@ -8,6 +8,7 @@ import type { Decision } from "../core/decision.js";
 import { clearState, Evaluator } from "../core/evaluate.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { BoundStore } from "../store.js";
+import { KeyIndex } from "./key-index.js";
 import { loopNowMs } from "./loop-clock.js";
 import { ENTRY_BYTES, keyBytes, ringBytes, SLOT_BYTES } from "./memory-size.js";
 
@@ -54,8 +55,8 @@ class Entry {
  * that know when they expire. Subclasses hold one slot per key (one limit) or an entry of slots.
  */
 export abstract class Table<E extends { exp: number }> implements BoundStore {
-  protected young = new Map<string, E>();
-  protected old = new Map<string, E>();
+  protected young = new KeyIndex<E>();
+  protected old = new KeyIndex<E>();
   /** Estimated bytes of each generation. */
   private youngBytes = 0;
   private oldBytes = 0;
@@ -89,7 +90,11 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     return this.young.size + this.old.size;
   }
 
+  /** Called before any change that could drop or move an entry (see SingleTable's last-key cache). */
+  protected changed(): void {}
+
   reset(key: string): void {
+    this.changed();
     let e = this.young.get(key);
     if (e !== undefined) {
       this.young.delete(key);
@@ -158,30 +163,31 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
 
   /** Drops the old generation; the young one becomes old. */
   turn(): void {
+    this.changed();
     this.store.size -= this.old.size;
     this.store.bytes -= this.oldBytes;
     this.oldBytes = this.youngBytes;
     this.youngBytes = 0;
     this.old = this.young;
-    this.young = new Map();
+    this.young = new KeyIndex();
   }
 
   sweep(nowMs: number): number {
+    this.changed();
     let dropped = 0;
     const rel = nowMs - this.base;
     for (const m of [this.old, this.young]) {
-      for (const [k, e] of m) {
-        if (e.exp <= rel) {
-          m.delete(k);
-          dropped++;
-          const b = this.forget(k, e);
-          if (m === this.young) {
-            this.youngBytes -= b;
-            this.store.young--;
-            this.store.youngBytes -= b;
-          } else this.oldBytes -= b;
-        }
-      }
+      m.deleteWhere((k, e) => {
+        if (e.exp > rel) return false;
+        dropped++;
+        const b = this.forget(k, e);
+        if (m === this.young) {
+          this.youngBytes -= b;
+          this.store.young--;
+          this.store.youngBytes -= b;
+        } else this.oldBytes -= b;
+        return true;
+      });
     }
     return dropped;
   }
@@ -190,6 +196,13 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
 /** A limiter with one limit: each key is one {@link Slot}. The hot path of the library. */
 export class SingleTable extends Table<Slot> {
   private readonly fresh: Slot;
+  /**
+   * The key of the last consume and its slot, which is in the young generation: a key decided
+   * again and again (a hot key, a flood from one client) skips the hash lookup. Forgotten on
+   * every change that could move or drop the slot (reset, sweep, turn).
+   */
+  private lastKey: string | undefined = undefined;
+  private lastSlot: Slot | undefined = undefined;
   /** Whether the state's ring can grow (the sliding log's): then consume() counts the growth. */
   private readonly grows: boolean;
 
@@ -201,13 +214,24 @@ export class SingleTable extends Table<Slot> {
 
   consume(key: string, cost: number, nowMs: number | undefined): Decision {
     const now = nowMs ?? loopNowMs();
-    let e = this.young.get(key);
-    if (e === undefined) e = this.adopt(key, now);
-    else if (e.exp <= now - this.base) clearState(e);
+    let e: Slot | undefined;
+    if (key === this.lastKey) e = this.lastSlot as Slot;
+    else {
+      e = this.young.get(key);
+      if (e === undefined) e = this.adopt(key, now);
+      this.lastKey = key;
+      this.lastSlot = e;
+    }
+    if (e.exp <= now - this.base) clearState(e);
     if (this.grows) return this.consumeGrowing(e, now, cost);
     const d = this.ev.consume1(e, now, cost);
     if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
     return d;
+  }
+
+  protected override changed(): void {
+    this.lastKey = undefined;
+    this.lastSlot = undefined;
   }
 
   private consumeGrowing(e: Slot, now: number, cost: number): Decision {

@@ -1,0 +1,100 @@
+/**
+ * KeyIndex (the memory store's key table) against a Map: the same answers after any sequence of
+ * sets, gets and deletes, colliding hashes and growth included.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { hashKey, KeyIndex } from "../src/stores/key-index.js";
+
+const keyArb = fc.oneof(
+  fc.integer({ min: 0, max: 40 }).map((i) => `k${i}`),
+  fc.string({ maxLength: 6 }),
+  fc.constantFrom("", "ä", "\u{1F600}", "user:1", "user:10"),
+);
+const opArb = fc.oneof(
+  fc.record({ op: fc.constant("set" as const), key: keyArb, value: fc.integer() }),
+  fc.record({ op: fc.constant("delete" as const), key: keyArb }),
+  fc.record({ op: fc.constant("get" as const), key: keyArb }),
+  fc.record({ op: fc.constant("sweep" as const), mod: fc.integer({ min: 2, max: 5 }) }),
+);
+
+describe("KeyIndex", () => {
+  it("answers like a Map after any sequence of operations", () => {
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 300 }), (ops) => {
+        const idx = new KeyIndex<number>();
+        const ref = new Map<string, number>();
+        for (const o of ops) {
+          if (o.op === "set") {
+            idx.set(o.key, o.value);
+            ref.set(o.key, o.value);
+          } else if (o.op === "delete") {
+            expect(idx.delete(o.key)).toBe(ref.delete(o.key));
+          } else if (o.op === "get") {
+            expect(idx.get(o.key)).toBe(ref.get(o.key));
+            expect(idx.has(o.key)).toBe(ref.has(o.key));
+          } else {
+            idx.deleteWhere((_k, v) => v % o.mod === 0);
+            for (const [k, v] of [...ref]) if (v % o.mod === 0) ref.delete(k);
+          }
+          expect(idx.size).toBe(ref.size);
+        }
+        expect(new Map(idx.entries())).toEqual(ref);
+        for (const k of ref.keys()) expect(idx.get(k)).toBe(ref.get(k));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("stays correct with many keys, deletes in the middle of probe runs, and regrowth", () => {
+    const idx = new KeyIndex<number>();
+    const ref = new Map<string, number>();
+    for (let i = 0; i < 20_000; i++) {
+      idx.set(`user:${i}`, i);
+      ref.set(`user:${i}`, i);
+      if (i % 3 === 0) {
+        const k = `user:${(i * 7919) % (i + 1)}`;
+        expect(idx.delete(k)).toBe(ref.delete(k));
+      }
+    }
+    expect(idx.size).toBe(ref.size);
+    for (let i = 0; i < 20_000; i++) expect(idx.get(`user:${i}`)).toBe(ref.get(`user:${i}`));
+  });
+
+  it("deletes correctly in probe runs that wrap around the end of the table", () => {
+    // Keys whose home is one of the last slots of the smallest table (16 slots), so their probe
+    // runs wrap to the front; every order of deletions must leave the rest findable.
+    const home = (k: string) => hashKey(k) & 15;
+    const pick = (slot: number, n: number) => {
+      const out: string[] = [];
+      for (let i = 0; out.length < n; i++) if (home(`w${i}`) === slot) out.push(`w${i}`);
+      return out;
+    };
+    const keys = [...pick(15, 3), ...pick(14, 2), ...pick(0, 1), ...pick(1, 1)];
+    fc.assert(
+      fc.property(
+        fc.shuffledSubarray(keys, { minLength: keys.length, maxLength: keys.length }),
+        fc.shuffledSubarray(keys),
+        (order, dels) => {
+          const idx = new KeyIndex<string>();
+          for (const k of order) idx.set(k, k);
+          const left = new Set(order);
+          for (const d of dels) {
+            expect(idx.delete(d)).toBe(true);
+            left.delete(d);
+            for (const k of keys) expect(idx.get(k), `after deleting ${d}`).toBe(left.has(k) ? k : undefined);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it("hashes equal strings alike whatever object holds them, and spreads similar keys", () => {
+    const built = ["user", "42"].join(":");
+    expect(hashKey(built)).toBe(hashKey("user:42"));
+    const low = new Set<number>();
+    for (let i = 0; i < 4096; i++) low.add(hashKey(`10.0.${i >> 8}.${i & 255}`) & 4095);
+    expect(low.size).toBeGreaterThan(2400); // a random function fills about 63% of the slots
+  });
+});
