@@ -215,7 +215,7 @@ export class SingleTable extends Table<Slot> {
   consume(key: string, cost: number, nowMs: number | undefined): Decision {
     const now = nowMs ?? loopNowMs();
     let e: Slot | undefined;
-    if (key === this.lastKey) e = this.lastSlot as Slot;
+    if (key === this.lastKey) e = this.lastSlot;
     else {
       e = this.young.get(key);
       if (e === undefined) e = this.adopt(key, now);
