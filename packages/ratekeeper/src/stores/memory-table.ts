@@ -214,11 +214,9 @@ export class SingleTable extends Table<Slot> {
 
   consume(key: string, cost: number, nowMs: number | undefined): Decision {
     const now = nowMs ?? loopNowMs();
-    let e: Slot | undefined;
-    if (key === this.lastKey) e = this.lastSlot;
-    else {
-      e = this.young.get(key);
-      if (e === undefined) e = this.adopt(key, now);
+    let e = this.lastSlot;
+    if (key !== this.lastKey || e === undefined) {
+      e = this.young.get(key) ?? this.adopt(key, now);
       this.lastKey = key;
       this.lastSlot = e;
     }
