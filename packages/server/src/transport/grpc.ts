@@ -4,6 +4,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import type { Logger } from "../log.js";
 import { CheckError, type DecisionService, type DescriptorStatus } from "../service/decide.js";
+import { checkCallerLimit, checkShape, GRPC_SHAPE, REQUEST_CAPS } from "../service/request-caps.js";
 import { limitHeaders } from "./http.js";
 
 /** The directory holding Envoy's (trimmed) protos: packages/server/proto. */
@@ -100,7 +101,8 @@ export interface GrpcOptions {
  *   full allowance when allowed; to the retry when denied);
  * - `overall_code` OVER_LIMIT when any descriptor is; shadow rules never deny;
  * - `response_headers_to_add`: the same RateLimit-* / Retry-After headers as the HTTP API.
- * A request that cannot be decided is INVALID_ARGUMENT; a failing store UNAVAILABLE (Envoy then
+ * A request that cannot be decided, or larger than the caps of service/request-caps.ts, is
+ * INVALID_ARGUMENT naming the field; a failing store UNAVAILABLE (Envoy then
  * applies its `failure_mode_deny`).
  * A descriptor's own `limit` (from Envoy's route config) replaces the rules for it, as in
  * envoyproxy/ratelimit: `requests_per_unit` per clock-aligned `unit`, never shadowed.
@@ -111,7 +113,11 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
   const def = loadRlsDefinition() as unknown as {
     envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
   };
-  const server = new grpc.Server({ "grpc.keepalive_permit_without_calls": 1 });
+  const server = new grpc.Server({
+    "grpc.keepalive_permit_without_calls": 1,
+    // Larger messages are refused (RESOURCE_EXHAUSTED) before they are decoded into objects.
+    "grpc.max_receive_message_length": REQUEST_CAPS.grpcMessageBytes,
+  });
   server.addService(def.envoy.service.ratelimit.v3.RateLimitService.service, {
     ShouldRateLimit(
       call: grpc.ServerUnaryCall<RateLimitRequest, RateLimitResponse>,
@@ -119,6 +125,7 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
     ): void {
       const req = call.request;
       const decide = async () => {
+        checkShape(req.domain, req.descriptors ?? [], GRPC_SHAPE);
         const descriptors = (req.descriptors ?? []).map((d, i) =>
           (d.entries ?? []).map((e, j) => {
             if (!e.key || !e.value) throw new CheckError(`descriptors[${i}].entries[${j}]: key and value must be non-empty`);
@@ -130,6 +137,7 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
           if (!d.limit) return undefined;
           const unitMs = UNIT_MS[d.limit.unit ?? ""];
           if (unitMs === undefined) throw new CheckError(`descriptors[${i}].limit.unit: must be SECOND, MINUTE, HOUR or DAY`);
+          checkCallerLimit(`descriptors[${i}].limit`, d.limit.requests_per_unit ?? 0, unitMs);
           return { requestsPerUnit: d.limit.requests_per_unit ?? 0, unitMs };
         });
         return service.decide({

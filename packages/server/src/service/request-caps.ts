@@ -1,0 +1,90 @@
+/**
+ * Caps on the shape of a check, the same for every transport: what a proxy sends is small
+ * (Envoy: a handful of descriptors of a few entries each), so anything far larger is refused
+ * before any work is done for it, with a message naming the field and the cap. Without them one
+ * request of 100,000 descriptors did 100,000 decisions (and took hundreds of MB on the way).
+ */
+import { RateLimitConfigError, resolveLimit } from "ratekeeper";
+import { CheckError } from "./decide.js";
+
+/** The caps, and where each applies. docs/security.md lists them. */
+export const REQUEST_CAPS = {
+  /** Descriptors in one check (gRPC call, HTTP check or /v1/auth request). */
+  descriptors: 64,
+  /** Entries (key=value pairs) in one descriptor. */
+  entries: 32,
+  /** Characters of an entry's key. */
+  keyChars: 256,
+  /** Characters of an entry's value. */
+  valueChars: 512,
+  /** Characters of the domain. */
+  domainChars: 256,
+  /** Bytes of one gRPC message (the transport refuses larger ones before decoding them). */
+  grpcMessageBytes: 1024 * 1024,
+} as const;
+
+interface Entryish {
+  readonly key?: unknown;
+  readonly value?: unknown;
+}
+
+/** How a transport's requests are shaped: where the entries are, and how fields are named. */
+export interface RequestShape<D> {
+  /** A descriptor's entries. */
+  entriesOf(descriptor: D): readonly Entryish[] | undefined;
+  /** The list of descriptors, e.g. `descriptors` or `checks[3].descriptors`. */
+  readonly descriptors: string;
+  /** Descriptor `i`'s entries, e.g. `descriptors[0].entries`. */
+  entries(i: number): string;
+}
+
+/** gRPC (Envoy's RateLimitRequest): `descriptors[i].entries[j]`. */
+export const GRPC_SHAPE: RequestShape<{ readonly entries?: readonly Entryish[] | undefined }> = {
+  entriesOf: (d) => d.entries,
+  descriptors: "descriptors",
+  entries: (i) => `descriptors[${i}].entries`,
+};
+
+/**
+ * Checks a check's domain and descriptors against {@link REQUEST_CAPS}; entries must be
+ * non-empty strings. Reads only lengths first, so a huge request is refused in O(1).
+ * @throws CheckError naming the field and the cap (transports answer 400 / INVALID_ARGUMENT)
+ */
+export function checkShape<D>(domain: unknown, descriptors: readonly D[], names: RequestShape<D>): void {
+  if (typeof domain === "string" && domain.length > REQUEST_CAPS.domainChars)
+    throw new CheckError(`domain: at most ${REQUEST_CAPS.domainChars} characters (got ${domain.length})`);
+  if (descriptors.length > REQUEST_CAPS.descriptors)
+    throw new CheckError(`${names.descriptors}: at most ${REQUEST_CAPS.descriptors} per call (got ${descriptors.length})`);
+  for (let i = 0; i < descriptors.length; i++) {
+    const entries = names.entriesOf(descriptors[i] as D) ?? [];
+    const at = names.entries(i);
+    if (entries.length > REQUEST_CAPS.entries)
+      throw new CheckError(`${at}: at most ${REQUEST_CAPS.entries} entries (got ${entries.length})`);
+    for (let j = 0; j < entries.length; j++) {
+      const { key, value } = entries[j] as Entryish;
+      if (typeof key !== "string" || key.length === 0 || typeof value !== "string" || value.length === 0)
+        throw new CheckError(`${at}[${j}]: key and value must be non-empty strings`);
+      if (key.length > REQUEST_CAPS.keyChars)
+        throw new CheckError(`${at}[${j}].key: at most ${REQUEST_CAPS.keyChars} characters (got ${key.length})`);
+      if (value.length > REQUEST_CAPS.valueChars)
+        throw new CheckError(`${at}[${j}].value: at most ${REQUEST_CAPS.valueChars} characters (got ${value.length})`);
+    }
+  }
+}
+
+/**
+ * Checks a limit sent with a descriptor (Envoy's `RateLimitDescriptor.limit`) as the library
+ * would when building its fixed window, so a limit it cannot honour is the caller's error
+ * (INVALID_ARGUMENT), not a store failure.
+ * @param field the limit's path, e.g. `descriptors[0].limit`
+ * @throws CheckError naming `<field>.requests_per_unit`
+ */
+export function checkCallerLimit(field: string, requestsPerUnit: number, unitMs: number): void {
+  try {
+    resolveLimit({ algorithm: "fixed-window", limit: requestsPerUnit, window: unitMs });
+  } catch (e) {
+    if (!(e instanceof RateLimitConfigError)) throw e;
+    const why = e.issues.map((i) => i.message).join("; ");
+    throw new CheckError(`${field}.requests_per_unit: ${requestsPerUnit} per ${unitMs} ms cannot be a limit (${why})`);
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * Envoy's rate limit gRPC API under requests no proxy would send: 100,000 descriptors, a
+ * thousand entries in one, keys and values of megabytes, limits the service cannot honour.
+ * Each gets INVALID_ARGUMENT naming the cap or the field, and the process stays small.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rlsClient, startServiceProcess, type RlsClient, type ServiceProc } from "../support.js";
+
+const RULES = `
+domains:
+  - domain: d
+    descriptors:
+      - key: user
+        algorithm: fixed-window
+        limit: 100
+        window: 1h
+`;
+
+let svc: ServiceProc;
+let rls: RlsClient;
+let dir: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(tmpdir(), "rk-hostile-grpc-"));
+  writeFileSync(path.join(dir, "rules.yaml"), RULES);
+  svc = await startServiceProcess(["--config", path.join(dir, "rules.yaml"), "--no-watch"]);
+  rls = rlsClient(svc.grpcPort);
+});
+
+afterAll(async () => {
+  rls?.close();
+  await svc?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+function rss(pid: number): number {
+  if (process.platform !== "linux") return 0;
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return Number(m?.[1] ?? 0) * 1024;
+}
+
+async function refused(req: unknown): Promise<{ code: number; details: string }> {
+  try {
+    await rls.shouldRateLimit(req);
+  } catch (e) {
+    return e as { code: number; details: string };
+  }
+  throw new Error("expected the call to fail");
+}
+
+const INVALID_ARGUMENT = 3;
+const RESOURCE_EXHAUSTED = 8;
+const one = (value: string) => ({ entries: [{ key: "user", value }] });
+
+describe("gRPC ShouldRateLimit: request shapes are capped", () => {
+  it("100,000 descriptors: refused before decoding (message size), and the process does not balloon", async () => {
+    const before = rss(svc.proc.pid as number);
+    const descriptors = Array.from({ length: 100_000 }, (_, i) => one(`u${i}`));
+    const e = await refused({ domain: "d", descriptors });
+    expect(e.code).toBe(RESOURCE_EXHAUSTED);
+    expect(e.details).toMatch(/larger than max/);
+    expect(rss(svc.proc.pid as number) - before).toBeLessThan(100 * 1024 * 1024);
+  });
+
+  it("1,000 descriptors (within the message size): INVALID_ARGUMENT naming the cap", async () => {
+    const descriptors = Array.from({ length: 1000 }, (_, i) => one(`u${i}`));
+    const e = await refused({ domain: "d", descriptors });
+    expect(e.code).toBe(INVALID_ARGUMENT);
+    expect(e.details).toMatch(/descriptors: at most \d+ per call \(got 1000\)/);
+  });
+
+  it("a descriptor of 1,000 entries: INVALID_ARGUMENT naming the cap", async () => {
+    const entries = Array.from({ length: 1000 }, (_, i) => ({ key: `k${i}`, value: "v" }));
+    const e = await refused({ domain: "d", descriptors: [{ entries }] });
+    expect(e.code).toBe(INVALID_ARGUMENT);
+    expect(e.details).toMatch(/descriptors\[0\]\.entries: at most \d+ entries \(got 1000\)/);
+  });
+
+  it("a huge key, value or domain: INVALID_ARGUMENT naming the field and the cap", async () => {
+    const long = "x".repeat(100_000);
+    for (const [req, field] of [
+      [
+        { domain: "d", descriptors: [{ entries: [{ key: long, value: "v" }] }] },
+        /descriptors\[0\]\.entries\[0\]\.key: at most \d+ characters/,
+      ],
+      [{ domain: "d", descriptors: [one(long)] }, /descriptors\[0\]\.entries\[0\]\.value: at most \d+ characters/],
+      [{ domain: long, descriptors: [one("a")] }, /domain: at most \d+ characters/],
+    ] as const) {
+      const e = await refused(req);
+      expect(e.code).toBe(INVALID_ARGUMENT);
+      expect(e.details).toMatch(field);
+    }
+  });
+
+  it("a per-descriptor limit the service cannot honour is INVALID_ARGUMENT, not UNAVAILABLE", async () => {
+    // 2^32 - 1 a day: its fixed window's arithmetic would pass 2^53; and 0.
+    for (const [requests_per_unit, unit] of [
+      [4_294_967_295, "DAY"],
+      [0, "SECOND"],
+    ] as const) {
+      const e = await refused({ domain: "d", descriptors: [{ ...one("big"), limit: { requests_per_unit, unit } }] });
+      expect(e.code, `${requests_per_unit}: ${e.details}`).toBe(INVALID_ARGUMENT);
+      expect(e.details).toMatch(/descriptors\[0\]\.limit\.requests_per_unit/);
+    }
+  });
+
+  it("a hits_addend beyond any limit is INVALID_ARGUMENT", async () => {
+    const e = await refused({ domain: "d", descriptors: [one("h")], hits_addend: 4_294_967_295 });
+    expect(e.code).toBe(INVALID_ARGUMENT);
+    expect(e.details).toMatch(/hits_addend|cost/);
+  });
+
+  it("after all that, an ordinary request is answered", async () => {
+    const r = await rls.shouldRateLimit({ domain: "d", descriptors: [one("fine")] });
+    expect(r.overall_code).toBe("OK");
+  });
+});
