@@ -72,6 +72,7 @@ export const COMMANDS: Command[] = [
       "request-timeout": { type: "string" },
       "max-body": { type: "string" },
       "no-watch": { type: "boolean" },
+      "no-dashboard": { type: "boolean" },
     },
     flagHelp: {
       config: "FILE  rules file (YAML) [required]",
@@ -88,6 +89,7 @@ export const COMMANDS: Command[] = [
       "request-timeout": "MS  time a client has to send a whole request; slower ones get 408 [default 10000]",
       "max-body": "BYTES  largest request body; larger ones get 413 [default 65536]",
       "no-watch": "do not reload the rules file when it changes",
+      "no-dashboard": "do not serve /dashboard (nor count what it shows)",
     },
     async run(v) {
       const configFile = str(v.config);
@@ -114,6 +116,7 @@ export const COMMANDS: Command[] = [
           grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
           host: str(v.host),
           watch: v["no-watch"] !== true,
+          dashboard: v["no-dashboard"] !== true,
           adminToken: str(v["admin-token"]) ?? process.env.RATEKEEPER_ADMIN_TOKEN,
           overrides,
           headerStyles,

@@ -7,9 +7,12 @@ import type { HeaderStyle } from "ratekeeper/http";
 import { RedisStore } from "ratekeeper/redis";
 import { loadRulesFile } from "./config/load.js";
 import { checkRulesSize, watchRules } from "./config/reload.js";
+import { createDashboard, type Dashboard } from "./dashboard/routes.js";
+import { DashboardStats, TeeObserver } from "./dashboard/stats.js";
+import type { StoreHealth } from "./dashboard/state.js";
 import { createLogger, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
-import type { OverrideLookup } from "./overrides/types.js";
+import type { OverrideLookup, OverrideStore } from "./overrides/types.js";
 import { DecisionService } from "./service/decide.js";
 import { bindGrpc, createGrpcServer } from "./transport/grpc.js";
 import { createHttpServer } from "./transport/http.js";
@@ -61,6 +64,8 @@ export interface ServeOptions {
   requestTimeoutMs?: number | undefined;
   /** Largest request body in bytes. @default 65536 */
   maxBodyBytes?: number | undefined;
+  /** Serve the live dashboard at `/dashboard` (behind `adminToken` when one is set), and count what it shows. @default true */
+  dashboard?: boolean | undefined;
   /** How long shutdown waits for in-flight requests before closing them. @default 10000 */
   shutdownTimeoutMs?: number | undefined;
   logger?: Logger | undefined;
@@ -117,7 +122,28 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     store = memory;
   }
 
-  const service = new DecisionService({ store, rules, overrides: options.overrides?.lookup, observer: metrics });
+  // The dashboard counts through the same observer seam as the metrics (both, through a tee).
+  const stats = options.dashboard === false ? undefined : new DashboardStats();
+  const service = new DecisionService({
+    store,
+    rules,
+    overrides: options.overrides?.lookup,
+    observer: stats ? new TeeObserver(metrics, stats) : metrics,
+  });
+  const storeHealth = (): StoreHealth =>
+    redis ? { kind: "redis", status: redis.status, breaker: null } : { kind: "memory", status: "ready", breaker: null };
+  let dashboard: Dashboard | undefined;
+  if (stats) {
+    stats.start();
+    dashboard = createDashboard({
+      stats,
+      rules: () => service.rules,
+      overrides: isOverrideStore(options.overrides?.store) ? options.overrides.store : undefined,
+      storeHealth,
+      adminToken: options.adminToken,
+      logger,
+    });
+  }
   let closing = false;
   const readiness = (): { ready: boolean; reason?: string } => {
     if (closing) return { ready: false, reason: "shutting down" };
@@ -138,6 +164,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     headerStyles: options.headerStyles,
     adminToken: options.adminToken,
     overridesStore: options.overrides?.store,
+    dashboard,
   });
   const host = options.host ?? "0.0.0.0";
   await new Promise<void>((resolve, reject) => {
@@ -187,6 +214,9 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     closed ??= (async () => {
       closing = true;
       stopWatching();
+      // Event streams never end by themselves: end them so the HTTP server can close.
+      dashboard?.close();
+      stats?.stop();
       const timeoutMs = options.shutdownTimeoutMs ?? 10_000;
       // Stop accepting; in-flight requests finish; idle keep-alive sockets are closed now,
       // busy ones after their response (node closes them once idle during close()).
@@ -222,4 +252,8 @@ function waitReady(redis: Redis, timeoutMs: number): Promise<void> {
       resolve();
     });
   });
+}
+
+function isOverrideStore(s: unknown): s is OverrideStore {
+  return typeof s === "object" && s !== null && typeof (s as OverrideStore).list === "function";
 }

@@ -81,9 +81,18 @@ export class CheckError extends Error {
   override readonly name = "CheckError";
 }
 
-/** What the service reports, for metrics. Implemented in metrics.ts; optional for tests and embedding. */
+/** What the service reports, for metrics and the dashboard. Implemented in metrics.ts and dashboard/stats.ts; optional for tests and embedding. */
 export interface DecisionObserver {
-  decision(domain: string, rule: string, outcome: "ok" | "over_limit" | "shadow_over_limit" | "unlimited" | "no_match" | "blocked"): void;
+  /**
+   * One decision. `key`, given with a denial (`over_limit`, `blocked`) only, is the denied state key
+   * `<domain>|<descriptor key or plain key>` (for "top keys by denials"; no string is built otherwise).
+   */
+  decision(
+    domain: string,
+    rule: string,
+    outcome: "ok" | "over_limit" | "shadow_over_limit" | "unlimited" | "no_match" | "blocked",
+    key?: string,
+  ): void;
   storeLatency(seconds: number): void;
   storeError(kind: "error" | "failure_policy"): void;
 }
@@ -406,9 +415,16 @@ export class DecisionService {
     const limiter = this.limiterFor(pid, specs);
     if (cost > limiter.maxCost)
       throw new CheckError(`cost: ${cost} is more than rule ${ruleId} could ever admit (at most ${limiter.maxCost})`);
-    const d = await this.run(limiter, `${domain}|${key}`, cost, peek);
+    const stateKey = `${domain}|${key}`;
+    const d = await this.run(limiter, stateKey, cost, peek);
     const denied = !d.allowed;
-    if (!peek) this.observer?.decision(label, ruleId, denied ? (shadow ? "shadow_over_limit" : "over_limit") : "ok");
+    if (!peek)
+      this.observer?.decision(
+        label,
+        ruleId,
+        denied ? (shadow ? "shadow_over_limit" : "over_limit") : "ok",
+        denied && !shadow ? stateKey : undefined,
+      );
     const allowed = d.allowed || shadow;
     const explain = new DecisionExplain(ruleId, ruleId.startsWith("policy:") ? "policy" : "rule", matched, limiter.limits, d, cost, shadow);
     return statusOf(key, d, allowed, shadow, explain, limiter.limits, cost);
@@ -436,7 +452,7 @@ export class DecisionService {
       );
     }
     if (o.policy === "blocked") {
-      if (!peek) this.observer?.decision(label, ruleId, "blocked");
+      if (!peek) this.observer?.decision(label, ruleId, "blocked", `${domain}|${key}`);
       // A block has no window: Retry-After is the time left on it, or a minute when it has no end.
       const retryAfterMs = o.expiresAtMs !== undefined ? Math.max(1, o.expiresAtMs - nowMs) : 60_000;
       return {
@@ -460,8 +476,9 @@ export class DecisionService {
     if (limiter instanceof Error) throw new CheckError(`override for ${domain}/${key} has a bad policy: ${limiter.message}`);
     if (cost > limiter.maxCost)
       throw new CheckError(`cost: ${cost} is more than the override for ${key} could ever admit (at most ${limiter.maxCost})`);
-    const d = await this.run(limiter, `${domain}|${key}`, cost, peek);
-    if (!peek) this.observer?.decision(label, ruleId, d.allowed ? "ok" : "over_limit");
+    const stateKey = `${domain}|${key}`;
+    const d = await this.run(limiter, stateKey, cost, peek);
+    if (!peek) this.observer?.decision(label, ruleId, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : stateKey);
     const why = `${context}; override for ${key}: ${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}`;
     return statusOf(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
   }

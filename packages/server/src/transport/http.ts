@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { DescriptorEntry } from "../config/match.js";
+import type { Dashboard } from "../dashboard/routes.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import { HeaderWriter, toSeconds, type HeaderStyle } from "ratekeeper/http";
@@ -60,6 +61,8 @@ export interface HttpOptions {
   adminToken?: string | undefined;
   /** Passed to the admin handler as `ctx.overrides`. */
   overridesStore?: unknown;
+  /** Answers `/dashboard` and everything under it (it checks the admin token itself); without it they are 404. */
+  dashboard?: Dashboard | undefined;
 }
 
 /** `X-RateLimit-Descriptor-1` ... `-9`: further descriptors for `/v1/auth`, in order. */
@@ -76,6 +79,7 @@ const DENY_STATUSES = new Set([429, 403, 401]);
  * - `GET /v1/keys/<domain>/<descriptor key>` (or `...?policy=<name>` for a plain key): peek.
  * - `GET /v1/auth`: for nginx `auth_request`; 204 or 429 (or `deny_status`) with headers.
  * - `GET /v1/rules`: the rules in force. `/healthz`, `/readyz`, `/metrics`. `/v1/admin/*`: see {@link AdminContext}.
+ * - `/dashboard`: the live dashboard and its JSON (`/dashboard/api/state`, `/dashboard/api/events`).
  * @example const server = await createHttpServer({ service, metrics, logger, readiness: () => ({ ready: true }) });
  */
 export async function createHttpServer(options: HttpOptions): Promise<Server> {
@@ -163,6 +167,10 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
           limits: r.specs,
         })),
       });
+    }
+    if (path === "/dashboard" || path.startsWith("/dashboard/")) {
+      if (!options.dashboard) return send(res, 404, { error: "the dashboard is off (started with --no-dashboard)" });
+      return options.dashboard.handle(req, res, path);
     }
     if (path.startsWith("/v1/admin/") || path === "/v1/admin") {
       if (!admin || !tokenBuf)

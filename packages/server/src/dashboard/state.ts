@@ -1,0 +1,216 @@
+import type { ResolvedLimit } from "ratekeeper";
+import type { Rules } from "../config/schema.js";
+import type { OverrideStore, StoredOverride } from "../overrides/types.js";
+import { TOP_KEYS_CAPACITY, type DashboardStats, type RuleCounters } from "./stats.js";
+
+/**
+ * The dashboard's JSON (`GET /dashboard/api/state`, and each `state` event of
+ * `/dashboard/api/events`): one object, documented in docs/dashboard.md for scripts.
+ */
+export interface DashboardState {
+  /** Bumped on an incompatible change of this shape. */
+  readonly version: 1;
+  readonly nowMs: number;
+  readonly startedAtMs: number;
+  readonly rulesSource: string;
+  /** Every decision since start, and in the last full second. */
+  readonly totals: { allowed: number; denied: number; allowedLastSecond: number; deniedLastSecond: number };
+  readonly domains: readonly DomainState[];
+  readonly topDenied: {
+    /** Denials counted by the sketch since start. */
+    readonly total: number;
+    /** Each count is at most this much above the truth (total / capacity), while nothing was sampled. */
+    readonly maxError: number;
+    /**
+     * Denials counted with a weight because they came faster than the sketch counts one by one
+     * (a flood): when not 0, counts are estimates.
+     */
+    readonly sampledDenials: number;
+    readonly keys: readonly { domain: string; key: string; rule: string | null; denials: number; error: number }[];
+  };
+  readonly overrides: {
+    /** Whether the service has an overrides store (`--overrides`). */
+    readonly enabled: boolean;
+    /** Live overrides listed (at most {@link MAX_OVERRIDES_LISTED}; `more` says whether there are others). */
+    readonly items: readonly { domain: string; key: string; policy: string; expiresAtMs: number | null; note: string | null }[];
+    readonly more: boolean;
+    readonly error: string | null;
+  };
+  readonly store: StoreHealth & {
+    /** Latency of recent store calls as the service measured them (ms). */
+    readonly latencyMs: { p50: number; p99: number; max: number; samples: number } | null;
+    readonly errors: number;
+    /** Decisions made by the store's failure policy (Redis down or slow). */
+    readonly failurePolicyDecisions: number;
+  };
+}
+
+/** One domain: its rules with their counts, in file order; counts for rules no longer (or never) in the file follow. */
+export interface DomainState {
+  readonly domain: string;
+  readonly rules: readonly RuleState[];
+}
+
+export interface RuleState {
+  /** The rule id, `policy:<name>` for plain-key checks, or `""` for checks no rule matched. */
+  readonly id: string;
+  /** The policy, e.g. `sliding-window 100 per 1m`; `unlimited`; or null when not from the rules file. */
+  readonly limits: string | null;
+  readonly shadow: boolean;
+  /** Whether the rule is in the rules file in force. */
+  readonly configured: boolean;
+  readonly allowed: number;
+  readonly denied: number;
+  readonly shadowDenied: number;
+  /** Per second, oldest first, the last 60 seconds. */
+  readonly allowedPerSecond: readonly number[];
+  readonly deniedPerSecond: readonly number[];
+}
+
+/** What the store says about itself: its kind, its connection, its circuit breaker when it has one. */
+export interface StoreHealth {
+  readonly kind: string;
+  /** `ready`, or the Redis connection's state (`connecting`, `reconnecting`, `end`, ...). */
+  readonly status: string;
+  /** `closed`, `open` or `half-open` when the store has a circuit breaker; null otherwise. */
+  readonly breaker: string | null;
+}
+
+export const MAX_OVERRIDES_LISTED = 100;
+/** Overrides are listed from the store at most this often (the hot path never reads the store). */
+const OVERRIDES_TTL_MS = 5_000;
+
+/** What {@link StateBuilder} reads. */
+export interface StateSources {
+  readonly stats: DashboardStats;
+  readonly rules: () => Rules;
+  readonly overrides?: OverrideStore | undefined;
+  readonly storeHealth: () => StoreHealth;
+  readonly clock?: (() => number) | undefined;
+}
+
+/** Builds {@link DashboardState}; caches the overrides listing for a few seconds. */
+export class StateBuilder {
+  private overridesAt = -Infinity;
+  private overridesCache: DashboardState["overrides"] | undefined;
+
+  constructor(private readonly src: StateSources) {}
+
+  async build(): Promise<DashboardState> {
+    const { stats } = this.src;
+    const now = (this.src.clock ?? Date.now)();
+    const rules = this.src.rules();
+    const counters = stats.rules();
+    let allowedLast = 0;
+    let deniedLast = 0;
+    let allowed = 0;
+    let denied = 0;
+    for (const c of counters) {
+      allowed += c.allowed;
+      denied += c.denied;
+      allowedLast += c.allowedPerSecond[c.allowedPerSecond.length - 1] as number;
+      deniedLast += c.deniedPerSecond[c.deniedPerSecond.length - 1] as number;
+    }
+    const top = stats.topDenied;
+    return {
+      version: 1,
+      nowMs: now,
+      startedAtMs: stats.startedAtMs,
+      rulesSource: rules.source,
+      totals: { allowed, denied, allowedLastSecond: allowedLast, deniedLastSecond: deniedLast },
+      domains: domainsOf(rules, counters),
+      topDenied: {
+        total: top.total,
+        maxError: Math.floor(top.total / TOP_KEYS_CAPACITY),
+        sampledDenials: stats.sampledDenials,
+        keys: top.top(20).map((t) => {
+          const bar = t.item.indexOf("|");
+          return { domain: t.item.slice(0, bar), key: t.item.slice(bar + 1), rule: t.payload ?? null, denials: t.count, error: t.error };
+        }),
+      },
+      overrides: await this.overrides(now),
+      store: {
+        ...this.src.storeHealth(),
+        latencyMs: stats.latencyMs(),
+        errors: stats.storeErrors,
+        failurePolicyDecisions: stats.failurePolicyDecisions,
+      },
+    };
+  }
+
+  private async overrides(now: number): Promise<DashboardState["overrides"]> {
+    const store = this.src.overrides;
+    if (!store) return { enabled: false, items: [], more: false, error: null };
+    if (this.overridesCache && now - this.overridesAt < OVERRIDES_TTL_MS) return this.overridesCache;
+    try {
+      const page = await store.list({ liveAtMs: now, limit: MAX_OVERRIDES_LISTED });
+      this.overridesCache = { enabled: true, items: page.items.map(overrideRow), more: page.nextCursor !== undefined, error: null };
+    } catch (e) {
+      this.overridesCache = { enabled: true, items: [], more: false, error: (e as Error).message };
+    }
+    this.overridesAt = now;
+    return this.overridesCache;
+  }
+}
+
+function overrideRow(o: StoredOverride) {
+  const policy =
+    typeof o.policy === "string" ? o.policy : o.policy.limits.map((l) => `${l.algorithm} ${l.limit} per ${String(l.window)}`).join(" + ");
+  return { domain: o.domain, key: o.key, policy, expiresAtMs: o.expiresAtMs ?? null, note: o.note ?? null };
+}
+
+function describeLimits(limits: readonly ResolvedLimit[]): string {
+  return limits.map((l) => `${l.algorithm} ${l.limit} per ${formatWindow(l.windowMs)}`).join(" + ");
+}
+
+function formatWindow(ms: number): string {
+  for (const [unit, size] of [
+    ["d", 86_400_000],
+    ["h", 3_600_000],
+    ["m", 60_000],
+    ["s", 1000],
+  ] as const)
+    if (ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
+}
+
+/** The rules file's domains and rules in file order, each with its counters; counters of rules not in the file (any more) after them. */
+function domainsOf(rules: Rules, counters: readonly RuleCounters[]): DomainState[] {
+  const byId = new Map<string, RuleCounters>();
+  for (const c of counters) byId.set(`${c.domain}\u0000${c.rule}`, c);
+  const domains = new Map<string, RuleState[]>();
+  const add = (domain: string, row: RuleState) => {
+    let list = domains.get(domain);
+    if (!list) domains.set(domain, (list = []));
+    list.push(row);
+  };
+  for (const d of rules.domains.keys()) domains.set(d, []);
+  for (const r of rules.rules) {
+    const c = byId.get(`${r.domain}\u0000${r.id}`);
+    byId.delete(`${r.domain}\u0000${r.id}`);
+    add(r.domain, row(r.id, r.unlimited ? "unlimited" : describeLimits(r.limits), r.shadow, true, c));
+  }
+  for (const p of rules.policies.values()) {
+    const c = byId.get(`(policy)\u0000policy:${p.name}`);
+    byId.delete(`(policy)\u0000policy:${p.name}`);
+    add("(policy)", row(`policy:${p.name}`, describeLimits(p.limits), p.shadow, true, c));
+  }
+  for (const c of byId.values()) add(c.domain, row(c.rule, null, false, false, c));
+  return [...domains].map(([domain, list]) => ({ domain, rules: list }));
+}
+
+function row(id: string, limits: string | null, shadow: boolean, configured: boolean, c: RuleCounters | undefined): RuleState {
+  return {
+    id,
+    limits,
+    shadow,
+    configured,
+    allowed: c?.allowed ?? 0,
+    denied: c?.denied ?? 0,
+    shadowDenied: c?.shadowDenied ?? 0,
+    allowedPerSecond: c ? Array.from(c.allowedPerSecond) : ZEROS,
+    deniedPerSecond: c ? Array.from(c.deniedPerSecond) : ZEROS,
+  };
+}
+
+const ZEROS: readonly number[] = new Array<number>(60).fill(0);
