@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { HEADER_STYLES, type HeaderStyle } from "ratekeeper/http";
 import { loadRulesFile } from "./config/load.js";
-import { RulesError } from "./config/schema.js";
+import { RulesError } from "./config/rules.js";
 import { createLogger } from "./log.js";
 import { OverrideCache } from "./overrides/cache.js";
 import { openOverrideStore } from "./overrides/open.js";

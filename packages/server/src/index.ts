@@ -5,22 +5,22 @@
  * import { startService } from "@ratekeeper/server";
  * const svc = await startService({ configFile: "examples/rules.yaml", port: 0, grpcPort: 0 });
  */
-export { compileRules, RulesError, type Rules, type Rule, type NamedPolicy } from "./config/schema.js";
+export { compileRules } from "./config/schema.js";
+export { RulesError, type Rules, type Rule, type NamedPolicy, type CompiledPolicy } from "./config/rules.js";
 export { loadRulesFile, parseRules } from "./config/load.js";
 export { watchRules, RELOAD_DEFAULTS, type WatchRulesOptions } from "./config/reload.js";
 export { matchDescriptor, type DescriptorEntry, type Match } from "./config/match.js";
 export { descriptorKey, parseDescriptorKey } from "./service/descriptor-key.js";
+export { DecisionService, type DecisionServiceOptions } from "./service/decide.js";
 export {
-  DecisionService,
   CheckError,
   type CheckInput,
   type CheckResult,
   type DescriptorStatus,
   type Explain,
   type DecisionObserver,
-  type DecisionServiceOptions,
   type CallerLimit,
-} from "./service/decide.js";
+} from "./service/types.js";
 export { Metrics } from "./metrics.js";
 export { createHttpServer, limitHeaders, resultJson, type AdminContext, type AdminHandler, type HttpOptions } from "./transport/http.js";
 export { createGrpcServer, loadRlsDefinition, PROTO_DIR, RLS_PROTO } from "./transport/grpc.js";

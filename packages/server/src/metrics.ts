@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { DecisionObserver } from "./service/decide.js";
+import type { DecisionObserver } from "./service/types.js";
 
 /**
  * The service's Prometheus metrics. Decisions are counted in a plain Map on the hot path and

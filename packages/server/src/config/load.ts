@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { LineCounter, parseDocument } from "yaml";
 import { positionOf } from "./positions.js";
-import { compileRules, RulesError, type Rules } from "./schema.js";
+import { RulesError, type Rules } from "./rules.js";
+import { compileRules } from "./schema.js";
 
 /**
  * Reads, parses and validates a rules file (YAML; JSON is YAML too).

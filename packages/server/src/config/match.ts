@@ -1,4 +1,4 @@
-import type { Level, Rule, Rules, TreeNode } from "./schema.js";
+import type { Level, Rule, Rules, TreeNode } from "./rules.js";
 
 /** One key/value pair of a descriptor (Envoy's `RateLimitDescriptor.Entry`). */
 export interface DescriptorEntry {

@@ -6,7 +6,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { parseRules } from "./load.js";
-import { RulesError, type Rules } from "./schema.js";
+import { RulesError, type Rules } from "./rules.js";
 
 /** What the worker is given. */
 export interface ParseJob {

@@ -5,7 +5,7 @@
  * the entry that lacks it.
  */
 import { isMap, isScalar, isSeq, type Document, type LineCounter } from "yaml";
-import type { SourcePosition } from "./schema.js";
+import type { SourcePosition } from "./rules.js";
 
 /**
  * @param doc the document parsed with `lines` as its line counter

@@ -22,7 +22,7 @@ import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { parseRules } from "./load.js";
 import type { ParseReply } from "./parse-worker.js";
-import { RulesError, type Rules } from "./schema.js";
+import { RulesError, type Rules } from "./rules.js";
 
 /** Options of {@link watchRules}. */
 export interface WatchRulesOptions {

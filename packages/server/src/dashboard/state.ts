@@ -1,5 +1,5 @@
 import type { ResolvedLimit } from "ratekeeper";
-import type { Rules } from "../config/schema.js";
+import type { Rules } from "../config/rules.js";
 import type { OverrideStore, StoredOverride } from "../overrides/types.js";
 import { TOP_KEYS_CAPACITY, type DashboardStats, type RuleCounters } from "./stats.js";
 

@@ -1,4 +1,4 @@
-import type { DecisionObserver } from "../service/decide.js";
+import type { DecisionObserver } from "../service/types.js";
 import { SpaceSaving } from "./space-saving.js";
 
 /** Seconds of per-second history kept per rule. */

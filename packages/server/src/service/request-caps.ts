@@ -5,7 +5,7 @@
  * request of 100,000 descriptors did 100,000 decisions (and took hundreds of MB on the way).
  */
 import { RateLimitConfigError, resolveLimit } from "ratekeeper";
-import { CheckError } from "./decide.js";
+import { CheckError } from "./types.js";
 
 /** The caps, and where each applies. docs/security.md lists them. */
 export const REQUEST_CAPS = {

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ConfigIssue } from "ratekeeper";
 import { parseOverride, toDocument } from "../overrides/schema.js";
-import { CheckError, type CheckInput, type CheckResult } from "../service/decide.js";
+import { CheckError, type CheckInput, type CheckResult } from "../service/types.js";
 import { parseDescriptorKey } from "../service/descriptor-key.js";
 import { OverrideConflictError, type Override, type OverrideStore } from "../overrides/types.js";
 

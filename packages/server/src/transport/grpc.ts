@@ -3,8 +3,9 @@ import { dirname, join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import type { Logger } from "../log.js";
-import { CheckError, type DecisionService, type DescriptorStatus } from "../service/decide.js";
+import type { DecisionService } from "../service/decide.js";
 import { checkCallerLimit, checkShape, GRPC_SHAPE, REQUEST_CAPS } from "../service/request-caps.js";
+import { CheckError, type DescriptorStatus } from "../service/types.js";
 import { limitHeaders } from "./http.js";
 
 /** The directory holding Envoy's (trimmed) protos: packages/server/proto. */

@@ -6,14 +6,9 @@ import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import { HeaderWriter, toSeconds, type HeaderStyle } from "ratekeeper/http";
 import type { ResolvedLimit } from "ratekeeper";
-import {
-  CheckError,
-  statusDetail,
-  type CheckInput,
-  type CheckResult,
-  type DecisionService,
-  type DescriptorStatus,
-} from "../service/decide.js";
+import type { DecisionService } from "../service/decide.js";
+import { statusDetail } from "../service/status.js";
+import { CheckError, type CheckInput, type CheckResult, type DescriptorStatus } from "../service/types.js";
 import { parseDescriptorKey } from "../service/descriptor-key.js";
 
 /**
@@ -435,12 +430,12 @@ function toInput(body: unknown, at: string): CheckInput {
   const { domain, descriptors, key, policy, cost } = body;
   if (domain !== undefined && (typeof domain !== "string" || domain.length === 0))
     throw new CheckError(`${at}domain: must be a non-empty string`);
-  if (cost !== undefined && typeof cost !== "number") throw new CheckError(`${at}cost: must be a number`);
+  // The cost is passed on as sent: the decision service checks it (one place for every transport).
   if (key !== undefined) {
     if (typeof key !== "string") throw new CheckError(`${at}key: must be a string`);
     if (descriptors !== undefined) throw new CheckError(`${at}: give descriptors or a key, not both`);
     if (typeof policy !== "string") throw new CheckError(`${at}policy: a plain key needs the name of a policy`);
-    return { domain, key, policy, cost };
+    return { domain, key, policy, cost: cost as number | undefined };
   }
   if (typeof domain !== "string") throw new CheckError(`${at}domain: required with descriptors`);
   if (!Array.isArray(descriptors) || descriptors.length === 0 || descriptors.length > 64)
@@ -468,7 +463,7 @@ function toInput(body: unknown, at: string): CheckInput {
     if (entries.length === 0) throw new CheckError(`${p}: needs at least one entry`);
     out.push(entries);
   }
-  return { domain, descriptors: out, cost };
+  return { domain, descriptors: out, cost: cost as number | undefined };
 }
 
 /**

@@ -1,0 +1,97 @@
+/**
+ * Compiled rules: the immutable model the decision service matches and decides with, built from
+ * a rules file by `schema.ts` (and rebuilt whole on every reload).
+ */
+import type { ConfigIssue, LimitSpec, ResolvedLimit } from "ratekeeper";
+
+/**
+ * A policy ready to decide with: what a rule and a named policy both carry, and all the decision
+ * service needs to run one.
+ */
+export interface CompiledPolicy {
+  /** The policy as written (the library's spec objects); empty when unlimited. */
+  readonly specs: readonly LimitSpec[];
+  /** The policy resolved by the library; empty when unlimited. */
+  readonly limits: readonly ResolvedLimit[];
+  /** The library's policy id plus the limits' names: policies with the same id share one RateLimiter. */
+  readonly policyId: string;
+  /** Cost units each hit is charged (multiplied by the request's own cost). @default 1 */
+  readonly cost: number;
+  /** Evaluate and count, but never deny (envoyproxy/ratelimit's `shadow_mode`). */
+  readonly shadow: boolean;
+}
+
+/** One compiled rule: a descriptor node that carries a policy (or `unlimited`). */
+export interface Rule extends CompiledPolicy {
+  /** Stable id for metrics and explain: domain plus the key/value path, e.g. `api/remote_address/path=/search*`. */
+  readonly id: string;
+  /** Where it sits in the file, e.g. `domains[0].descriptors[1]`. */
+  readonly path: string;
+  readonly domain: string;
+  /** Never limited. */
+  readonly unlimited: boolean;
+}
+
+/** A level of the descriptor tree: exact key=value children, wildcard prefixes, and any-value children. */
+export interface Level {
+  /** key -> value -> node (two lookups, no key string built per check). */
+  readonly exact: Map<string, Map<string, TreeNode>>;
+  /** In file order, as envoyproxy/ratelimit tries them. */
+  readonly wildcards: Array<{ readonly key: string; readonly prefix: string; readonly node: TreeNode }>;
+  /** key -> node matching any value of that key. */
+  readonly anyValue: Map<string, TreeNode>;
+}
+
+export interface TreeNode {
+  readonly rule: Rule | undefined;
+  readonly children: Level | undefined;
+  /** How the node matches, for explain: `user_id`, `user_id=vip` or `path=/search*`. */
+  readonly label: string;
+}
+
+/** A named policy for plain-key checks. */
+export interface NamedPolicy extends CompiledPolicy {
+  readonly name: string;
+}
+
+/** Validated, compiled rules: what the service decides with. Immutable; a reload builds a new one. */
+export interface Rules {
+  /** The file they came from. */
+  readonly source: string;
+  readonly domains: ReadonlyMap<string, Level>;
+  readonly policies: ReadonlyMap<string, NamedPolicy>;
+  /** Every rule, in file order. */
+  readonly rules: readonly Rule[];
+}
+
+/**
+ * Thrown for a bad rules file: every problem, each prefixed by the file, its line and column
+ * when known, and the path, e.g.
+ * `rules.yaml:12:9: domains[0].descriptors[2].limit: must be a positive whole number (got 0)`.
+ */
+export class RulesError extends Error {
+  override readonly name = "RulesError";
+  readonly file: string;
+  readonly issues: readonly ConfigIssue[];
+  /** Where each issue sits in the file (1-based), when known: the message then reads `file:line:col: path: ...`. */
+  readonly positions: readonly (SourcePosition | undefined)[];
+  constructor(file: string, issues: readonly ConfigIssue[], positions: readonly (SourcePosition | undefined)[] = []) {
+    super(
+      issues
+        .map((i, n) => {
+          const at = positions[n];
+          return `${file}${at ? `:${at.line}:${at.col}` : ""}: ${i.path ? `${i.path}: ` : ""}${i.message}`;
+        })
+        .join("\n"),
+    );
+    this.file = file;
+    this.issues = issues;
+    this.positions = positions;
+  }
+}
+
+/** A line and column in a file, both from 1. */
+export interface SourcePosition {
+  readonly line: number;
+  readonly col: number;
+}

@@ -1,0 +1,82 @@
+import { RateLimiter, resolveLimits, type LimitSpec, type Store } from "ratekeeper";
+import type { CompiledPolicy } from "../config/rules.js";
+import type { Override } from "../overrides/types.js";
+import { CheckError, type CallerLimit } from "./types.js";
+
+/**
+ * Which {@link RateLimiter} decides a policy: one per distinct policy, created on first use and
+ * kept across rule reloads, so an unchanged policy keeps its state (its namespace is its policy
+ * id) and rules with the same policy share one limiter (their keys differ).
+ */
+export class LimiterCache {
+  /** policy id -> limiter. */
+  private readonly byPolicy = new Map<string, RateLimiter>();
+  /** `caller:<requests_per_unit>:<unit_ms>` -> the policy of a limit sent with a descriptor. */
+  private readonly callerPolicies = new Map<string, CompiledPolicy>();
+  /** JSON of an override's limits -> limiter (or the error its policy raised). */
+  private readonly byOverrideJson = new Map<string, RateLimiter | Error>();
+  /**
+   * Override policy object -> limiter: the overrides cache shares one frozen policy object per
+   * distinct policy, so the hot path skips building the JSON key (about 1 µs a check).
+   */
+  private readonly byOverridePolicy = new WeakMap<object, RateLimiter | Error>();
+
+  /** @param clock injected into every limiter when given (tests); otherwise stores keep their own time */
+  constructor(
+    private readonly store: Store,
+    private readonly clock: (() => number) | undefined,
+  ) {}
+
+  /** The limiter for a policy id, created once. */
+  forPolicy(id: string, specs: readonly LimitSpec[]): RateLimiter {
+    let l = this.byPolicy.get(id);
+    if (l === undefined) {
+      l = this.create(specs);
+      this.byPolicy.set(id, l);
+    }
+    return l;
+  }
+
+  /** The limiter of an override's own policy, or the error its policy raises (reported per check). */
+  forOverride(o: Override): RateLimiter | Error {
+    const policy = o.policy as { readonly limits: readonly LimitSpec[] };
+    const known = this.byOverridePolicy.get(policy);
+    if (known !== undefined) return known;
+    const id = JSON.stringify(policy.limits);
+    let l = this.byOverrideJson.get(id);
+    if (l === undefined) {
+      try {
+        l = this.create(policy.limits);
+      } catch (e) {
+        l = e as Error;
+      }
+      this.byOverrideJson.set(id, l);
+    }
+    this.byOverridePolicy.set(policy, l);
+    return l;
+  }
+
+  /**
+   * The policy of a limit Envoy sends with a descriptor. As in envoyproxy/ratelimit, such a
+   * descriptor skips rule matching, is never in shadow mode, and is counted per clock-aligned
+   * unit (a fixed window). Its id derives from the limit, so a changed limit starts afresh.
+   * @throws CheckError for a limit that is not positive
+   */
+  callerPolicy({ requestsPerUnit: rpu, unitMs }: CallerLimit): CompiledPolicy {
+    if (!Number.isSafeInteger(rpu) || rpu <= 0 || !Number.isSafeInteger(unitMs) || unitMs <= 0) {
+      throw new CheckError(`descriptor limit: requests_per_unit and unit must be positive (got ${rpu} per ${unitMs} ms)`);
+    }
+    const id = `caller:${rpu}:${unitMs}`;
+    let p = this.callerPolicies.get(id);
+    if (p === undefined) {
+      const specs: LimitSpec[] = [{ algorithm: "fixed-window", limit: rpu, window: unitMs, name: `${rpu}-per-${unitMs}ms` }];
+      p = { specs, limits: resolveLimits(specs), policyId: id, cost: 1, shadow: false };
+      this.callerPolicies.set(id, p);
+    }
+    return p;
+  }
+
+  private create(specs: readonly LimitSpec[]): RateLimiter {
+    return new RateLimiter({ limits: specs as LimitSpec[], store: this.store, ...(this.clock ? { clock: this.clock } : {}) });
+  }
+}

@@ -1,0 +1,91 @@
+import type { Decision, ResolvedLimit } from "ratekeeper";
+import type { DescriptorStatus, Explain } from "./types.js";
+
+/** What a status was built from, for transports that render headers with the library's HeaderWriter. */
+export interface StatusDetail {
+  readonly limits: readonly ResolvedLimit[];
+  readonly decision: Decision;
+  /** The cost charged (request cost x rule cost). */
+  readonly cost: number;
+}
+
+/** A symbol-keyed property: JSON.stringify leaves it out, and it is cheaper than a WeakMap entry per check. */
+const DETAIL = Symbol("ratekeeper.statusDetail");
+
+/** The decision and limits behind a status (undefined for unlimited, unmatched and blocked ones). */
+export function statusDetail(s: DescriptorStatus): StatusDetail | undefined {
+  return (s as DescriptorStatus & { [DETAIL]?: StatusDetail })[DETAIL];
+}
+
+/** The status of a descriptor a limiter decided. `allowed` differs from `d.allowed` in shadow mode. */
+export function decidedStatus(
+  key: string,
+  d: Decision,
+  allowed: boolean,
+  shadow: boolean,
+  explain: Explain,
+  limits: readonly ResolvedLimit[],
+  cost: number,
+): DescriptorStatus {
+  return {
+    key,
+    allowed,
+    overLimit: !d.allowed,
+    shadow,
+    unlimited: false,
+    limit: d.limit,
+    remaining: d.remaining,
+    retryAfterMs: d.retryAfterMs,
+    resetAfterMs: d.resetAfterMs,
+    delayMs: d.delayMs,
+    windowMs: d.windowMs,
+    policy: d.policyName,
+    reason: d.reason ?? null,
+    explain,
+    [DETAIL]: { limits, decision: d, cost },
+  } as DescriptorStatus;
+}
+
+/** The status of a descriptor that nothing limits (no rule matched, an unlimited rule or override). */
+export function unlimitedStatus(key: string, explain: Explain, shadow: boolean): DescriptorStatus {
+  return {
+    key,
+    allowed: true,
+    overLimit: false,
+    shadow,
+    unlimited: true,
+    limit: null,
+    remaining: null,
+    retryAfterMs: 0,
+    resetAfterMs: 0,
+    delayMs: 0,
+    windowMs: null,
+    policy: null,
+    reason: null,
+    explain,
+  };
+}
+
+/**
+ * The status of a blocked key. A block has no window: Retry-After is the time left on it, or a
+ * minute when it has no end.
+ */
+export function blockedStatus(key: string, explain: Explain, expiresAtMs: number | undefined, nowMs: number): DescriptorStatus {
+  const retryAfterMs = expiresAtMs !== undefined ? Math.max(1, expiresAtMs - nowMs) : 60_000;
+  return {
+    key,
+    allowed: false,
+    overLimit: true,
+    shadow: false,
+    unlimited: false,
+    limit: 0,
+    remaining: 0,
+    retryAfterMs,
+    resetAfterMs: retryAfterMs,
+    delayMs: 0,
+    windowMs: null,
+    policy: "blocked",
+    reason: "blocked",
+    explain,
+  };
+}

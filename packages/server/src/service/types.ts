@@ -1,0 +1,94 @@
+import type { DescriptorEntry } from "../config/match.js";
+
+/**
+ * One check: a domain and descriptors (Envoy's model), or a plain key and a named policy.
+ * @example { domain: "api", descriptors: [[{ key: "user_id", value: "42" }]], cost: 1 }
+ * @example { key: "user:42", policy: "login" }
+ */
+export interface CheckInput {
+  /** Rules domain. With a plain key it defaults to the policy's name. */
+  readonly domain?: string | undefined;
+  /** Each descriptor is an ordered list of entries; every descriptor is decided (as Envoy does). */
+  readonly descriptors?: readonly (readonly DescriptorEntry[])[] | undefined;
+  /** A plain key, decided with the named policy `policy` from the rules file's `policies`. */
+  readonly key?: string | undefined;
+  readonly policy?: string | undefined;
+  /** Cost units of this request, multiplied by the matched rule's `cost`. @default 1 */
+  readonly cost?: number | undefined;
+  /**
+   * Per-descriptor limits sent by the caller instead of the rules (Envoy's
+   * `RateLimitDescriptor.limit`, set in Envoy's route config), aligned with `descriptors`: as in
+   * envoyproxy/ratelimit, such a descriptor skips rule matching, is never in shadow mode, and is
+   * counted per clock-aligned unit (a fixed window).
+   */
+  readonly descriptorLimits?: ReadonlyArray<CallerLimit | undefined> | undefined;
+}
+
+/** A limit the caller sends with a descriptor: `requestsPerUnit` per `unitMs`. */
+export interface CallerLimit {
+  readonly requestsPerUnit: number;
+  readonly unitMs: number;
+}
+
+/** Which rule decided, and why. */
+export interface Explain {
+  /** Rule id (`api/remote_address/path=/search*`), `policy:<name>`, or null when nothing matched. */
+  readonly rule: string | null;
+  /** `rule`: the matched rule's policy; `override`: an override replaced it; `none`: nothing matched. */
+  readonly source: "rule" | "override" | "policy" | "none";
+  /** A sentence for people: the match path, the policy, and the outcome. */
+  readonly why: string;
+}
+
+/** The outcome for one descriptor (or the plain key). Times in integer milliseconds. */
+export interface DescriptorStatus {
+  /** Canonical descriptor key (`user_id=42`, `remote_address=1.2.3.4|path=/api`) or the plain key. */
+  readonly key: string;
+  /** Whether this descriptor lets the request through (always true in shadow mode). */
+  readonly allowed: boolean;
+  /** Whether the limit itself denied (differs from `!allowed` only in shadow mode). */
+  readonly overLimit: boolean;
+  readonly shadow: boolean;
+  readonly unlimited: boolean;
+  /** The policy's limit; null when unlimited or unmatched. */
+  readonly limit: number | null;
+  readonly remaining: number | null;
+  readonly retryAfterMs: number;
+  readonly resetAfterMs: number;
+  readonly delayMs: number;
+  /** Window of the deciding limit; null when unlimited or unmatched. */
+  readonly windowMs: number | null;
+  /** Name of the deciding limit (`100-per-1m`); null when unlimited or unmatched. */
+  readonly policy: string | null;
+  /** Why it was denied or decided by a failure policy: the library's `reason`, or `blocked`. */
+  readonly reason: string | null;
+  readonly explain: Explain;
+}
+
+/** The answer to a {@link CheckInput}: allowed only when every descriptor allows. */
+export interface CheckResult {
+  readonly allowed: boolean;
+  readonly domain: string;
+  readonly statuses: readonly DescriptorStatus[];
+}
+
+/** A request the service cannot decide: transports turn it into 400 / INVALID_ARGUMENT. */
+export class CheckError extends Error {
+  override readonly name = "CheckError";
+}
+
+/** What the service reports, for metrics and the dashboard. Implemented in metrics.ts and dashboard/stats.ts; optional for tests and embedding. */
+export interface DecisionObserver {
+  /**
+   * One decision. `key`, given with a denial (`over_limit`, `blocked`) only, is the denied state key
+   * `<domain>|<descriptor key or plain key>` (for "top keys by denials"; no string is built otherwise).
+   */
+  decision(
+    domain: string,
+    rule: string,
+    outcome: "ok" | "over_limit" | "shadow_over_limit" | "unlimited" | "no_match" | "blocked",
+    key?: string,
+  ): void;
+  storeLatency(seconds: number): void;
+  storeError(kind: "error" | "failure_policy"): void;
+}
