@@ -10,7 +10,7 @@ export { MemoryStore, type MemoryStoreOptions } from "./stores/memory.js";
 export type { Store, BoundStore } from "./store.js";
 export type { Decision, DecisionReason, LimitOutcome, Outcome } from "./core/decision.js";
 export { newOutcome } from "./core/decision.js";
-export { RateLimitConfigError, RateLimitStoreError, type ConfigIssue } from "./core/errors.js";
+export { collectIssues, RateLimitConfigError, RateLimitStoreError, type ConfigIssue } from "./core/errors.js";
 export { parseDuration, type Duration } from "./core/duration.js";
 export {
   ALGORITHMS,

@@ -1,6 +1,5 @@
 import type { Decision } from "./core/decision.js";
-import { describe } from "./core/duration.js";
-import { RateLimitConfigError, type ConfigIssue } from "./core/errors.js";
+import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "./core/errors.js";
 import { resolveLimit, resolveLimits, type LimitSpec, type ResolvedLimit } from "./core/options.js";
 import { policyId } from "./core/policy-id.js";
 import { MemoryStore } from "./stores/memory.js";
@@ -57,38 +56,34 @@ export class RateLimiter {
 
   constructor(options: RateLimiterOptions) {
     if (typeof options !== "object" || options === null) {
-      throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describe(options)})` }]);
+      throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describeValue(options)})` }]);
     }
     const issues: ConfigIssue[] = [];
     const o = options as unknown as Record<string, unknown>;
-    let limits: ResolvedLimit[] = [];
-    try {
-      if (o.limits !== undefined) {
-        for (const k of Object.keys(o)) {
-          if (!COMMON_KEYS.has(k) && o[k] !== undefined)
-            issues.push({ path: k, message: "belongs inside each entry of limits, not beside it" });
-        }
-        limits = resolveLimits(o.limits);
-      } else {
+    if (o.limits !== undefined) {
+      for (const k of Object.keys(o)) {
+        if (!COMMON_KEYS.has(k) && o[k] !== undefined)
+          issues.push({ path: k, message: "belongs inside each entry of limits, not beside it" });
+      }
+    }
+    const limits =
+      collectIssues(issues, () => {
+        if (o.limits !== undefined) return resolveLimits(o.limits);
         const spec: Record<string, unknown> = {};
         for (const k of Object.keys(o)) if (!COMMON_KEYS.has(k)) spec[k] = o[k];
-        limits = [resolveLimit(spec)];
-      }
-    } catch (e) {
-      if (!(e instanceof RateLimitConfigError)) throw e;
-      issues.push(...e.issues);
-    }
+        return [resolveLimit(spec)];
+      }) ?? [];
     if (o.store !== undefined && (typeof o.store !== "object" || o.store === null || typeof (o.store as Store).bind !== "function")) {
       issues.push({
         path: "store",
-        message: `must be a store such as new MemoryStore() or new RedisStore({ client }) (got ${describe(o.store)})`,
+        message: `must be a store such as new MemoryStore() or new RedisStore({ client }) (got ${describeValue(o.store)})`,
       });
     }
     if (o.clock !== undefined && typeof o.clock !== "function") {
-      issues.push({ path: "clock", message: `must be a function returning milliseconds since the epoch (got ${describe(o.clock)})` });
+      issues.push({ path: "clock", message: `must be a function returning milliseconds since the epoch (got ${describeValue(o.clock)})` });
     }
     if (o.namespace !== undefined && (typeof o.namespace !== "string" || o.namespace.length === 0 || o.namespace.length > 64)) {
-      issues.push({ path: "namespace", message: `must be a string of 1-64 characters (got ${describe(o.namespace)})` });
+      issues.push({ path: "namespace", message: `must be a string of 1-64 characters (got ${describeValue(o.namespace)})` });
     }
     if (issues.length > 0) throw new RateLimitConfigError(issues);
     this.limits = limits;
@@ -102,7 +97,7 @@ export class RateLimiter {
   /**
    * Charges `cost` to `key` if every limit has room (all-or-nothing) and says whether the
    * request may proceed.
-   * @param cost cost units of this request (seed 001: `GET /user` 1, `POST /user` 2) @default 1
+   * @param cost cost units of this request (say `GET /user` 1, `POST /user` 2, from one allowance) @default 1
    * @throws RangeError (as a rejected promise) when `key` or `cost` is bad
    */
   consume(key: string, cost = 1): Promise<Decision> {
@@ -162,7 +157,7 @@ export class RateLimiter {
   private now(): number | undefined {
     if (this.clock === undefined) return undefined;
     const t = this.clock();
-    if (!Number.isFinite(t)) throw new RangeError(`clock: must return finite milliseconds since the epoch (got ${describe(t)})`);
+    if (!Number.isFinite(t)) throw new RangeError(`clock: must return finite milliseconds since the epoch (got ${describeValue(t)})`);
     return Math.floor(t);
   }
 
@@ -178,7 +173,7 @@ export class RateLimiter {
 
   private checkCost(cost: unknown): void {
     if (typeof cost !== "number" || !Number.isSafeInteger(cost) || cost <= 0) {
-      throw new RangeError(`cost: must be a positive whole number of cost units (got ${describe(cost)})`);
+      throw new RangeError(`cost: must be a positive whole number of cost units (got ${describeValue(cost)})`);
     }
     if (cost > this.maxCost) {
       throw new RangeError(`cost: ${cost} is more than this policy could ever admit (at most ${this.maxCost})`);
@@ -200,6 +195,6 @@ export class RateLimiter {
   }
 
   private badKey(key: unknown): never {
-    throw new RangeError(`key: must be a non-empty string of at most 1024 characters (got ${describe(key)})`);
+    throw new RangeError(`key: must be a non-empty string of at most 1024 characters (got ${describeValue(key)})`);
   }
 }

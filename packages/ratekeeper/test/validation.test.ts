@@ -1,9 +1,18 @@
 /**
  * Every bad input in the contract gets a RateLimitConfigError or a RangeError that names the field
- * and the value (DESIGN.md: "Bad input gets a clear error, never a silent pass").
+ * and the value: bad input gets a clear error, never a silent pass.
  */
 import { describe, expect, it } from "vitest";
-import { MemoryStore, RateLimitConfigError, RateLimiter, parseDuration, resolveLimit, resolveLimits } from "../src/index.js";
+import {
+  collectIssues,
+  MemoryStore,
+  parseDuration,
+  RateLimitConfigError,
+  RateLimiter,
+  resolveLimit,
+  resolveLimits,
+  type ConfigIssue,
+} from "../src/index.js";
 
 type Bad = [label: string, options: Record<string, unknown>, field: string, shown: string];
 
@@ -204,5 +213,38 @@ describe("MemoryStore options", () => {
   ])("%s", (_label, options, field, shown) => {
     expect(() => new MemoryStore(options as never)).toThrow(RateLimitConfigError);
     expect(() => new MemoryStore(options as never)).toThrow(new RegExp(`${field}: .*${shown.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
+  });
+});
+
+describe("collectIssues", () => {
+  it("returns the result when nothing is wrong, and adds no issue", () => {
+    const issues: ConfigIssue[] = [];
+    expect(collectIssues(issues, () => parseDuration("2s", "window"))).toBe(2000);
+    expect(issues).toEqual([]);
+  });
+
+  it("gathers a RateLimitConfigError's issues, so one error can list every problem", () => {
+    const issues: ConfigIssue[] = [];
+    expect(collectIssues(issues, () => parseDuration("soon", "window"))).toBeUndefined();
+    expect(collectIssues(issues, () => resolveLimits([{ algorithm: "gcra", limit: 0, window: "1s" }], "limits"))).toBeUndefined();
+    expect(issues.map((i) => i.path)).toEqual(["window", "limits[0].limit"]);
+  });
+
+  it("rewrites or drops each issue through the optional function", () => {
+    const issues: ConfigIssue[] = [];
+    collectIssues(
+      issues,
+      () => resolveLimit({ algorithm: "gcra", limit: 0, window: 0 }),
+      (i) => (i.path === "window" ? undefined : { path: `rules[2].${i.path}`, message: i.message }),
+    );
+    expect(issues.map((i) => i.path)).toEqual(["rules[2].limit"]);
+  });
+
+  it("lets any other error through", () => {
+    expect(() =>
+      collectIssues([], () => {
+        throw new TypeError("not a config problem");
+      }),
+    ).toThrow(TypeError);
   });
 });

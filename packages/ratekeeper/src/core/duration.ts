@@ -1,4 +1,4 @@
-import { RateLimitConfigError } from "./errors.js";
+import { describeValue, RateLimitConfigError } from "./errors.js";
 
 /**
  * A span of time: integer milliseconds, or a string such as `"500ms"`, `"10s"`, `"1m"`, `"1h"`, `"1d"`.
@@ -26,21 +26,9 @@ export function parseDuration(value: unknown, field: string): number {
     throw new RateLimitConfigError([
       {
         path: field,
-        message: `must be a positive whole number of milliseconds or a string like "500ms", "10s", "1m", "1h", "1d" (got ${describe(value)})`,
+        message: `must be a positive whole number of milliseconds or a string like "500ms", "10s", "1m", "1h", "1d" (got ${describeValue(value)})`,
       },
     ]);
   }
   return ms;
-}
-
-/** Renders a value for an error message without dumping large objects. */
-export function describe(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value);
-  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value);
-  try {
-    const s = JSON.stringify(value);
-    return s.length > 60 ? `${s.slice(0, 57)}...` : s;
-  } catch {
-    return typeof value;
-  }
 }

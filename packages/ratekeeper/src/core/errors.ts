@@ -24,6 +24,48 @@ export class RateLimitConfigError extends Error {
 }
 
 /**
+ * Runs `build` and returns its result; when it throws a {@link RateLimitConfigError}, adds that
+ * error's issues to `issues` (each passed through `rewrite` first, when given; `undefined` drops
+ * one) and returns `undefined`, so that one error can list every problem of a configuration.
+ * Any other error propagates.
+ * @example
+ * const issues: ConfigIssue[] = [];
+ * const windowMs = collectIssues(issues, () => parseDuration(options.window, "window"));
+ * if (issues.length > 0) throw new RateLimitConfigError(issues);
+ */
+export function collectIssues<T>(
+  issues: ConfigIssue[],
+  build: () => T,
+  rewrite?: (issue: ConfigIssue) => ConfigIssue | undefined,
+): T | undefined {
+  try {
+    return build();
+  } catch (e) {
+    if (!(e instanceof RateLimitConfigError)) throw e;
+    for (const issue of e.issues) {
+      const kept = rewrite ? rewrite(issue) : issue;
+      if (kept !== undefined) issues.push(kept);
+    }
+    return undefined;
+  }
+}
+
+/**
+ * Renders a value for an error message (`got ...`) without dumping large objects: strings
+ * quoted, objects as JSON cut at 60 characters.
+ */
+export function describeValue(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value);
+  try {
+    const s = JSON.stringify(value);
+    return s.length > 60 ? `${s.slice(0, 57)}...` : s;
+  } catch {
+    return typeof value;
+  }
+}
+
+/**
  * Adds an issue for every own property of `options` that is not in `known` (and not undefined):
  * a misspelt option (`maxkeys`, `timeoutMS`) is refused, never silently ignored.
  */

@@ -1,5 +1,5 @@
-import { describe, parseDuration, type Duration } from "./duration.js";
-import { RateLimitConfigError, type ConfigIssue } from "./errors.js";
+import { parseDuration, type Duration } from "./duration.js";
+import { describeValue, RateLimitConfigError, type ConfigIssue } from "./errors.js";
 
 /** The algorithms ratekeeper implements; see docs/algorithms.md for their guarantees. */
 export const ALGORITHMS = ["fixed-window", "sliding-log", "sliding-window", "token-bucket", "leaky-bucket", "gcra"] as const;
@@ -13,7 +13,7 @@ interface LimitBase {
   /** Name of this policy in `RateLimit-Policy` headers and metrics. @default "<limit>-per-<window>" */
   name?: string;
 }
-/** Fixed window counters (seed 001, 002). */
+/** Fixed window counters: one counter per window, reset when the window ends. */
 export interface FixedWindowSpec extends LimitBase {
   algorithm: "fixed-window";
   /** `"clock"`: windows start at multiples of `window`; `"first-request"`: at the key's first request. @default "clock" */
@@ -111,7 +111,7 @@ export function resolveLimit(spec: unknown, path = ""): ResolvedLimit {
 export function resolveLimits(specs: unknown, path = "limits"): ResolvedLimit[] {
   const issues: ConfigIssue[] = [];
   if (!Array.isArray(specs) || specs.length === 0) {
-    throw new RateLimitConfigError([{ path, message: `must be a non-empty array of limits (got ${describe(specs)})` }]);
+    throw new RateLimitConfigError([{ path, message: `must be a non-empty array of limits (got ${describeValue(specs)})` }]);
   }
   const out: ResolvedLimit[] = [];
   specs.forEach((s, i) => {
@@ -125,7 +125,7 @@ export function resolveLimits(specs: unknown, path = "limits"): ResolvedLimit[] 
 function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): ResolvedLimit | undefined {
   const at = (field: string) => (path ? `${path}.${field}` : field);
   if (typeof spec !== "object" || spec === null || Array.isArray(spec)) {
-    issues.push({ path: path || "options", message: `must be an object (got ${describe(spec)})` });
+    issues.push({ path: path || "options", message: `must be an object (got ${describeValue(spec)})` });
     return undefined;
   }
   const o = spec as Record<string, unknown>;
@@ -134,7 +134,7 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
   if (typeof algorithm !== "string" || !(ALGORITHMS as readonly string[]).includes(algorithm)) {
     issues.push({
       path: at("algorithm"),
-      message: `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")} (got ${describe(algorithm)})`,
+      message: `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")} (got ${describeValue(algorithm)})`,
     });
     return undefined;
   }
@@ -161,7 +161,7 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
   switch (alg) {
     case "fixed-window":
       if (o.align !== undefined && o.align !== "clock" && o.align !== "first-request") {
-        issues.push({ path: at("align"), message: `must be "clock" or "first-request" (got ${describe(o.align)})` });
+        issues.push({ path: at("align"), message: `must be "clock" or "first-request" (got ${describeValue(o.align)})` });
       }
       alignFirst = o.align === "first-request";
       break;
@@ -176,7 +176,7 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
       if (o.buckets !== undefined) buckets = positiveInt(o.buckets, at("buckets"), issues);
       if (buckets > 1000) issues.push({ path: at("buckets"), message: `must be at most 1000 (got ${buckets})` });
       if (o.weighted !== undefined && typeof o.weighted !== "boolean") {
-        issues.push({ path: at("weighted"), message: `must be true or false (got ${describe(o.weighted)})` });
+        issues.push({ path: at("weighted"), message: `must be true or false (got ${describeValue(o.weighted)})` });
       }
       weighted = o.weighted !== false;
       if (windowMs > 0 && buckets > 0 && windowMs % buckets !== 0) {
@@ -188,7 +188,7 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
       if (o.capacity !== undefined) capacity = positiveInt(o.capacity, at("capacity"), issues);
       if (alg === "leaky-bucket") {
         if (o.mode !== undefined && o.mode !== "police" && o.mode !== "shape") {
-          issues.push({ path: at("mode"), message: `must be "police" or "shape" (got ${describe(o.mode)})` });
+          issues.push({ path: at("mode"), message: `must be "police" or "shape" (got ${describeValue(o.mode)})` });
         }
         shape = o.mode === "shape";
       }
@@ -196,7 +196,7 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
     case "gcra":
       if (o.burst !== undefined) {
         if (typeof o.burst !== "number" || !Number.isSafeInteger(o.burst) || o.burst < 0) {
-          issues.push({ path: at("burst"), message: `must be a whole number >= 0 (got ${describe(o.burst)})` });
+          issues.push({ path: at("burst"), message: `must be a whole number >= 0 (got ${describeValue(o.burst)})` });
         } else burst = o.burst;
       }
       capacity = burst + 1;
@@ -214,7 +214,7 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
     if (typeof o.name !== "string" || !/^[A-Za-z0-9_.:-]{1,64}$/.test(o.name)) {
       issues.push({
         path: at("name"),
-        message: `must be 1-64 characters of letters, digits, "_", ".", ":" or "-" (got ${describe(o.name)})`,
+        message: `must be 1-64 characters of letters, digits, "_", ".", ":" or "-" (got ${describeValue(o.name)})`,
       });
     } else name = o.name;
   }
@@ -236,7 +236,7 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
 
 function positiveInt(v: unknown, path: string, issues: ConfigIssue[]): number {
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0) {
-    issues.push({ path, message: `must be a positive whole number (got ${describe(v)})` });
+    issues.push({ path, message: `must be a positive whole number (got ${describeValue(v)})` });
     return 0;
   }
   return v;

@@ -1,5 +1,4 @@
-import { describe } from "../core/duration.js";
-import type { ConfigIssue } from "../core/errors.js";
+import { describeValue, type ConfigIssue } from "../core/errors.js";
 import type { KeyInfo } from "./keys.js";
 
 /** Cost of a request: a number, a table (`{ "GET /user": 1, "POST /user": 2 }`), or a function. */
@@ -23,7 +22,7 @@ export function compileCost<Req>(cost: CostOption<Req> | undefined, issues: Conf
   if (cost === undefined) return fixed(1);
   if (typeof cost === "number") {
     if (!Number.isSafeInteger(cost) || cost <= 0)
-      issues.push({ path: "cost", message: `must be a positive whole number (got ${describe(cost)})` });
+      issues.push({ path: "cost", message: `must be a positive whole number (got ${describeValue(cost)})` });
     return fixed(cost);
   }
   if (typeof cost === "function") return { needsInfo: true, of: (req, info) => cost(req, info as KeyInfo) };
@@ -31,7 +30,7 @@ export function compileCost<Req>(cost: CostOption<Req> | undefined, issues: Conf
     const table: Record<string, number> = {};
     for (const [k, v] of Object.entries(cost)) {
       if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0)
-        issues.push({ path: `cost["${k}"]`, message: `must be a positive whole number (got ${describe(v)})` });
+        issues.push({ path: `cost["${k}"]`, message: `must be a positive whole number (got ${describeValue(v)})` });
       table[normaliseRoute(k)] = v;
     }
     return {
@@ -42,7 +41,7 @@ export function compileCost<Req>(cost: CostOption<Req> | undefined, issues: Conf
       },
     };
   }
-  issues.push({ path: "cost", message: `must be a number, a table or a function (got ${describe(cost)})` });
+  issues.push({ path: "cost", message: `must be a number, a table or a function (got ${describeValue(cost)})` });
   return fixed(1);
 }
 

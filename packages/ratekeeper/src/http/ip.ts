@@ -1,6 +1,5 @@
 import { BlockList, isIP } from "node:net";
-import { RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
-import { describe } from "../core/duration.js";
+import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
 
 /**
  * Client addresses, resolved safely.
@@ -66,7 +65,7 @@ export function normalizeIp(address: string | undefined): string | undefined {
 export function expandIpv6(address: string): number[] {
   const zone = address.indexOf("%");
   const a = zone < 0 ? address : address.slice(0, zone);
-  if (isIP(a) !== 6) throw new RangeError(`address: not an IPv6 address (got ${describe(address)})`);
+  if (isIP(a) !== 6) throw new RangeError(`address: not an IPv6 address (got ${describeValue(address)})`);
   let text = a;
   const groupsFromV4: number[] = [];
   const lastColon = text.lastIndexOf(":");
@@ -142,7 +141,9 @@ export class AddressSet {
   constructor(entries: readonly string[], field: string) {
     const issues: ConfigIssue[] = [];
     if (!Array.isArray(entries)) {
-      throw new RateLimitConfigError([{ path: field, message: `must be an array of addresses or CIDR ranges (got ${describe(entries)})` }]);
+      throw new RateLimitConfigError([
+        { path: field, message: `must be an array of addresses or CIDR ranges (got ${describeValue(entries)})` },
+      ]);
     }
     let n = 0;
     entries.forEach((raw, i) => {
@@ -151,7 +152,7 @@ export class AddressSet {
         if (!this.add(e)) {
           issues.push({
             path: `${field}[${i}]`,
-            message: `must be an IP address, a CIDR range or one of loopback, linklocal, uniquelocal (got ${describe(raw)})`,
+            message: `must be an IP address, a CIDR range or one of loopback, linklocal, uniquelocal (got ${describeValue(raw)})`,
           });
           return;
         }
@@ -255,24 +256,17 @@ export class ClientIpResolver {
     const issues: ConfigIssue[] = [];
     const subnet = options.ipv6Subnet ?? 64;
     if (!Number.isInteger(subnet) || subnet < 1 || subnet > 128) {
-      issues.push({ path: "ipv6Subnet", message: `must be a whole number from 1 to 128 (got ${describe(options.ipv6Subnet)})` });
+      issues.push({ path: "ipv6Subnet", message: `must be a whole number from 1 to 128 (got ${describeValue(options.ipv6Subnet)})` });
     }
     const header = options.forwardedHeader ?? "x-forwarded-for";
     if (header !== "x-forwarded-for" && header !== "forwarded") {
       issues.push({
         path: "forwardedHeader",
-        message: `must be "x-forwarded-for" or "forwarded" (got ${describe(options.forwardedHeader)})`,
+        message: `must be "x-forwarded-for" or "forwarded" (got ${describeValue(options.forwardedHeader)})`,
       });
     }
-    let trusted: AddressSet | undefined;
-    if (options.trustedProxies !== undefined) {
-      try {
-        trusted = new AddressSet(options.trustedProxies, "trustedProxies");
-      } catch (e) {
-        if (!(e instanceof RateLimitConfigError)) throw e;
-        issues.push(...e.issues);
-      }
-    }
+    const proxies = options.trustedProxies;
+    const trusted = proxies === undefined ? undefined : collectIssues(issues, () => new AddressSet(proxies, "trustedProxies"));
     if (issues.length > 0) throw new RateLimitConfigError(issues);
     this.trusted = trusted !== undefined && trusted.size > 0 ? trusted : undefined;
     this.header = header;

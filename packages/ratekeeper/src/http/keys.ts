@@ -1,5 +1,4 @@
-import { describe } from "../core/duration.js";
-import type { ConfigIssue } from "../core/errors.js";
+import { describeValue, type ConfigIssue } from "../core/errors.js";
 
 /**
  * How an adapter reads its framework's request. Defined once per framework, so the core never
@@ -93,7 +92,10 @@ export class KeyBuilder<Req> {
         return v === undefined || v.length === 0 ? `ip=${info.ip}` : `${name}=${v}`;
       };
     }
-    issues.push({ path: at, message: `must be "ip", "method", "route", "path", { header: "<name>" } or a function (got ${describe(p)})` });
+    issues.push({
+      path: at,
+      message: `must be "ip", "method", "route", "path", { header: "<name>" } or a function (got ${describeValue(p)})`,
+    });
     return undefined;
   }
 

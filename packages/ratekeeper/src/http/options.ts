@@ -1,6 +1,5 @@
 import type { Decision } from "../core/decision.js";
-import { describe } from "../core/duration.js";
-import { RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
+import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
 import type { LimitSpec } from "../core/options.js";
 import { RateLimiter, type RateLimiterOptions } from "../limiter.js";
 import type { Store } from "../store.js";
@@ -142,50 +141,45 @@ function isLimiter(v: unknown): v is RateLimiter {
  */
 export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: RequestAccess<Req>): ResolvedHttpOptions<Req> {
   if (typeof options !== "object" || options === null) {
-    throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describe(options)})` }]);
+    throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describeValue(options)})` }]);
   }
   const issues: ConfigIssue[] = [];
   const o = options;
   for (const k of Object.keys(o)) {
     if (!KNOWN_OPTIONS.has(k) && !ADAPTER_OPTIONS.has(k)) issues.push({ path: k, message: "unknown option" });
   }
-  const guard = <T>(fn: () => T): T | undefined => {
-    try {
-      return fn();
-    } catch (e) {
-      if (!(e instanceof RateLimitConfigError)) throw e;
-      issues.push(...e.issues);
-      return undefined;
-    }
-  };
-  const limiter = resolveLimiter(o, issues, guard);
-  const ips = guard(() => new ClientIpResolver(o));
+  const limiter = resolveLimiter(o, issues);
+  const ips = collectIssues(issues, () => new ClientIpResolver(o));
   const keys = new KeyBuilder(o.key, typeof o.keyPrefix === "string" ? o.keyPrefix : "", access, issues);
   if (o.keyPrefix !== undefined && typeof o.keyPrefix !== "string") {
-    issues.push({ path: "keyPrefix", message: `must be a string (got ${describe(o.keyPrefix)})` });
+    issues.push({ path: "keyPrefix", message: `must be a string (got ${describeValue(o.keyPrefix)})` });
   }
   const cost = compileCost(o.cost, issues);
   for (const k of ["skip", "isFailed", "onError", "onDecision"] as const) {
-    if (o[k] !== undefined && typeof o[k] !== "function") issues.push({ path: k, message: `must be a function (got ${describe(o[k])})` });
+    if (o[k] !== undefined && typeof o[k] !== "function")
+      issues.push({ path: k, message: `must be a function (got ${describeValue(o[k])})` });
   }
-  const allow = o.allowList === undefined ? undefined : guard(() => new AddressSet(o.allowList as string[], "allowList"));
-  const deny = o.denyList === undefined ? undefined : guard(() => new AddressSet(o.denyList as string[], "denyList"));
+  const allow = o.allowList === undefined ? undefined : collectIssues(issues, () => new AddressSet(o.allowList as string[], "allowList"));
+  const deny = o.denyList === undefined ? undefined : collectIssues(issues, () => new AddressSet(o.denyList as string[], "denyList"));
   if (o.countOnly !== undefined && o.countOnly !== "failed" && o.countOnly !== "successful") {
-    issues.push({ path: "countOnly", message: `must be "failed" or "successful" (got ${describe(o.countOnly)})` });
+    issues.push({ path: "countOnly", message: `must be "failed" or "successful" (got ${describeValue(o.countOnly)})` });
   }
   if (o.shadow !== undefined && typeof o.shadow !== "boolean")
-    issues.push({ path: "shadow", message: `must be true or false (got ${describe(o.shadow)})` });
+    issues.push({ path: "shadow", message: `must be true or false (got ${describeValue(o.shadow)})` });
   const styles = headerStyles(o.headers, issues);
   const maxDelayMs = o.maxDelayMs ?? 30_000;
   if (typeof maxDelayMs !== "number" || !Number.isSafeInteger(maxDelayMs) || maxDelayMs < 0) {
-    issues.push({ path: "maxDelayMs", message: `must be a whole number of milliseconds >= 0 (got ${describe(o.maxDelayMs)})` });
+    issues.push({ path: "maxDelayMs", message: `must be a whole number of milliseconds >= 0 (got ${describeValue(o.maxDelayMs)})` });
   }
   if (o.onStoreError !== undefined && o.onStoreError !== "allow" && o.onStoreError !== "deny") {
-    issues.push({ path: "onStoreError", message: `must be "allow" or "deny" (got ${describe(o.onStoreError)})` });
+    issues.push({ path: "onStoreError", message: `must be "allow" or "deny" (got ${describeValue(o.onStoreError)})` });
   }
   const timeoutMs = o.storeTimeoutMs ?? 2_000;
   if (typeof timeoutMs !== "number" || !Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
-    issues.push({ path: "storeTimeoutMs", message: `must be a positive whole number of milliseconds (got ${describe(o.storeTimeoutMs)})` });
+    issues.push({
+      path: "storeTimeoutMs",
+      message: `must be a positive whole number of milliseconds (got ${describeValue(o.storeTimeoutMs)})`,
+    });
   }
   if (issues.length > 0 || limiter === undefined || ips === undefined) throw new RateLimitConfigError(issues);
 
@@ -212,11 +206,7 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
 }
 
 /** The policy: a limiter given, built from its options, or built from `limits` + `store` + `clock`. */
-function resolveLimiter<Req>(
-  o: RateLimitOptions<Req>,
-  issues: ConfigIssue[],
-  guard: <T>(fn: () => T) => T | undefined,
-): RateLimiter | undefined {
+function resolveLimiter<Req>(o: RateLimitOptions<Req>, issues: ConfigIssue[]): RateLimiter | undefined {
   if (o.limiter !== undefined && o.limits !== undefined) {
     issues.push({ path: "limits", message: "give either limiter or limits, not both" });
     return undefined;
@@ -227,9 +217,12 @@ function resolveLimiter<Req>(
     }
     return o.limiter;
   }
-  if (o.limiter !== undefined) return guard(() => new RateLimiter(o.limiter as RateLimiterOptions));
+  if (o.limiter !== undefined) return collectIssues(issues, () => new RateLimiter(o.limiter as RateLimiterOptions));
   if (o.limits !== undefined) {
-    return guard(() => new RateLimiter({ limits: o.limits as LimitSpec[], store: o.store, clock: o.clock, namespace: o.namespace }));
+    return collectIssues(
+      issues,
+      () => new RateLimiter({ limits: o.limits as LimitSpec[], store: o.store, clock: o.clock, namespace: o.namespace }),
+    );
   }
   issues.push({ path: "limiter", message: "required: a RateLimiter, its options, or limits: [...]" });
   return undefined;
@@ -244,14 +237,14 @@ function headerStyles(headers: RateLimitOptions<unknown>["headers"], issues: Con
     if (!HEADER_STYLES.includes(s))
       issues.push({
         path: "headers",
-        message: `must be false or one or more of ${HEADER_STYLES.map((x) => `"${x}"`).join(", ")} (got ${describe(s)})`,
+        message: `must be false or one or more of ${HEADER_STYLES.map((x) => `"${x}"`).join(", ")} (got ${describeValue(s)})`,
       });
   }
   // The three drafts all use RateLimit-Policy (and two use RateLimit) with different syntaxes: one at a time.
   if (styles.filter((s) => s !== "x-ratelimit").length > 1) {
     issues.push({
       path: "headers",
-      message: `may combine "x-ratelimit" with one of "ietf", "draft-7", "draft-6", not several drafts (got ${describe(headers)})`,
+      message: `may combine "x-ratelimit" with one of "ietf", "draft-7", "draft-6", not several drafts (got ${describeValue(headers)})`,
     });
   }
   return styles;

@@ -1,5 +1,4 @@
-import { describe } from "../core/duration.js";
-import { RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
+import { describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
 import { TrafficBuilder, type Traffic } from "./traffic.js";
 
 /** Options of {@link parseTraffic}. */
@@ -47,11 +46,11 @@ export function parseTraffic(text: string, options: ParseTrafficOptions = {}): T
   const format = options.format ?? "auto";
   const timeUnit = options.timeUnit ?? "auto";
   const issues: ConfigIssue[] = [];
-  if (typeof text !== "string") throw new RateLimitConfigError([{ path: name, message: `must be text (got ${describe(text)})` }]);
+  if (typeof text !== "string") throw new RateLimitConfigError([{ path: name, message: `must be text (got ${describeValue(text)})` }]);
   if (!["auto", "csv", "access-log"].includes(format))
-    issues.push({ path: "format", message: `must be "auto", "csv" or "access-log" (got ${describe(format)})` });
+    issues.push({ path: "format", message: `must be "auto", "csv" or "access-log" (got ${describeValue(format)})` });
   if (!["auto", "ms", "s"].includes(timeUnit))
-    issues.push({ path: "timeUnit", message: `must be "auto", "ms" or "s" (got ${describe(timeUnit)})` });
+    issues.push({ path: "timeUnit", message: `must be "auto", "ms" or "s" (got ${describeValue(timeUnit)})` });
   if (issues.length > 0) throw new RateLimitConfigError(issues);
   const lines = text.split(/\r?\n/);
   const first = lines.find((l) => l.trim() !== "" && !l.startsWith("#")) ?? "";

@@ -1,5 +1,5 @@
-import { describe, parseDuration, type Duration } from "../core/duration.js";
-import { RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
+import { parseDuration, type Duration } from "../core/duration.js";
+import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
 import { resolveLimit, type LimitSpec, type ResolvedLimit } from "../core/options.js";
 import { DEFAULT_ALGORITHMS, type AlgorithmChoice } from "./algorithms.js";
 import { binOf, replay, type Context } from "./replay.js";
@@ -147,38 +147,32 @@ function checkOptions(o: SimulateOptions): Checked {
   if (typeof t !== "object" || t === null || !(t.timesMs instanceof Float64Array) || !(t.keyIds instanceof Uint32Array)) {
     issues.push({ path: "traffic", message: "must be a Traffic (from scenario(), parseTraffic() or a TrafficBuilder)" });
   } else if (t.timesMs.length === 0) issues.push({ path: "traffic", message: "has no requests" });
-  let windowMs = 0;
-  try {
-    windowMs = parseDuration(o.window, "window");
-  } catch (e) {
-    issues.push(...(e as RateLimitConfigError).issues);
-  }
+  const windowMs = collectIssues(issues, () => parseDuration(o.window, "window")) ?? 0;
   const choices = o.algorithms ?? DEFAULT_ALGORITHMS;
   if (!Array.isArray(choices) || choices.length === 0)
-    issues.push({ path: "algorithms", message: `must be a non-empty array (got ${describe(choices)})` });
+    issues.push({ path: "algorithms", message: `must be a non-empty array (got ${describeValue(choices)})` });
   const limits: ResolvedLimit[] = [];
   const specs: LimitSpec[] = [];
   if (Array.isArray(choices)) {
     (choices as readonly AlgorithmChoice[]).forEach((c, i) => {
       const spec = { ...c, limit: o.limit, window: o.window } as LimitSpec;
-      try {
-        limits.push(resolveLimit(spec, `algorithms[${i}]`));
+      // limit and window are common to every algorithm: report them once, without the index.
+      const once = (issue: ConfigIssue): ConfigIssue | undefined => {
+        const common = /\.(limit|window)$/.exec(issue.path);
+        const path = common ? (common[1] as string) : issue.path;
+        return issues.some((x) => x.path === path && x.message === issue.message) ? undefined : { path, message: issue.message };
+      };
+      const lim = collectIssues(issues, () => resolveLimit(spec, `algorithms[${i}]`), once);
+      if (lim !== undefined) {
+        limits.push(lim);
         specs.push(spec);
-      } catch (e) {
-        if (!(e instanceof RateLimitConfigError)) throw e;
-        // limit and window are common to every algorithm: report them once, without the index.
-        for (const issue of e.issues) {
-          const common = /\.(limit|window)$/.exec(issue.path);
-          const path = common ? (common[1] as string) : issue.path;
-          if (!issues.some((x) => x.path === path && x.message === issue.message)) issues.push({ path, message: issue.message });
-        }
       }
     });
   }
   const whole = (v: unknown, path: string, min: number, max: number, dflt: number): number => {
     if (v === undefined) return dflt;
     if (typeof v === "number" && Number.isSafeInteger(v) && v >= min && v <= max) return v;
-    issues.push({ path, message: `must be a whole number from ${min} to ${max} (got ${describe(v)})` });
+    issues.push({ path, message: `must be a whole number from ${min} to ${max} (got ${describeValue(v)})` });
     return dflt;
   };
   const bins = whole(o.bins, "bins", 1, 10_000, 200);
@@ -197,7 +191,7 @@ function checkOptions(o: SimulateOptions): Checked {
     });
     if (o.stateKey !== undefined) {
       stateKey = traffic.keys.indexOf(o.stateKey);
-      if (stateKey < 0) issues.push({ path: "stateKey", message: `is not a key of the traffic (got ${describe(o.stateKey)})` });
+      if (stateKey < 0) issues.push({ path: "stateKey", message: `is not a key of the traffic (got ${describeValue(o.stateKey)})` });
     } else stateKey = busiestKey(traffic);
   }
   if (issues.length > 0) throw new RateLimitConfigError(issues);

@@ -1,5 +1,4 @@
-import { describe } from "../core/duration.js";
-import { RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
+import { describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
 import { Random } from "./random.js";
 import { TrafficBuilder, type Traffic } from "./traffic.js";
 
@@ -127,12 +126,12 @@ interface CheckedOptions {
 function checkOptions(name: unknown, o: ScenarioOptions): CheckedOptions {
   const issues: ConfigIssue[] = [];
   if (!(SCENARIOS as readonly unknown[]).includes(name)) {
-    issues.push({ path: "scenario", message: `must be one of ${SCENARIOS.join(", ")} (got ${describe(name)})` });
+    issues.push({ path: "scenario", message: `must be one of ${SCENARIOS.join(", ")} (got ${describeValue(name)})` });
     throw new RateLimitConfigError(issues);
   }
   const whole = (v: unknown, path: string, min: number, max = Number.MAX_SAFE_INTEGER): number => {
     if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min || v > max) {
-      issues.push({ path, message: `must be a whole number from ${min} to ${max} (got ${describe(v)})` });
+      issues.push({ path, message: `must be a whole number from ${min} to ${max} (got ${describeValue(v)})` });
       return min;
     }
     return v;

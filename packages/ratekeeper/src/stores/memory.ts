@@ -1,5 +1,4 @@
-import { describe } from "../core/duration.js";
-import { RateLimitConfigError, unknownOptions, type ConfigIssue } from "../core/errors.js";
+import { describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue } from "../core/errors.js";
 import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
 import type { BoundStore, Store } from "../store.js";
@@ -75,21 +74,21 @@ export class MemoryStore implements Store, TableOwner {
 
   constructor(options: MemoryStoreOptions = {}) {
     if (typeof options !== "object" || options === null) {
-      throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describe(options)})` }]);
+      throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describeValue(options)})` }]);
     }
     const issues: ConfigIssue[] = [];
     unknownOptions(options, MEMORY_STORE_OPTIONS, issues);
     const maxKeys = options.maxKeys ?? 1_000_000;
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 2) {
-      issues.push({ path: "maxKeys", message: `must be a whole number >= 2 (got ${describe(options.maxKeys)})` });
+      issues.push({ path: "maxKeys", message: `must be a whole number >= 2 (got ${describeValue(options.maxKeys)})` });
     }
     const maxBytes = options.maxBytes ?? 268_435_456;
     if (!Number.isSafeInteger(maxBytes) || maxBytes < 4096) {
-      issues.push({ path: "maxBytes", message: `must be a whole number of bytes >= 4096 (got ${describe(options.maxBytes)})` });
+      issues.push({ path: "maxBytes", message: `must be a whole number of bytes >= 4096 (got ${describeValue(options.maxBytes)})` });
     }
     const sweep = options.sweepIntervalMs ?? 60_000;
     if (!Number.isSafeInteger(sweep) || sweep < 0) {
-      issues.push({ path: "sweepIntervalMs", message: `must be a whole number >= 0 (got ${describe(options.sweepIntervalMs)})` });
+      issues.push({ path: "sweepIntervalMs", message: `must be a whole number >= 0 (got ${describeValue(options.sweepIntervalMs)})` });
     }
     if (issues.length > 0) throw new RateLimitConfigError(issues, "MemoryStore");
     this.maxKeys = maxKeys;

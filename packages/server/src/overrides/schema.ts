@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { RateLimitConfigError, parseDuration, resolveLimits, type ConfigIssue, type LimitSpec } from "ratekeeper";
+import { collectIssues, parseDuration, resolveLimits, type ConfigIssue, type LimitSpec } from "ratekeeper";
 import type { Override, StoredOverride } from "./types.js";
 
 /** Longest domain accepted, in characters. */
@@ -79,13 +79,8 @@ export function parseOverride(input: unknown, ctx: ParseContext): ParseResult {
   } else if (doc.limits !== undefined && doc.policy !== undefined) {
     issues.push({ path: "policy", message: 'give either "limits" or "policy", not both' });
   } else if (doc.limits !== undefined) {
-    try {
-      resolveLimits(doc.limits, "limits");
-      policy = { limits: doc.limits as LimitSpec[] };
-    } catch (e) {
-      if (!(e instanceof RateLimitConfigError)) throw e;
-      issues.push(...e.issues);
-    }
+    const limits = doc.limits as LimitSpec[];
+    if (collectIssues(issues, () => resolveLimits(limits, "limits")) !== undefined) policy = { limits };
   } else if (doc.policy !== undefined) {
     policy = doc.policy;
   } else {
@@ -97,12 +92,9 @@ export function parseOverride(input: unknown, ctx: ParseContext): ParseResult {
     if (doc.expiresAtMs !== undefined && doc.expiresAtMs !== null) {
       issues.push({ path: "ttl", message: 'give either "ttl" or "expiresAtMs", not both' });
     } else {
-      try {
-        expiresAtMs = ctx.nowMs + parseDuration(doc.ttl, "ttl");
-      } catch (e) {
-        if (!(e instanceof RateLimitConfigError)) throw e;
-        issues.push(...e.issues);
-      }
+      const ttl = doc.ttl;
+      const ttlMs = collectIssues(issues, () => parseDuration(ttl, "ttl"));
+      if (ttlMs !== undefined) expiresAtMs = ctx.nowMs + ttlMs;
     }
   }
   if (issues.length > 0 || domain === undefined || key === undefined || policy === undefined) return { ok: false, issues };

@@ -16,6 +16,11 @@ export interface LimitState {
 /**
  * An algorithm as a pure state transition over integer milliseconds. No I/O, no clock: `nowMs`
  * is given. `check` never changes the state; `commit` applies an admitted cost.
+ *
+ * Each algorithm writes its own `check` and `consume` as two lines around its private `decide`,
+ * and the files look alike on purpose: methods made by one shared factory would all be closures
+ * of one function literal, which share their type feedback in V8, so the `decide` call inside
+ * would see every algorithm and stop being inlined into the store's hot path.
  */
 export interface Algorithm {
   /** The state of a key never seen (or expired). */

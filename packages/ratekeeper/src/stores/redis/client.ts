@@ -1,5 +1,4 @@
-import { RateLimitConfigError } from "../../core/errors.js";
-import { describe } from "../../core/duration.js";
+import { describeValue, RateLimitConfigError } from "../../core/errors.js";
 import { ioredisShim, type IoRedisLike } from "./ioredis.js";
 import { nodeRedisShim, type NodeRedisLike } from "./node-redis.js";
 
@@ -38,7 +37,7 @@ export function shimFor(client: unknown): RedisShim {
   throw new RateLimitConfigError([
     {
       path: "client",
-      message: `must be an ioredis Redis or Cluster, or a node-redis client or cluster (got ${describe(client)})`,
+      message: `must be an ioredis Redis or Cluster, or a node-redis client or cluster (got ${describeValue(client)})`,
     },
   ]);
 }

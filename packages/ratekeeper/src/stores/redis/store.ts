@@ -1,6 +1,12 @@
-import type { Decision } from "../../core/decision.js";
-import { describe } from "../../core/duration.js";
-import { RateLimitConfigError, RateLimitStoreError, unknownOptions, type ConfigIssue } from "../../core/errors.js";
+import { newDecision, type Decision, type Outcome } from "../../core/decision.js";
+import {
+  collectIssues,
+  describeValue,
+  RateLimitConfigError,
+  RateLimitStoreError,
+  unknownOptions,
+  type ConfigIssue,
+} from "../../core/errors.js";
 import { Evaluator } from "../../core/evaluate.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore, Store } from "../../store.js";
@@ -117,24 +123,18 @@ export class RedisStore implements Store {
 
   constructor(options: RedisStoreOptions) {
     if (typeof options !== "object" || options === null) {
-      throw new RateLimitConfigError([{ path: "options", message: `must be an object with a client (got ${describe(options)})` }]);
+      throw new RateLimitConfigError([{ path: "options", message: `must be an object with a client (got ${describeValue(options)})` }]);
     }
     const issues: ConfigIssue[] = [];
     unknownOptions(options, REDIS_STORE_OPTIONS, issues);
-    let shim: RedisShim | undefined;
-    try {
-      shim = shimFor(options.client);
-    } catch (e) {
-      if (!(e instanceof RateLimitConfigError)) throw e;
-      issues.push(...e.issues);
-    }
+    const shim = collectIssues(issues, () => shimFor(options.client));
     const prefix = options.prefix ?? "rk:";
     if (typeof prefix !== "string" || prefix.includes("{") || prefix.includes("}")) {
-      issues.push({ path: "prefix", message: `must be a string without "{" or "}" (got ${describe(options.prefix)})` });
+      issues.push({ path: "prefix", message: `must be a string without "{" or "}" (got ${describeValue(options.prefix)})` });
     }
     const timeoutMs = options.timeoutMs ?? 50;
     if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 0) {
-      issues.push({ path: "timeoutMs", message: `must be a whole number of ms >= 0 (got ${describe(options.timeoutMs)})` });
+      issues.push({ path: "timeoutMs", message: `must be a whole number of ms >= 0 (got ${describeValue(options.timeoutMs)})` });
     }
     const failure = options.failure ?? "open";
     const insurance = typeof failure === "object" && failure !== null ? (failure as { insurance?: unknown }).insurance : undefined;
@@ -146,11 +146,11 @@ export class RedisStore implements Store {
     ) {
       issues.push({
         path: "failure",
-        message: `must be "open", "closed", "throw" or { insurance: new MemoryStore() } (got ${describe(options.failure)})`,
+        message: `must be "open", "closed", "throw" or { insurance: new MemoryStore() } (got ${describeValue(options.failure)})`,
       });
     }
     if (options.onError !== undefined && typeof options.onError !== "function") {
-      issues.push({ path: "onError", message: `must be a function (got ${describe(options.onError)})` });
+      issues.push({ path: "onError", message: `must be a function (got ${describeValue(options.onError)})` });
     }
     let denialMaxKeys = 0;
     const dc = options.denialCache;
@@ -158,10 +158,10 @@ export class RedisStore implements Store {
     else if (typeof dc === "object" && dc !== null) {
       denialMaxKeys = dc.maxKeys ?? 10_000;
       if (!Number.isSafeInteger(denialMaxKeys) || denialMaxKeys < 1) {
-        issues.push({ path: "denialCache.maxKeys", message: `must be a whole number >= 1 (got ${describe(dc.maxKeys)})` });
+        issues.push({ path: "denialCache.maxKeys", message: `must be a whole number >= 1 (got ${describeValue(dc.maxKeys)})` });
       }
     } else if (dc !== undefined && dc !== false) {
-      issues.push({ path: "denialCache", message: `must be true, false or { maxKeys } (got ${describe(dc)})` });
+      issues.push({ path: "denialCache", message: `must be true, false or { maxKeys } (got ${describeValue(dc)})` });
     }
     let maxBatch = 0;
     const bo = options.batch ?? (shim !== undefined && !shim.isCluster);
@@ -169,17 +169,17 @@ export class RedisStore implements Store {
     else if (typeof bo === "object" && bo !== null) {
       maxBatch = bo.maxBatch ?? 128;
       if (!Number.isSafeInteger(maxBatch) || maxBatch < 1 || maxBatch > 10_000) {
-        issues.push({ path: "batch.maxBatch", message: `must be a whole number from 1 to 10000 (got ${describe(bo.maxBatch)})` });
+        issues.push({ path: "batch.maxBatch", message: `must be a whole number from 1 to 10000 (got ${describeValue(bo.maxBatch)})` });
       }
     } else if (bo !== undefined && bo !== false) {
-      issues.push({ path: "batch", message: `must be true, false or { maxBatch } (got ${describe(bo)})` });
+      issues.push({ path: "batch", message: `must be true, false or { maxBatch } (got ${describeValue(bo)})` });
     }
     if (maxBatch > 0 && shim?.isCluster) {
       issues.push({ path: "batch", message: "is not available with a Redis Cluster client (a script call may only touch one hash slot)" });
     }
     const minTtlMs = options.minTtlMs ?? 0;
     if (!Number.isSafeInteger(minTtlMs) || minTtlMs < 0) {
-      issues.push({ path: "minTtlMs", message: `must be a whole number of ms >= 0 (got ${describe(options.minTtlMs)})` });
+      issues.push({ path: "minTtlMs", message: `must be a whole number of ms >= 0 (got ${describeValue(options.minTtlMs)})` });
     }
     if (issues.length > 0) throw new RateLimitConfigError(issues, "RedisStore");
     this.shim = shim as RedisShim;
@@ -438,7 +438,7 @@ class RedisTable implements BoundStore {
         this.inFlight--;
         this.flush();
         if (!Array.isArray(reply) || reply.length !== width * batch.length) {
-          const err = new RateLimitStoreError(`RedisStore: unexpected script reply ${describe(reply)}`);
+          const err = new RateLimitStoreError(`RedisStore: unexpected script reply ${describeValue(reply)}`);
           for (const p of batch) p.reject(err);
           return;
         }
@@ -455,23 +455,6 @@ class RedisTable implements BoundStore {
 
   /** Builds the decision from the script's 5 integers per limit, exactly as `Evaluator.run` does. */
   private toDecision(r: readonly unknown[], cost: number): Decision {
-    if (this.single) {
-      const lim = this.limits[0] as ResolvedLimit;
-      const allowed = Number(r[0]) === 1;
-      return {
-        allowed,
-        limit: lim.limit,
-        remaining: Number(r[1]),
-        retryAfterMs: Number(r[2]),
-        resetAfterMs: Number(r[3]),
-        delayMs: Number(r[4]),
-        reason: allowed ? undefined : "limit",
-        policy: 0,
-        policyName: lim.name,
-        windowMs: lim.windowMs,
-        limits: undefined,
-      };
-    }
     const outs = this.ev.outcomes;
     let allowed = true;
     for (let i = 0; i < this.n; i++) {
@@ -483,7 +466,7 @@ class RedisTable implements BoundStore {
       o.delayMs = Number(r[5 * i + 4]);
       if (!o.allowed) allowed = false;
     }
-    return this.ev.combine(allowed, cost);
+    return this.single ? newDecision(outs[0]!, this.limits[0]!, 0, undefined) : this.ev.combine(allowed, cost);
   }
 
   private insuranceStore(): BoundStore | undefined {
@@ -503,21 +486,10 @@ class RedisTable implements BoundStore {
       const d = await (op === "consume" ? ins.consume(key, cost, nowMs) : ins.peek(key, cost, nowMs));
       return { ...d, reason: "insurance" };
     }
-    const lim = this.limits[0] as ResolvedLimit;
     const open = f === "open";
-    return {
-      allowed: open,
-      limit: lim.limit,
-      remaining: 0,
-      retryAfterMs: open ? 0 : FAIL_CLOSED_RETRY_MS,
-      resetAfterMs: open ? 0 : FAIL_CLOSED_RETRY_MS,
-      delayMs: 0,
-      reason: "store-error",
-      policy: 0,
-      policyName: lim.name,
-      windowMs: lim.windowMs,
-      limits: undefined,
-    };
+    const waitMs = open ? 0 : FAIL_CLOSED_RETRY_MS;
+    const o: Outcome = { allowed: open, remaining: 0, retryAfterMs: waitMs, resetAfterMs: waitMs, delayMs: 0 };
+    return { ...newDecision(o, this.limits[0]!, 0, undefined), reason: "store-error" };
   }
 
   /** A refund or reset that Redis did not take: report; insurance applies it locally; "throw" rejects. */
