@@ -10,7 +10,6 @@
  * reads it as "the newest `cost` admitted units did not happen" (last in, first out). The bounds
  * are checked on what remains.
  */
-import fc from "fast-check";
 import { expect } from "vitest";
 import {
   ALGORITHM_IMPLS,
@@ -21,6 +20,7 @@ import {
   type Outcome,
   type ResolvedLimit,
 } from "../src/index.js";
+import type { Op } from "./arbitraries.js";
 
 /** One admitted request. */
 export interface Req {
@@ -248,156 +248,6 @@ export function driver(spec: LimitSpec): Driver {
 export function snapshotOf(s: LimitState): { a: number; b: number; ring: number[] | null } {
   return { a: s.a, b: s.b, ring: s.ring ? Array.from(s.ring) : null };
 }
-
-// ---------------------------------------------------------------------------------------------
-// Arbitraries: every algorithm with every option, small numbers so edges are hit often.
-
-const windowMsArb = fc.constantFrom(1, 2, 3, 5, 7, 10, 12, 60, 100, 1000);
-
-export const specArbs: Record<string, fc.Arbitrary<LimitSpec>> = {
-  "fixed-window": fc.record({
-    algorithm: fc.constant("fixed-window" as const),
-    limit: fc.integer({ min: 1, max: 6 }),
-    window: windowMsArb,
-    align: fc.constantFrom("clock" as const, "first-request" as const),
-  }),
-  "sliding-log": fc.record({ algorithm: fc.constant("sliding-log" as const), limit: fc.integer({ min: 1, max: 6 }), window: windowMsArb }),
-  "sliding-window": fc
-    .record({
-      limit: fc.integer({ min: 1, max: 8 }),
-      buckets: fc.integer({ min: 1, max: 5 }),
-      subMs: fc.constantFrom(1, 2, 3, 5, 10, 60),
-      weighted: fc.boolean(),
-    })
-    .map(({ limit, buckets, subMs, weighted }) => ({
-      algorithm: "sliding-window" as const,
-      limit,
-      window: buckets * subMs,
-      buckets,
-      weighted,
-    })),
-  "token-bucket": fc.record(
-    {
-      algorithm: fc.constant("token-bucket" as const),
-      limit: fc.integer({ min: 1, max: 6 }),
-      window: windowMsArb,
-      capacity: fc.integer({ min: 1, max: 8 }),
-    },
-    { requiredKeys: ["algorithm", "limit", "window"] },
-  ),
-  "leaky-bucket police": fc.record(
-    {
-      algorithm: fc.constant("leaky-bucket" as const),
-      limit: fc.integer({ min: 1, max: 6 }),
-      window: windowMsArb,
-      capacity: fc.integer({ min: 1, max: 8 }),
-      mode: fc.constant("police" as const),
-    },
-    { requiredKeys: ["algorithm", "limit", "window"] },
-  ),
-  "leaky-bucket shape": fc.record(
-    {
-      algorithm: fc.constant("leaky-bucket" as const),
-      limit: fc.integer({ min: 1, max: 6 }),
-      window: windowMsArb,
-      capacity: fc.integer({ min: 1, max: 8 }),
-      mode: fc.constant("shape" as const),
-    },
-    { requiredKeys: ["algorithm", "limit", "window", "mode"] },
-  ),
-  gcra: fc.record(
-    {
-      algorithm: fc.constant("gcra" as const),
-      limit: fc.integer({ min: 1, max: 6 }),
-      window: windowMsArb,
-      burst: fc.integer({ min: 0, max: 5 }),
-    },
-    { requiredKeys: ["algorithm", "limit", "window"] },
-  ),
-};
-
-/** Realistic and extreme sizes: limits up to 10^6, windows up to a day, costs up to the capacity. */
-export const bigSpecArb: fc.Arbitrary<LimitSpec> = fc.oneof(
-  fc.record({
-    algorithm: fc.constant("fixed-window" as const),
-    limit: fc.integer({ min: 1, max: 1_000_000 }),
-    window: fc.integer({ min: 1, max: 86_400_000 }),
-    align: fc.constantFrom("clock" as const, "first-request" as const),
-  }),
-  fc.record({
-    algorithm: fc.constant("sliding-log" as const),
-    limit: fc.integer({ min: 1, max: 2_000 }),
-    window: fc.integer({ min: 1, max: 86_400_000 }),
-  }),
-  fc
-    .record({
-      limit: fc.integer({ min: 1, max: 1_000_000 }),
-      buckets: fc.integer({ min: 1, max: 60 }),
-      subMs: fc.integer({ min: 1, max: 1_440_000 }),
-      weighted: fc.boolean(),
-    })
-    .map(({ limit, buckets, subMs, weighted }) => ({
-      algorithm: "sliding-window" as const,
-      limit,
-      window: buckets * subMs,
-      buckets,
-      weighted,
-    })),
-  fc.record({
-    algorithm: fc.constant("token-bucket" as const),
-    limit: fc.integer({ min: 1, max: 1_000_000 }),
-    window: fc.integer({ min: 1, max: 86_400_000 }),
-    capacity: fc.integer({ min: 1, max: 1_000_000 }),
-  }),
-  fc.record({
-    algorithm: fc.constant("leaky-bucket" as const),
-    limit: fc.integer({ min: 1, max: 1_000_000 }),
-    window: fc.integer({ min: 1, max: 86_400_000 }),
-    capacity: fc.integer({ min: 1, max: 1_000_000 }),
-    mode: fc.constantFrom("police" as const, "shape" as const),
-  }),
-  fc.record({
-    algorithm: fc.constant("gcra" as const),
-    limit: fc.integer({ min: 1, max: 1_000_000 }),
-    window: fc.integer({ min: 1, max: 86_400_000 }),
-    burst: fc.integer({ min: 0, max: 100_000 }),
-  }),
-);
-
-export const anySpecArb: fc.Arbitrary<LimitSpec> = fc.oneof(...Object.values(specArbs));
-
-export interface Op {
-  kind: "consume" | "peek" | "refund";
-  /** Time since the previous op (ms). */
-  dt: number;
-  /** Cost; clamped to the policy's largest admissible cost by the runner. */
-  c: number;
-}
-
-/** Traffic: mostly consumes, some at the same instant, some across several windows. */
-export function opsArb(windowMs: number, maxLength = 40, refunds = true): fc.Arbitrary<Op[]> {
-  const kinds: Array<Op["kind"]> = refunds
-    ? ["consume", "consume", "consume", "consume", "peek", "refund"]
-    : ["consume", "consume", "consume", "peek"];
-  return fc.array(
-    fc.record({
-      kind: fc.constantFrom(...kinds),
-      dt: fc.oneof(
-        { weight: 3, arbitrary: fc.constant(0) },
-        { weight: 4, arbitrary: fc.integer({ min: 0, max: Math.max(1, Math.ceil(windowMs / 3)) }) },
-        { weight: 2, arbitrary: fc.integer({ min: 0, max: 3 * windowMs }) },
-      ),
-      c: fc.oneof({ weight: 4, arbitrary: fc.constant(1) }, { weight: 2, arbitrary: fc.integer({ min: 1, max: 8 }) }),
-    }),
-    { minLength: 1, maxLength },
-  );
-}
-
-/** Start times: near the epoch (fresh-state edge cases) or a realistic, unaligned clock. */
-export const startArb = fc.oneof(fc.integer({ min: 0, max: 50 }), fc.integer({ min: 1_700_000_000_000, max: 1_700_000_100_000 }));
-
-/** Resolved window of a spec (the arbitraries only produce millisecond numbers). */
-export const windowOf = (spec: LimitSpec) => spec.window as number;
 
 // ---------------------------------------------------------------------------------------------
 // The runner shared by the per-algorithm property files.

@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Evaluator, MemoryStore, RateLimiter, resolveLimits, type Decision, type LimitSpec, type LimitState } from "../src/index.js";
-import { anySpecArb, startArb, windowOf } from "./core-models.js";
+import { anySpecArb, costArb, limitsWithTraffic } from "./arbitraries.js";
 
 interface Step {
   kind: "consume" | "peek" | "refund" | "reset" | "sweep";
@@ -21,17 +21,18 @@ const stepsArb = (windowMs: number) =>
       kind: fc.constantFrom<Step["kind"]>("consume", "consume", "consume", "consume", "peek", "refund", "reset", "sweep"),
       key: fc.integer({ min: 0, max: 2 }),
       dt: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: Math.ceil(windowMs / 3) }), fc.integer({ min: 0, max: 3 * windowMs })),
-      c: fc.oneof(fc.constant(1), fc.integer({ min: 1, max: 8 })),
+      c: costArb,
     }),
     { minLength: 1, maxLength: 50 },
   );
 
+/** Requests as [time since the previous one, cost]. */
+const requestsArb = (windowMs: number) =>
+  fc.array(fc.tuple(fc.integer({ min: 0, max: windowMs }), fc.integer({ min: 1, max: 8 })), { minLength: 1, maxLength: 30 });
+
 describe("RateLimiter + MemoryStore = the pure core", () => {
   it("same decisions as the Evaluator run on plain per-key states, for one or several limits", async () => {
-    const arb = fc.array(anySpecArb, { minLength: 1, maxLength: 3 }).chain((specs) => {
-      const w = Math.max(...specs.map(windowOf));
-      return fc.tuple(fc.constant(specs), startArb, stepsArb(w));
-    });
+    const arb = limitsWithTraffic(anySpecArb, 3, stepsArb);
     await fc.assert(
       fc.asyncProperty(arb, async ([specs, t0, steps]) => {
         let now = t0;
@@ -80,14 +81,7 @@ describe("RateLimiter + MemoryStore = the pure core", () => {
 
 describe("RateLimiter: end to end", () => {
   it("waiting exactly retryAfterMs and retrying the same cost succeeds (every algorithm, several limits)", async () => {
-    const arb = fc.array(anySpecArb, { minLength: 1, maxLength: 3 }).chain((specs) => {
-      const w = Math.max(...specs.map(windowOf));
-      return fc.tuple(
-        fc.constant(specs),
-        startArb,
-        fc.array(fc.tuple(fc.integer({ min: 0, max: w }), fc.integer({ min: 1, max: 8 })), { minLength: 1, maxLength: 30 }),
-      );
-    });
+    const arb = limitsWithTraffic(anySpecArb, 3, requestsArb);
     await fc.assert(
       fc.asyncProperty(arb, async ([specs, t0, reqs]) => {
         let now = t0;
@@ -109,14 +103,7 @@ describe("RateLimiter: end to end", () => {
   });
 
   it("a denied consume changes nothing: every peek (each cost, now and later) reads the same before and after", async () => {
-    const arb = fc.array(anySpecArb, { minLength: 1, maxLength: 3 }).chain((specs) => {
-      const w = Math.max(...specs.map(windowOf));
-      return fc.tuple(
-        fc.constant(specs),
-        startArb,
-        fc.array(fc.tuple(fc.integer({ min: 0, max: w }), fc.integer({ min: 1, max: 8 })), { minLength: 1, maxLength: 30 }),
-      );
-    });
+    const arb = limitsWithTraffic(anySpecArb, 3, requestsArb);
     await fc.assert(
       fc.asyncProperty(arb, async ([specs, t0, reqs]) => {
         let now = t0;

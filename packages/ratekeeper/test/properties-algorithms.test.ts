@@ -5,7 +5,8 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { bigSpecArb, boundViolation, driver, opsArb, runAgainstModel, snapshotOf, specArbs, startArb, windowOf } from "./core-models.js";
+import { bigSpecArb, opsArb, specArbs, startArb, windowOf } from "./arbitraries.js";
+import { boundViolation, driver, runAgainstModel, snapshotOf } from "./core-models.js";
 import { ALGORITHM_IMPLS, resolveLimit, type LimitSpec } from "../src/index.js";
 import { newOutcome } from "../src/core/decision.js";
 

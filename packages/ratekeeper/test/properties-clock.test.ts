@@ -7,7 +7,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { LimitSpec } from "../src/index.js";
-import { boundViolation, driver, specArbs, startArb, windowOf } from "./core-models.js";
+import { costArb, specArbs, startArb, windowOf } from "./arbitraries.js";
+import { boundViolation, driver } from "./core-models.js";
 
 const stepsArb = (windowMs: number) =>
   fc.array(
@@ -18,7 +19,7 @@ const stepsArb = (windowMs: number) =>
         { weight: 1, arbitrary: fc.integer({ min: -2 * windowMs, max: -1 }) }, // the clock steps back
         { weight: 1, arbitrary: fc.constant(0) },
       ),
-      c: fc.oneof(fc.constant(1), fc.integer({ min: 1, max: 8 })),
+      c: costArb,
     }),
     { minLength: 1, maxLength: 40 },
   );

@@ -5,20 +5,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Evaluator, resolveLimits, type LimitSpec, type LimitState } from "../src/index.js";
-import {
-  History,
-  anySpecArb,
-  bigSpecArb,
-  driver,
-  modelDecide,
-  opsArb,
-  snapshotOf,
-  specArbs,
-  startArb,
-  windowOf,
-  type Driver,
-  type Op,
-} from "./core-models.js";
+import { anySpecArb, bigSpecArb, limitsWithTraffic, opsArb, specArbs, startArb, windowOf, type Op } from "./arbitraries.js";
+import { driver, History, modelDecide, snapshotOf, type Driver } from "./core-models.js";
 
 const RUNS = 300;
 
@@ -45,16 +33,21 @@ const scenarioArb = (specArb: fc.Arbitrary<LimitSpec>) =>
     ),
   );
 
+/** Replays a scenario's traffic, then decides its last request (changing nothing). */
+function decideAfter([spec, t0, ops, dt, cost]: [LimitSpec, number, Op[], number, number]) {
+  const d = driver(spec);
+  const t = replay(d, t0, ops) + dt;
+  const c = Math.min(cost, d.lim.capacity);
+  return { d, t, c, out: d.check(t, c) };
+}
+
 describe.each(Object.keys(specArbs))("%s: decision fields", (name) => {
   const specArb = specArbs[name] as fc.Arbitrary<LimitSpec>;
 
   it("retryAfterMs is truthful and tight: the same cost succeeds after exactly retryAfterMs, and not 1 ms sooner", () => {
     fc.assert(
-      fc.property(scenarioArb(specArb), ([spec, t0, ops, dt, cost]) => {
-        const d = driver(spec);
-        const t = replay(d, t0, ops) + dt;
-        const c = Math.min(cost, d.lim.capacity);
-        const out = d.check(t, c);
+      fc.property(scenarioArb(specArb), (scenario) => {
+        const { d, t, c, out } = decideAfter(scenario);
         if (out.allowed) return;
         expect(out.retryAfterMs).toBeGreaterThan(0);
         expect(d.check(t + out.retryAfterMs, c).allowed).toBe(true);
@@ -66,11 +59,8 @@ describe.each(Object.keys(specArbs))("%s: decision fields", (name) => {
 
   it("resetAfterMs: after it a request of the full capacity succeeds, and not 1 ms sooner", () => {
     fc.assert(
-      fc.property(scenarioArb(specArb), ([spec, t0, ops, dt, cost]) => {
-        const d = driver(spec);
-        const t = replay(d, t0, ops) + dt;
-        const c = Math.min(cost, d.lim.capacity);
-        const out = d.check(t, c);
+      fc.property(scenarioArb(specArb), (scenario) => {
+        const { d, t, c, out } = decideAfter(scenario);
         if (out.allowed) d.commit(t, c); // an allowed decision reports the reset after its own admission
         const full = d.lim.capacity;
         expect(d.check(t + out.resetAfterMs, full).allowed).toBe(true);
@@ -83,11 +73,8 @@ describe.each(Object.keys(specArbs))("%s: decision fields", (name) => {
 
   it("remaining: exactly that many more unit requests pass right now", () => {
     fc.assert(
-      fc.property(scenarioArb(specArb), ([spec, t0, ops, dt, cost]) => {
-        const d = driver(spec);
-        const t = replay(d, t0, ops) + dt;
-        const c = Math.min(cost, d.lim.capacity);
-        const out = d.check(t, c);
+      fc.property(scenarioArb(specArb), (scenario) => {
+        const { d, t, c, out } = decideAfter(scenario);
         if (out.allowed) d.commit(t, c);
         let passed = 0;
         while (d.check(t, 1).allowed && passed <= d.lim.capacity) {
@@ -194,11 +181,7 @@ describe("leaky bucket as a queue (shape)", () => {
 });
 
 describe("one or several limits on one key (Evaluator): all-or-nothing", () => {
-  const limitsArb = fc.array(anySpecArb, { minLength: 1, maxLength: 3 });
-  const arb = limitsArb.chain((specs) => {
-    const w = Math.max(...specs.map(windowOf));
-    return fc.tuple(fc.constant(specs), startArb, opsArb(w, 40, true));
-  });
+  const arb = limitsWithTraffic(anySpecArb, 3, (windowMs) => opsArb(windowMs, 40, true));
 
   it("allowed iff every limit's model allows; a denial charges nothing; the decision reports the most restrictive limit truthfully", () => {
     fc.assert(

@@ -21,7 +21,7 @@ import {
   type Store,
 } from "../src/index.js";
 import { RedisStore } from "../src/stores/redis/index.js";
-import { anySpecArb, startArb } from "./core-models.js";
+import { anySpecArb, slidingWindowArb, startArb } from "./arbitraries.js";
 
 /**
  * The core algorithms with no expiry at all: what the Lua computes when its keys outlive the run.
@@ -58,20 +58,7 @@ const wideSpecArb: fc.Arbitrary<LimitSpec> = fc.oneof(
     limit: fc.integer({ min: 1, max: 40 }),
     window: fc.constantFrom(5, 50, 100, 1000),
   }),
-  fc
-    .record({
-      limit: fc.integer({ min: 1, max: 30 }),
-      buckets: fc.integer({ min: 1, max: 12 }),
-      subMs: fc.constantFrom(1, 7, 50),
-      weighted: fc.boolean(),
-    })
-    .map(({ limit, buckets, subMs, weighted }) => ({
-      algorithm: "sliding-window" as const,
-      limit,
-      window: buckets * subMs,
-      buckets,
-      weighted,
-    })),
+  slidingWindowArb(fc.integer({ min: 1, max: 30 }), fc.integer({ min: 1, max: 12 }), fc.constantFrom(1, 7, 50)),
   fc.record({
     algorithm: fc.constantFrom("token-bucket" as const, "gcra" as const),
     limit: fc.integer({ min: 1, max: 1000 }),
@@ -126,20 +113,7 @@ const logScenarioArb = fc.tuple(
 
 /** Sliding window counters near the epoch and across sub-windows, refunds heavy. */
 const windowScenarioArb = fc.tuple(
-  fc
-    .record({
-      limit: fc.integer({ min: 1, max: 8 }),
-      buckets: fc.integer({ min: 1, max: 5 }),
-      subMs: fc.constantFrom(1, 2, 3, 10),
-      weighted: fc.boolean(),
-    })
-    .map(({ limit, buckets, subMs, weighted }) => ({
-      algorithm: "sliding-window" as const,
-      limit,
-      window: buckets * subMs,
-      buckets,
-      weighted,
-    })),
+  slidingWindowArb(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 1, max: 5 }), fc.constantFrom(1, 2, 3, 10)),
   fc.oneof(fc.integer({ min: 0, max: 20 }), startArb),
   fc.array(
     fc.record({

@@ -18,7 +18,7 @@ import {
   type SimulationResult,
   type Traffic,
 } from "../src/simulate/index.js";
-import { anySpecArb, windowOf } from "./core-models.js";
+import { anySpecArb, windowOf } from "./arbitraries.js";
 
 /** The algorithm part of a spec (what `simulate` takes besides the common limit and window). */
 function choiceOf(spec: LimitSpec): AlgorithmChoice {
