@@ -2,8 +2,8 @@
  * Shared test helpers: start throw-away `redis-server` processes (single node and a 3-master
  * cluster) on free loopback ports, and decide whether Redis tests run, skip loudly, or fail (CI).
  *
- * Rules (notes/RULES.md): never touch the Redis on 6379; every spawned process is stopped by
- * the test's afterAll (and, as a safety net, when the test process exits).
+ * Never touch the Redis on 6379 (a developer's own): every server here is started on a free port,
+ * and stopped by the test's afterAll (and, as a safety net, when the test process exits).
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -11,6 +11,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe } from "vitest";
+import { freePort, hasExited, isPortFree, stopProcess, track, until } from "./process.js";
 
 /** A running (or restartable) single redis-server. */
 export interface RedisHandle {
@@ -41,46 +42,6 @@ export interface RedisClusterHandle {
 }
 
 const HOST = "127.0.0.1";
-const live = new Set<ChildProcess>();
-let exitHookInstalled = false;
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  // Safety net only: tests stop their servers in afterAll; this covers crashes and aborted runs.
-  process.on("exit", () => {
-    for (const child of live) {
-      try {
-        child.kill("SIGKILL");
-      } catch {
-        /* already gone */
-      }
-    }
-  });
-}
-
-/** A free loopback TCP port (the OS picks it; there is a small race until the server binds). */
-export async function freePort(): Promise<number> {
-  return await new Promise<number>((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, HOST, () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function isPortFree(port: number): Promise<boolean> {
-  return await new Promise<boolean>((resolve) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once("error", () => resolve(false));
-    srv.listen(port, HOST, () => srv.close(() => resolve(true)));
-  });
-}
 
 /** Encode one RESP command. */
 function resp(args: string[]): string {
@@ -123,40 +84,15 @@ export async function rawCommand(port: number, args: string[], timeoutMs = 1000)
   });
 }
 
-async function waitFor(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastErr: unknown;
-  for (;;) {
-    try {
-      if (await probe()) return;
-    } catch (e) {
-      lastErr = e;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${lastErr instanceof Error ? `: ${lastErr.message}` : ""}`);
-    }
-    await new Promise((r) => setTimeout(r, 25));
-  }
+/** Whether the server on `port` answers `command` with a reply containing `expect` (false while it cannot be reached). */
+async function answers(port: number, command: string[], expect: string): Promise<boolean> {
+  return (await rawCommand(port, command).catch(() => "")).includes(expect);
 }
 
-async function killAndWait(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) {
-    live.delete(child);
-    return;
-  }
-  await new Promise<void>((resolve) => {
-    const hard = setTimeout(() => child.kill("SIGKILL"), 5000);
-    child.once("exit", () => {
-      clearTimeout(hard);
-      resolve();
-    });
-    child.kill("SIGTERM");
-  });
-  live.delete(child);
-}
+/** SIGTERM, SIGKILL after 5 s. */
+const killAndWait = (child: ChildProcess) => stopProcess(child, "SIGTERM", 5000);
 
 function spawnServer(port: number, args: string[], cwd?: string): ChildProcess {
-  installExitHook();
   const child = spawn(
     "redis-server",
     [
@@ -179,9 +115,7 @@ function spawnServer(port: number, args: string[], cwd?: string): ChildProcess {
     { stdio: ["ignore", "ignore", "pipe"], cwd },
   );
   child.stderr?.resume();
-  live.add(child);
-  child.once("exit", () => live.delete(child));
-  return child;
+  return track(child);
 }
 
 /**
@@ -202,14 +136,15 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisHan
   async function start(): Promise<void> {
     const c = spawnServer(port, args);
     child = c;
-    let exited = false;
-    c.once("exit", () => {
-      exited = true;
-    });
-    await waitFor(`redis-server on ${HOST}:${port} to answer PING`, startTimeoutMs, async () => {
-      if (exited) throw new Error(`redis-server on port ${port} exited (port in use?)`);
-      return (await rawCommand(port, ["PING"])).startsWith("+PONG");
-    });
+    await until(
+      async () => {
+        if (hasExited(c)) throw new Error(`redis-server on port ${port} exited (port in use?)`);
+        return answers(port, ["PING"], "+PONG");
+      },
+      `redis-server on ${HOST}:${port} to answer PING`,
+      Math.ceil(startTimeoutMs / 25),
+      25,
+    );
     handle.pid = c.pid ?? -1;
   }
 
@@ -224,7 +159,7 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisHan
     },
     async restart() {
       if (child) await killAndWait(child);
-      await waitFor(`port ${port} to be free`, 5000, () => isPortFree(port));
+      await until(() => isPortFree(port), `port ${port} to be free`, 200, 25);
       await start();
     },
   };
@@ -273,7 +208,7 @@ export async function startRedisCluster(masters = 3): Promise<RedisClusterHandle
   };
   try {
     for (const p of ports) {
-      await waitFor(`cluster node ${p} to answer PING`, 10_000, async () => (await rawCommand(p, ["PING"])).startsWith("+PONG"));
+      await until(() => answers(p, ["PING"], "+PONG"), `cluster node ${p} to answer PING`, 400, 25);
     }
     const create = spawnSync(
       "redis-cli",
@@ -284,9 +219,7 @@ export async function startRedisCluster(masters = 3): Promise<RedisClusterHandle
       throw new Error(`redis-cli --cluster create failed: ${create.stderr || create.stdout}`);
     }
     for (const p of ports) {
-      await waitFor(`cluster node ${p} to report cluster_state:ok`, 30_000, async () =>
-        (await rawCommand(p, ["CLUSTER", "INFO"])).includes("cluster_state:ok"),
-      );
+      await until(() => answers(p, ["CLUSTER", "INFO"], "cluster_state:ok"), `cluster node ${p} to report cluster_state:ok`, 1200, 25);
     }
   } catch (e) {
     await stop();

@@ -7,17 +7,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  ROOT,
-  adaptNginxConf,
-  example,
-  freePort,
-  rlsClient,
-  startNginx,
-  startServiceProcess,
-  type NginxProc,
-  type ServiceProc,
-} from "./support.js";
+import { freePort } from "../../../test-support/process.js";
+import { ROOT, adaptNginxConf, example, rlsClient, startNginx, startServiceProcess, type NginxProc, type ServiceProc } from "./support.js";
 
 let svc: ServiceProc;
 let nginx: NginxProc;

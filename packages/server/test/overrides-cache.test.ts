@@ -7,7 +7,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { OverrideCache } from "../src/overrides/cache.js";
 import { SqliteOverrideStore } from "../src/overrides/sqlite.js";
 import type { Override } from "../src/overrides/types.js";
-import { pollUntil, tempDir } from "./overrides-support.js";
+import { until } from "../../../test-support/process.js";
+import { tempDir } from "./overrides-support.js";
 
 const policy: Override["policy"] = { limits: [{ algorithm: "token-bucket", limit: 5, window: "1s", capacity: 10 }] };
 
@@ -78,7 +79,7 @@ describe("OverrideCache over SQLite", () => {
       { domain: "api", key: "imported=2", policy: "blocked" },
     ]);
     expect(cache.get("api", "imported=1", nowMs)).toBeUndefined(); // not yet: no signal crossed processes
-    await pollUntil("the import reaches the cache", () => cache.get("api", "imported=2", nowMs)?.policy === "blocked", 10_000);
+    await until(() => cache.get("api", "imported=2", nowMs)?.policy === "blocked", "the import reaches the cache", 1000, 10);
     expect(cache.size).toBe(2);
   });
 

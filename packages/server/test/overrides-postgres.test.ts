@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OverrideCache } from "../src/overrides/cache.js";
 import { PostgresOverrideStore, type ListenerEvent } from "../src/overrides/postgres.js";
 import type { Override } from "../src/overrides/types.js";
-import { createTestDatabase, pgQuery, pollUntil, postgresTestMode, PG_ADMIN_URL, type TestDatabase } from "./overrides-support.js";
+import { until } from "../../../test-support/process.js";
+import { createTestDatabase, pgQuery, postgresTestMode, PG_ADMIN_URL, type TestDatabase } from "./overrides-support.js";
 
 const pgMode = await postgresTestMode();
 const policy: Override["policy"] = { limits: [{ algorithm: "gcra", limit: 5, window: "1s", burst: 2 }] };
@@ -39,7 +40,7 @@ describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => 
     // No periodic resync: every change must travel by NOTIFY (or the reconnect resync).
     cacheA = await OverrideCache.start(a, { resyncIntervalMs: 0, purgeIntervalMs: 0 });
     cacheB = await OverrideCache.start(b, { resyncIntervalMs: 0, purgeIntervalMs: 0 });
-    await pollUntil("both LISTEN connections up", () => a.listening && b.listening, 10_000);
+    await until(() => a.listening && b.listening, "both LISTEN connections up", 1000, 10);
   });
 
   afterAll(async () => {
@@ -51,18 +52,18 @@ describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => 
   });
 
   it("a change made through one instance reaches the other's cache within one second", async () => {
-    await a.put({ domain: "api", key: "user_id=241531", policy, note: "seed 004" });
+    await a.put({ domain: "api", key: "user_id=241531", policy, note: "5 a second for this user" });
     expect(cacheA.get("api", "user_id=241531", now())?.policy).toEqual(policy); // read-your-writes
-    const tookMs = await pollUntil("B sees A's override", () => cacheB.get("api", "user_id=241531", now()) !== undefined, 5_000, 5);
+    const tookMs = await until(() => cacheB.get("api", "user_id=241531", now()) !== undefined, "B sees A's override", 1000, 5);
     expect(tookMs).toBeLessThan(1000);
-    expect(cacheB.get("api", "user_id=241531", now())).toMatchObject({ policy, note: "seed 004" });
+    expect(cacheB.get("api", "user_id=241531", now())).toMatchObject({ policy, note: "5 a second for this user" });
 
     await b.put({ domain: "api", key: "user_id=241531", policy: "blocked" });
-    const back = await pollUntil("A sees B's update", () => cacheA.get("api", "user_id=241531", now())?.policy === "blocked", 5_000, 5);
+    const back = await until(() => cacheA.get("api", "user_id=241531", now())?.policy === "blocked", "A sees B's update", 1000, 5);
     expect(back).toBeLessThan(1000);
 
     await a.delete("api", "user_id=241531");
-    const gone = await pollUntil("B sees A's delete", () => cacheB.get("api", "user_id=241531", now()) === undefined, 5_000, 5);
+    const gone = await until(() => cacheB.get("api", "user_id=241531", now()) === undefined, "B sees A's delete", 1000, 5);
     expect(gone).toBeLessThan(1000);
   });
 
@@ -70,7 +71,7 @@ describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => 
     const rows: Override[] = [];
     for (let i = 0; i < 20_000; i++) rows.push({ domain: "bulk", key: `ip=10.0.${i >> 8}.${i & 255}`, policy: "blocked" });
     await a.putMany(rows);
-    await pollUntil("B holds all 20000", () => cacheB.get("bulk", "ip=10.0.78.31", now()) !== undefined && cacheB.size >= 20_000, 20_000);
+    await until(() => cacheB.get("bulk", "ip=10.0.78.31", now()) !== undefined && cacheB.size >= 20_000, "B holds all 20000", 2000, 10);
     expect(cacheB.version).toBe(cacheA.version);
   });
 
@@ -82,13 +83,14 @@ describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => 
     expect(row?.ok).toBe(true);
     // Written while B's notification connection is down (or coming back): its NOTIFY may be lost.
     await a.put({ domain: "api", key: "during-outage", policy: "unlimited" });
-    await pollUntil("B notices the loss", () => eventsB.filter((e) => e.type === "lost").length > lostBefore, 10_000);
-    await pollUntil(
-      "B reconnects with a new backend",
+    await until(() => eventsB.filter((e) => e.type === "lost").length > lostBefore, "B notices the loss", 1000, 10);
+    await until(
       () => b.listening && b.listenBackendPid !== undefined && b.listenBackendPid !== pid,
-      10_000,
+      "B reconnects with a new backend",
+      1000,
+      10,
     );
-    await pollUntil("B catches up on the missed change", () => cacheB.get("api", "during-outage", now())?.policy === "unlimited", 10_000);
+    await until(() => cacheB.get("api", "during-outage", now())?.policy === "unlimited", "B catches up on the missed change", 1000, 10);
     const [backend] = await pgQuery<{ application_name: string }>(
       PG_ADMIN_URL,
       "SELECT application_name FROM pg_stat_activity WHERE pid = $1",
@@ -98,12 +100,7 @@ describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => 
 
     // And the restored connection carries notifications again.
     await a.put({ domain: "api", key: "after-outage", policy: "blocked" });
-    const tookMs = await pollUntil(
-      "B sees a change after reconnecting",
-      () => cacheB.get("api", "after-outage", now()) !== undefined,
-      5_000,
-      5,
-    );
+    const tookMs = await until(() => cacheB.get("api", "after-outage", now()) !== undefined, "B sees a change after reconnecting", 1000, 5);
     expect(tookMs).toBeLessThan(1000);
     expect(eventsB.some((e) => e.type === "connected" && e.reconnects >= 1)).toBe(true);
   });
@@ -139,10 +136,10 @@ describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => 
     });
     const cacheC = await OverrideCache.start(c, { resyncIntervalMs: 0, purgeIntervalMs: 0 });
     try {
-      await pollUntil("C listens", () => c.listening, 10_000);
+      await until(() => c.listening, "C listens", 1000, 10);
       const firstPid = c.listenBackendPid;
       frozen = true; // every byte is now dropped; no socket is closed
-      await pollUntil("the keepalive notices the silence", () => events.some((e) => e.type === "lost"), 10_000);
+      await until(() => events.some((e) => e.type === "lost"), "the keepalive notices the silence", 1000, 10);
       expect(events.find((e) => e.type === "lost")).toMatchObject({
         error: expect.objectContaining({ message: expect.stringMatching(/keepalive/) }),
       });
@@ -150,8 +147,8 @@ describe.skipIf(pgMode === "skip")("overrides shared through PostgreSQL", () => 
       // The silent sockets are abandoned; new connections through the proxy work again.
       for (const s of sockets) s.destroy();
       frozen = false;
-      await pollUntil("C reconnects", () => c.listening && c.listenBackendPid !== firstPid, 10_000);
-      await pollUntil("C catches up", () => cacheC.get("api", "during-silence", now())?.policy === "blocked", 10_000);
+      await until(() => c.listening && c.listenBackendPid !== firstPid, "C reconnects", 1000, 10);
+      await until(() => cacheC.get("api", "during-silence", now())?.policy === "blocked", "C catches up", 1000, 10);
     } finally {
       frozen = false;
       cacheC.close();

@@ -8,19 +8,9 @@ import { execFile } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  CLI,
-  call,
-  checkUser,
-  createTestDatabase,
-  pollUntil,
-  postgresTestMode,
-  startService,
-  tempDir,
-  writeRules,
-  type ServiceProcess,
-  type TestDatabase,
-} from "./overrides-support.js";
+import { until } from "../../../test-support/process.js";
+import { call, checkUser, createTestDatabase, postgresTestMode, tempDir, writeRules, type TestDatabase } from "./overrides-support.js";
+import { CLI, startServiceProcess, type ServiceProc } from "./support.js";
 
 const run = promisify(execFile);
 const pgMode = await postgresTestMode();
@@ -52,7 +42,7 @@ describe("overrides with the service process and a SQLite file", () => {
   const tmp = tempDir("svc");
   let rules: string;
   let url: string;
-  const procs: ServiceProcess[] = [];
+  const procs: ServiceProc[] = [];
 
   beforeAll(() => {
     rules = writeRules(tmp.dir);
@@ -63,8 +53,8 @@ describe("overrides with the service process and a SQLite file", () => {
     tmp.remove();
   });
 
-  async function serve(): Promise<ServiceProcess> {
-    const p = await startService(["--config", rules, "--overrides", url, "--admin-token", TOKEN]);
+  async function serve(): Promise<ServiceProc> {
+    const p = await startServiceProcess(["--no-watch", "--config", rules, "--overrides", url, "--admin-token", TOKEN]);
     procs.push(p);
     return p;
   }
@@ -99,12 +89,7 @@ describe("overrides with the service process and a SQLite file", () => {
     expect(imp.code, imp.stderr).toBe(0);
     expect(imp.stdout).toMatch(/3 overrides written/);
     // The service was not told: its periodic version check (1 s) finds the import.
-    await pollUntil(
-      "the service applies the imported block",
-      async () => (await checkUser(svc.base, "10")).policy === "blocked",
-      15_000,
-      100,
-    );
+    await until(async () => (await checkUser(svc.base, "10")).policy === "blocked", "the service applies the imported block", 150, 100);
     expect(await checkUser(svc.base, "11")).toMatchObject({ limit: 3, source: "override" });
 
     const out = tmp.file("out.jsonl");
@@ -156,7 +141,7 @@ describe.skipIf(pgMode === "skip")("overrides with service processes sharing Pos
   const tmp = tempDir("svc-pg");
   let db: TestDatabase;
   let rules: string;
-  const procs: ServiceProcess[] = [];
+  const procs: ServiceProc[] = [];
 
   beforeAll(async () => {
     db = await createTestDatabase("svc");
@@ -168,8 +153,8 @@ describe.skipIf(pgMode === "skip")("overrides with service processes sharing Pos
     tmp.remove();
   });
 
-  async function serve(): Promise<ServiceProcess> {
-    const p = await startService(["--config", rules, "--overrides", db.url, "--admin-token", TOKEN]);
+  async function serve(): Promise<ServiceProc> {
+    const p = await startServiceProcess(["--no-watch", "--config", rules, "--overrides", db.url, "--admin-token", TOKEN]);
     procs.push(p);
     return p;
   }
@@ -177,24 +162,24 @@ describe.skipIf(pgMode === "skip")("overrides with service processes sharing Pos
   it("a change made through one instance applies on the other within one second, and survives restarts", async () => {
     const [one, two] = await Promise.all([serve(), serve()]);
     // Both instances must be LISTENing before the write (it is what this test is about).
-    await pollUntil("both LISTEN", () => [one, two].every((p) => p.lines.some((l) => l.includes("LISTEN connection up"))), 15_000, 20);
+    await until(() => [one, two].every((p) => p.lines.some((l) => l.includes("LISTEN connection up"))), "both LISTEN", 750, 20);
 
     const put = await call(one.base, "PUT", "/v1/admin/overrides/api/user_id=4242", { token: TOKEN, body: { limits: tight } });
     expect(put.status).toBe(201);
-    const tookMs = await pollUntil(
-      "instance two applies the override",
+    const tookMs = await until(
       async () => (await checkUser(two.base, "4242")).source === "override",
-      5_000,
+      "instance two applies the override",
+      500,
       10,
     );
     expect(tookMs).toBeLessThan(1000);
 
     const block = await call(two.base, "POST", "/v1/admin/keys/api/user_id=4242/block", { token: TOKEN, body: { ttl: "1h" } });
     expect(block.status).toBe(200);
-    const back = await pollUntil(
-      "instance one applies the block",
+    const back = await until(
       async () => (await checkUser(one.base, "4242")).policy === "blocked",
-      5_000,
+      "instance one applies the block",
+      500,
       10,
     );
     expect(back).toBeLessThan(1000);

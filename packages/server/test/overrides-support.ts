@@ -1,12 +1,12 @@
 /**
  * Helpers for the overrides tests: a throw-away PostgreSQL database (created with a unique
  * name on the machine's PostgreSQL at 127.0.0.1:5432, user postgres, trust auth; dropped
- * after), temp SQLite files, and polling.
+ * after), temp SQLite files, a rules file and HTTP calls to the service.
  *
  * Without a reachable PostgreSQL the PostgreSQL tests skip loudly, except under CI=true,
- * where they fail (RULES.md: tests needing a server must run in CI).
+ * where they fail: tests that need a server must run in CI.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
@@ -91,27 +91,8 @@ export function tempDir(label: string): { dir: string; file(name: string): strin
   return { dir, file: (name) => path.join(dir, name), remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/**
- * Polls `probe` every `everyMs` until it returns true or `maxMs` passes; resolves how long it
- * took, or rejects naming `what`. Bounded: never waits forever.
- */
-export async function pollUntil(what: string, probe: () => boolean | Promise<boolean>, maxMs: number, everyMs = 10): Promise<number> {
-  const start = performance.now();
-  for (;;) {
-    if (await probe()) return performance.now() - start;
-    if (performance.now() - start > maxMs) throw new Error(`${what}: not within ${maxMs} ms`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
-// The service as a process (the built CLI), for the admin API and restart tests.
-
-import { spawn, type ChildProcess } from "node:child_process";
-import { writeFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-
-export const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../dist/cli.js");
+// The service's rules and HTTP API, for the admin API and restart tests.
 
 /** A tiny rules file: `api` domain, `user_id` descriptors at 100 a minute (overrides replace that). */
 export const RULES_YAML = `domains:
@@ -127,69 +108,6 @@ export function writeRules(dir: string): string {
   const file = path.join(dir, "rules.yaml");
   writeFileSync(file, RULES_YAML);
   return file;
-}
-
-const running = new Set<ChildProcess>();
-process.on("exit", () => {
-  for (const p of running) p.kill("SIGKILL");
-});
-
-/** A running `ratekeeper serve`. */
-export interface ServiceProcess {
-  readonly base: string;
-  readonly lines: string[];
-  /** SIGTERM and wait for the exit (SIGKILL after 10 s). */
-  stop(): Promise<void>;
-}
-
-/** Starts `ratekeeper serve` on a free loopback port and waits for its "listening" log line. */
-export function startService(args: string[], env: Record<string, string> = {}): Promise<ServiceProcess> {
-  const proc = spawn(process.execPath, [CLI, "serve", "--port", "0", "--grpc-port", "0", "--host", "127.0.0.1", "--no-watch", ...args], {
-    env: { ...process.env, RATEKEEPER_ADMIN_TOKEN: "", RATEKEEPER_OVERRIDES: "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  running.add(proc);
-  const lines: string[] = [];
-  const exited = new Promise<void>((resolve) =>
-    proc.once("exit", () => {
-      running.delete(proc);
-      resolve();
-    }),
-  );
-  const stop = async () => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return;
-    proc.kill("SIGTERM");
-    const t = setTimeout(() => proc.kill("SIGKILL"), 10_000);
-    await exited;
-    clearTimeout(t);
-  };
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      void stop();
-      reject(new Error(`service did not start within 20 s:\n${lines.join("\n")}`));
-    }, 20_000);
-    let buf = "";
-    const onData = (chunk: Buffer) => {
-      buf += chunk.toString("utf8");
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) !== -1) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        lines.push(line);
-        if (line.includes('"listening"')) {
-          const port = (JSON.parse(line) as { httpPort: number }).httpPort;
-          clearTimeout(timer);
-          resolve({ base: `http://127.0.0.1:${port}`, lines, stop });
-        }
-      }
-    };
-    proc.stdout.on("data", onData);
-    proc.stderr.on("data", onData);
-    void exited.then(() => {
-      clearTimeout(timer);
-      reject(new Error(`service exited before listening:\n${lines.join("\n")}`));
-    });
-  });
 }
 
 /** One HTTP call; resolves status and parsed JSON body (or text). */

@@ -7,11 +7,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { freePort } from "../../../test-support/process.js";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import {
   adaptNginxConf,
   example,
-  freePort,
   getJson,
   postJson,
   rlsClient,

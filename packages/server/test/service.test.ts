@@ -7,7 +7,8 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CLI, ROOT, getJson, postJson, rlsClient, startServiceProcess, until, type RlsClient, type ServiceProc } from "./support.js";
+import { until } from "../../../test-support/process.js";
+import { CLI, ROOT, getJson, postJson, rlsClient, startServiceProcess, type RlsClient, type ServiceProc } from "./support.js";
 
 const RULES = `
 policies:

@@ -6,21 +6,16 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import { captureLines, hasExited, portOpen, stopProcess, track, until } from "../../../test-support/process.js";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 export const CLI = path.join(ROOT, "packages/server/dist/cli.js");
 export const PROTO_DIR = path.join(ROOT, "packages/server/proto");
-
-const live = new Set<ChildProcess>();
-process.on("exit", () => {
-  for (const c of live) c.kill("SIGKILL");
-});
 
 /** A running service process. */
 export interface ServiceProc {
@@ -34,64 +29,38 @@ export interface ServiceProc {
   stop(): Promise<number | null>;
 }
 
+/** The environment without the RATEKEEPER_* variables of the shell that runs the tests. */
+function cleanEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RATEKEEPER_")));
+}
+
 /**
  * Starts `ratekeeper serve` on free ports (`--port 0 --grpc-port 0`) and waits for its
- * "listening" log line, which carries the bound ports.
+ * "listening" log line, which carries the bound ports. `env` is added to an environment without
+ * RATEKEEPER_* variables. `stop()` sends SIGTERM and SIGKILLs after 10 s.
  */
 export function startServiceProcess(args: string[], env: Record<string, string> = {}): Promise<ServiceProc> {
-  const proc = spawn(process.execPath, [CLI, "serve", "--port", "0", "--grpc-port", "0", "--host", "127.0.0.1", ...args], {
-    env: { ...process.env, LOG_LEVEL: "info", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  live.add(proc);
-  const lines: string[] = [];
-  let exited: Promise<number | null> = new Promise((resolve) =>
-    proc.once("exit", (code) => {
-      live.delete(proc);
-      resolve(code);
+  const proc = track(
+    spawn(process.execPath, [CLI, "serve", "--port", "0", "--grpc-port", "0", "--host", "127.0.0.1", ...args], {
+      env: { ...cleanEnv(), LOG_LEVEL: "info", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
     }),
   );
   return new Promise((resolve, reject) => {
-    let buf = "";
-    const onData = (chunk: Buffer) => {
-      buf += chunk.toString("utf8");
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) !== -1) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        lines.push(line);
-        if (line.includes('"msg":"listening"')) {
-          const j = JSON.parse(line) as { httpPort: number; grpcPort: number };
-          resolve({
-            proc,
-            httpPort: j.httpPort,
-            grpcPort: j.grpcPort,
-            base: `http://127.0.0.1:${j.httpPort}`,
-            lines,
-            stop: () => {
-              if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
-              return exited;
-            },
-          });
-        }
-      }
-    };
-    proc.stdout.on("data", onData);
-    proc.stderr.on("data", onData);
-    exited = exited.then((code) => {
-      reject(new Error(`service exited (${String(code)}) before listening:\n${lines.join("\n")}${buf}`));
-      return code;
+    const lines = captureLines(proc, (line) => {
+      if (!line.includes('"msg":"listening"')) return;
+      const j = JSON.parse(line) as { httpPort: number; grpcPort: number };
+      resolve({
+        proc,
+        httpPort: j.httpPort,
+        grpcPort: j.grpcPort,
+        base: `http://127.0.0.1:${j.httpPort}`,
+        lines,
+        stop: () => stopProcess(proc),
+      });
     });
+    proc.once("exit", (code) => reject(new Error(`service exited (${String(code)}) before listening:\n${lines.join("\n")}`)));
   });
-}
-
-/** Waits (bounded) until `check` resolves true. A condition, not a timing: fails after `maxTries`. */
-export async function until(check: () => Promise<boolean> | boolean, what: string, maxTries = 200, stepMs = 50): Promise<void> {
-  for (let i = 0; i < maxTries; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 /** POSTs JSON; returns status, headers and the parsed body. */
@@ -142,18 +111,6 @@ export interface NginxProc {
   stop(): Promise<void>;
 }
 
-/** Whether a TCP port accepts connections. */
-export function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect(port, "127.0.0.1");
-    s.once("connect", () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once("error", () => resolve(false));
-  });
-}
-
 /**
  * Starts a real nginx (`<binary> -p DIR -c FILE -g 'daemon off;'`) with `conf`, whose
  * pid file, error log and temp paths are put in a fresh temp prefix dir. `conf` must listen on `port`.
@@ -162,23 +119,12 @@ export async function startNginx(conf: string, port: number, binary = "/usr/sbin
   const dir = mkdtempSync(path.join(tmpdir(), "rk-nginx-"));
   const file = path.join(dir, "nginx.conf");
   writeFileSync(file, conf);
-  const proc = spawn(
-    binary,
-    ["-p", dir, "-c", file, "-e", path.join(dir, "error.log"), "-g", `daemon off; pid ${path.join(dir, "nginx.pid")};`],
-    {
+  const proc = track(
+    spawn(binary, ["-p", dir, "-c", file, "-e", path.join(dir, "error.log"), "-g", `daemon off; pid ${path.join(dir, "nginx.pid")};`], {
       stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  live.add(proc);
-  let out = "";
-  proc.stdout.on("data", (c: Buffer) => (out += c.toString()));
-  proc.stderr.on("data", (c: Buffer) => (out += c.toString()));
-  const exited = new Promise<void>((resolve) =>
-    proc.once("exit", () => {
-      live.delete(proc);
-      resolve();
     }),
   );
+  const out = captureLines(proc);
   const errorLog = () => {
     try {
       return readFileSync(path.join(dir, "error.log"), "utf8");
@@ -187,7 +133,7 @@ export async function startNginx(conf: string, port: number, binary = "/usr/sbin
     }
   };
   await until(async () => {
-    if (proc.exitCode !== null) throw new Error(`nginx exited: ${out}\n${errorLog()}`);
+    if (hasExited(proc)) throw new Error(`nginx exited: ${out.join("\n")}\n${errorLog()}`);
     return portOpen(port);
   }, "nginx to listen");
   return {
@@ -195,8 +141,8 @@ export async function startNginx(conf: string, port: number, binary = "/usr/sbin
     dir,
     errorLog,
     stop: async () => {
-      if (proc.exitCode === null) proc.kill("SIGQUIT");
-      await exited;
+      // SIGQUIT: nginx's graceful shutdown.
+      await stopProcess(proc, "SIGQUIT");
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -219,16 +165,4 @@ export function adaptNginxConf(conf: string, ports: Record<number, number>): str
     .join("\n");
   out = out.replace(/^http \{$/m, `http {\n  access_log access.log;\n${paths}`);
   return out;
-}
-
-/** A free loopback port (for nginx, which cannot report a port 0 binding). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }

@@ -13,16 +13,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  adaptNginxConf,
-  example,
-  freePort,
-  getJson,
-  startNginx,
-  startServiceProcess,
-  type NginxProc,
-  type ServiceProc,
-} from "../support.js";
+import { freePort } from "../../../../test-support/process.js";
+import { adaptNginxConf, example, getJson, startNginx, startServiceProcess, type NginxProc, type ServiceProc } from "../support.js";
 import { findBinary, getFrom } from "./support.js";
 
 const RULES = `

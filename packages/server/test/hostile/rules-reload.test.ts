@@ -8,7 +8,8 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { startServiceProcess, until, type ServiceProc } from "../support.js";
+import { until } from "../../../../test-support/process.js";
+import { startServiceProcess, type ServiceProc } from "../support.js";
 
 /** Rules with one descriptor `user` at `limit` per hour in domain `t`, and `extra` more domains. */
 function rules(limit: number, extra = 0): string {
