@@ -7,7 +7,7 @@ import { rateLimit } from "ratekeeper/express";
 
 /**
  * The policy: plain spec objects, as in a JSON or YAML file the decision service also reads.
- * Two rules on one key (100 per minute AND 2 per second, all-or-nothing) and seed 001's costs.
+ * Two rules on one key (100 per minute AND 2 per second, all-or-nothing), and costs per route.
  */
 export const defaultOptions = {
   limits: [

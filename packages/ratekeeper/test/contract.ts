@@ -1,5 +1,5 @@
 /**
- * The store contract: one suite, run against every store (MemoryStore in contract-memory.test.ts,
+ * The store contract: one suite, run against every store (MemoryStore in memory-contract.test.ts,
  * RedisStore over ioredis and node-redis, single node and cluster, in redis-contract.test.ts).
  * A manual clock is injected; no sleeps. Every test uses its own namespace, so stores can be
  * shared between tests.

@@ -208,7 +208,7 @@ const CASES: Case[] = [
     },
   },
   {
-    name: "costs from one bucket (seed 001): GET /user costs 1, POST /user costs 2",
+    name: "costs from one bucket: GET /user costs 1, POST /user costs 2",
     options: (ctx) => ({ ...common(ctx), limits: [fixed(5, "1m", "user")], cost: { "GET /user": 1, "POST /user": 2 } }),
     async run(t, ctx) {
       const p1 = await t.request({ method: "POST", path: "/user" });
@@ -247,7 +247,7 @@ const CASES: Case[] = [
     },
   },
   {
-    name: "header style x-ratelimit (seed 001): X-RateLimit-Limit / -Remaining / -Reset (epoch seconds)",
+    name: "header style x-ratelimit: X-RateLimit-Limit / -Remaining / -Reset (epoch seconds)",
     options: (ctx) => ({ ...common(ctx), limits: [fixed(2, "1m")], headers: "x-ratelimit" }),
     async run(t) {
       const ok = await t.request();

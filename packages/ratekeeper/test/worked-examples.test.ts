@@ -1,6 +1,10 @@
 /**
- * The worked examples of the seed articles (../shared/seeds/), with the seeds' own numbers, run
- * through the public API with a manual clock. Each expectation cites the seed's line it checks.
+ * The worked examples of published articles on rate limiting, with the articles' own numbers, run
+ * through the public API with a manual clock. Each expectation cites the line of the article it
+ * checks. The articles: "Rate Limiting" (a blog post of 18 April 2018), "Rate Limiting Algorithm"
+ * (an overview of the classic algorithms), Vikas Kumar's "Rate Limiting Techniques", ClassDojo's
+ * sliding window counter post, and Arpit Bhayani's "Designing and implementing a Sliding Window
+ * based Rate Limiter".
  */
 import { describe, expect, it } from "vitest";
 import { MemoryStore, RateLimiter, type Decision, type LimitSpec } from "../src/index.js";
@@ -19,11 +23,11 @@ function limiterFor(spec: LimitSpec, clock: { now: () => number }): RateLimiter 
   return new RateLimiter({ ...spec, clock: clock.now, store: new MemoryStore({ sweepIntervalMs: 0 }) });
 }
 
-// Seed 001 (Wednesday 18 April 2018, "Rate Limiting"): the same seven requests under each algorithm.
+// "Rate Limiting" (Wednesday 18 April 2018): the same seven requests under each algorithm.
 // Noon on that day, aligned to the minute (and so to 15 s sub-windows).
 const NOON = Date.UTC(2018, 3, 18, 12, 0, 0);
 const hms = (h: number, m: number, s: number) => NOON + ((h - 12) * 3600 + m * 60 + s) * 1000;
-const SEED001_TIMES: Array<[string, number]> = [
+const POST_2018_TIMES: Array<[string, number]> = [
   ["12:00:05", hms(12, 0, 5)],
   ["12:00:15", hms(12, 0, 15)],
   ["12:01:01", hms(12, 1, 1)],
@@ -33,7 +37,7 @@ const SEED001_TIMES: Array<[string, number]> = [
   ["12:02:20", hms(12, 2, 20)],
 ];
 
-async function timeline(spec: LimitSpec, times = SEED001_TIMES): Promise<Array<[string, Decision]>> {
+async function timeline(spec: LimitSpec, times = POST_2018_TIMES): Promise<Array<[string, Decision]>> {
   const clock = manualClock(NOON);
   const limiter = limiterFor(spec, clock);
   const out: Array<[string, Decision]> = [];
@@ -46,7 +50,7 @@ async function timeline(spec: LimitSpec, times = SEED001_TIMES): Promise<Array<[
 
 const allowedOf = (rows: Array<[string, Decision]>) => rows.map(([label, d]) => `${label} ${d.allowed ? "allowed" : "rejected"}`);
 
-describe("seed 001: seven requests, 3 per 60 s", () => {
+describe('"Rate Limiting" (2018): seven requests, 3 per 60 s', () => {
   const expected = [
     "12:00:05 allowed",
     "12:00:15 allowed",
@@ -73,7 +77,7 @@ describe("seed 001: seven requests, 3 per 60 s", () => {
     expect(allowedOf(rows)).toEqual(expected);
     // At 12:01:50 the log holds 12:01:01, 12:01:10, 12:01:40: room comes when 12:01:01 leaves, at 12:02:01.
     expect(rows[5]?.[1].retryAfterMs).toBe(11_000);
-    // The seed logs the rejected 12:01:50 too and still admits 12:02:20 with 3 in the set. We do not
+    // The post logs the rejected 12:01:50 too and still admits 12:02:20 with 3 in the set. We do not
     // log rejected requests (the contract: "rejected requests are not logged"), so at 12:02:20 the
     // log is {12:01:40, 12:02:20}: 1 left.
     expect(rows[6]?.[1].remaining).toBe(1);
@@ -89,7 +93,7 @@ describe("seed 001: seven requests, 3 per 60 s", () => {
     // 12:01:50 is rejected with 4 in the last four sub-windows; the 12:01:00 sub-window (2 units)
     // leaves the count at 12:02:00, so the retry is 10 s away.
     expect(rows[5]?.[1].retryAfterMs).toBe(10_000);
-    // 12:02:20: {12:01:30: 1, 12:02:15: 1} -> 1 left (the seed also counts the rejected 12:01:45
+    // 12:02:20: {12:01:30: 1, 12:02:15: 1} -> 1 left (the post also counts the rejected 12:01:45
     // sub-window request; we never count rejected requests, so we hold one less).
     expect(rows[6]?.[1].remaining).toBe(1);
   });
@@ -106,16 +110,16 @@ describe("seed 001: seven requests, 3 per 60 s", () => {
     expect(rows[4]?.[1].remaining).toBe(0);
     // 12:01:50: 2 * 10/60 + 4 = 4.33 ("4.3") -> floor 4 > 3 -> rejected.
     expect(rows[5]?.[1].allowed).toBe(false);
-    // 12:02:20: the seed's previous window holds 4 (it counted the rejected request): 4 * 40/60 + 1 = 3.67
+    // 12:02:20: the post's previous window holds 4 (it counted the rejected request): 4 * 40/60 + 1 = 3.67
     // ("3.6") -> allowed. We do not count rejections, so our previous window holds 3:
     // floor(3 * 40/60) + 1 = 3 -> allowed, 0 left. Same decision.
     expect(rows[6]?.[1].remaining).toBe(0);
-    // The seed: "if the user sent any more requests before 12:02:31, they would be rejected" (with its
+    // The post: "if the user sent any more requests before 12:02:31, they would be rejected" (with its
     // count of 4). With our count of 3 the next one passes once floor(3 * (60 - s)/60) <= 1, i.e. as
     // soon as s > 20: at 12:02:20.001, so retryAfterMs says 1 ms (time is integer milliseconds).
     const clock = manualClock(NOON);
     const limiter = limiterFor({ algorithm: "sliding-window", limit: 3, window: "60s", buckets: 1 }, clock);
-    for (const [, t] of SEED001_TIMES) {
+    for (const [, t] of POST_2018_TIMES) {
       clock.set(t);
       await limiter.consume("user1");
     }
@@ -127,23 +131,23 @@ describe("seed 001: seven requests, 3 per 60 s", () => {
   });
 
   it("leaky bucket, size 3, leaking 1 per 20 s: every request fits", async () => {
-    // The seed leaks in whole steps (it decrements "by up to 3" at 12:01:01, by 2 at 12:01:40 and
+    // The post leaks in whole steps (it decrements "by up to 3" at 12:01:01, by 2 at 12:01:40 and
     // 12:02:20) and its bucket never holds more than 2. Ours leaks continuously (1/20 of a unit per
     // second, in integers: see bucket.ts), so the level differs between steps (e.g. 1.5 instead of 2
-    // at 12:00:15, 1.55 instead of 2 at 12:01:10) but never exceeds the seed's, and the decisions
+    // at 12:00:15, 1.55 instead of 2 at 12:01:10) but never exceeds the post's, and the decisions
     // are the same: all seven admitted.
     const rows = await timeline({ algorithm: "leaky-bucket", limit: 1, window: "20s", capacity: 3 });
     expect(rows.every(([, d]) => d.allowed)).toBe(true);
-    // 12:00:15: level 1 - 10/20 + 1 = 1.5 -> 1 whole unit of room left (seed: tokens 2, 1 left).
+    // 12:00:15: level 1 - 10/20 + 1 = 1.5 -> 1 whole unit of room left (post: tokens 2, 1 left).
     expect(rows[1]?.[1].remaining).toBe(1);
-    // 12:01:01: the 1.5 has drained (46 s x 1/20 s = 2.3): level 1, 2 left (seed: tokens 1).
+    // 12:01:01: the 1.5 has drained (46 s x 1/20 s = 2.3): level 1, 2 left (post: tokens 1).
     expect(rows[2]?.[1].remaining).toBe(2);
-    // 12:01:50: 1.55 - 1.5 + 1 = 1.05 at 12:01:40, then 1.05 - 0.5 + 1 = 1.55: 1 left (seed: tokens 2).
+    // 12:01:50: 1.55 - 1.5 + 1 = 1.05 at 12:01:40, then 1.05 - 0.5 + 1 = 1.55: 1 left (post: tokens 2).
     expect(rows[5]?.[1].remaining).toBe(1);
   });
 
-  it("fixed window's double burst at the boundary (seed 001 cons, seed 000: 5 at 11:00:59 and 5 at 11:01:00)", async () => {
-    // Seed 001: "if the user made 3 requests at 12:00:59 and a further 3 requests at 12:01:00, this
+  it("fixed window's double burst at the boundary (3 at 12:00:59 and 3 at 12:01:00; 5 at 11:00:59 and 5 at 11:01:00)", async () => {
+    // "Rate Limiting" (2018): "if the user made 3 requests at 12:00:59 and a further 3 requests at 12:01:00, this
     // would allow the user to make 6 requests in a 2 second period".
     const clock = manualClock(hms(12, 0, 59));
     const fixed = limiterFor({ algorithm: "fixed-window", limit: 3, window: "60s" }, clock);
@@ -158,7 +162,7 @@ describe("seed 001: seven requests, 3 per 60 s", () => {
     }
     expect(admitted).toEqual({ fixed: 6, log: 3 });
 
-    // Seed 000: 5 per minute, 5 requests at 11:00:59 and 5 more at 11:01:00: 10 in one second.
+    // "Rate Limiting Algorithm": 5 per minute, 5 requests at 11:00:59 and 5 more at 11:01:00: 10 in one second.
     const c2 = manualClock(Date.UTC(2018, 3, 18, 11, 0, 59));
     const five = limiterFor({ algorithm: "fixed-window", limit: 5, window: "1m" }, c2);
     let n = 0;
@@ -170,7 +174,7 @@ describe("seed 001: seven requests, 3 per 60 s", () => {
   });
 });
 
-describe("seed 002 (Vikas Kumar, Rate Limiting Techniques)", () => {
+describe("Vikas Kumar, Rate Limiting Techniques", () => {
   it("fixed window, 3 requests/minute: requests 1-3 in window 1 pass; of 4-8 in window 2, 3 pass and 2 are blocked", async () => {
     // "if current time is 21/04/2020 10:00:23, then current window start time is 21/04/2020 10:00:00"
     const w1 = Date.UTC(2020, 3, 21, 10, 0, 0);
@@ -207,7 +211,7 @@ describe("seed 002 (Vikas Kumar, Rate Limiting Techniques)", () => {
   });
 
   it("GCRA, 100 req/s with burst 5: 6 admitted at once, the 7th waits 10 ms (the emission interval)", async () => {
-    // Seed 002: emission_interval = 1000/100 = 10 ms; delay_tolerance = 5 x 10 = 50 ms.
+    // Rate Limiting Techniques: emission_interval = 1000/100 = 10 ms; delay_tolerance = 5 x 10 = 50 ms.
     const arrival1 = Date.UTC(2020, 3, 21, 10, 0, 0, 500); // "10:00:00.500"
     const clock = manualClock(arrival1);
     const limiter = limiterFor({ algorithm: "gcra", limit: 100, window: "1s", burst: 5 }, clock);
@@ -248,7 +252,7 @@ describe("seed 002 (Vikas Kumar, Rate Limiting Techniques)", () => {
   });
 });
 
-describe("seed 003 (ClassDojo, the weighted sliding window; the issue calls it seed 004): 100 per minute", () => {
+describe("ClassDojo, the weighted sliding window: 100 per minute", () => {
   const MIN = 60_000;
 
   async function afterBurst(burstAtMs: number, askAtMs: number, buckets: number): Promise<number> {
@@ -283,9 +287,9 @@ describe("seed 003 (ClassDojo, the weighted sliding window; the issue calls it s
   });
 });
 
-describe("seed 004 (Arpit Bhayani, sliding window over per-second counters)", () => {
+describe("Arpit Bhayani, sliding window over per-second counters", () => {
   it('"user:241531": 5 requests in 1 second: exactly 5 pass per second', async () => {
-    // The seed's request store keeps one counter per epoch second and sums those newer than
+    // The article's request store keeps one counter per epoch second and sums those newer than
     // now - time_window_sec; with time_window_sec 1 that is one counter: buckets 1, unweighted.
     // (Its pseudocode rejects only when the count is `> capacity` before registering, which lets
     // a 6th through; we admit exactly `limit`.)

@@ -179,13 +179,19 @@ function contract(name: string, setup: () => Promise<Backend & { teardown(): Pro
     });
 
     it("keeps everything across a close and reopen (schema creation is idempotent)", async () => {
-      await store.put({ domain: "durable", key: "user_id=241531", policy: fiveASecond, expiresAtMs: nowMs + 3_600_000, note: "seed 004" });
+      await store.put({
+        domain: "durable",
+        key: "user_id=241531",
+        policy: fiveASecond,
+        expiresAtMs: nowMs + 3_600_000,
+        note: "5 a second for this user",
+      });
       const v = await store.currentVersion();
       await store.close();
       store = await backend.reopen(clock);
       expect(await store.get("durable", "user_id=241531")).toMatchObject({
         policy: fiveASecond,
-        note: "seed 004",
+        note: "5 a second for this user",
         expiresAtMs: nowMs + 3_600_000,
       });
       expect(await store.currentVersion()).toBe(v);

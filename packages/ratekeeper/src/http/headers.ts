@@ -9,7 +9,7 @@ import type { ResolvedLimit } from "../core/options.js";
  * - `"draft-7"`: `RateLimit: limit=100, remaining=42, reset=18` and `RateLimit-Policy: 100;w=60`.
  * - `"draft-6"`: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (delta seconds) and `RateLimit-Policy: 100;w=60`.
  * - `"x-ratelimit"`: `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (the
- *   style seed 001 describes; Reset in Unix epoch seconds as GitHub and Twitter send it).
+ *   common de facto style; Reset in Unix epoch seconds as GitHub and Twitter send it).
  */
 export type HeaderStyle = "ietf" | "draft-7" | "draft-6" | "x-ratelimit";
 

@@ -27,8 +27,9 @@ export interface OverrideCacheOptions {
 
 /**
  * The in-memory copy of every override, answering {@link OverrideLookup.get} synchronously:
- * seed 004 caches configuration "since the information does not change often and making a disk
- * read every time is expensive". Unlike the seed's read-through cache it holds *all*
+ * configuration changes rarely and a disk read per decision is expensive (the reasoning of Arpit
+ * Bhayani's "Designing and implementing a sliding window based rate limiter"). Unlike that
+ * article's read-through cache it holds *all*
  * overrides (loaded page by page at start), so a miss is an answer too and the database is
  * never on the hot path. It then follows the store's change feed: on every signal (a local
  * write, a PostgreSQL NOTIFY, a SQLite poll, a reconnect) it reads the changes after the last
@@ -110,8 +111,9 @@ class Table {
 
 /**
  * The in-memory copy of every override, answering {@link OverrideLookup.get} synchronously:
- * seed 004 caches configuration "since the information does not change often and making a disk
- * read every time is expensive". Unlike the seed's read-through cache it holds *all*
+ * configuration changes rarely and a disk read per decision is expensive (the reasoning of Arpit
+ * Bhayani's "Designing and implementing a sliding window based rate limiter"). Unlike that
+ * article's read-through cache it holds *all*
  * overrides, so a miss is an answer too and the database is never on the hot path.
  *
  * Loading: note the store's current version V, scan every live override in primary-key order

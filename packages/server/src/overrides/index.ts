@@ -1,5 +1,5 @@
 /**
- * Per-key overrides (seed 004's configuration store): the store interface and its SQLite and
+ * Per-key overrides (a configuration store of per-key limits): the store interface and its SQLite and
  * PostgreSQL backends, the in-memory cache the hot path asks, JSON-lines import/export, and the
  * admin API handler. See docs/overrides.md.
  * @example

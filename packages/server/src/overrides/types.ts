@@ -1,8 +1,8 @@
 import type { LimitSpec } from "ratekeeper";
 
 /**
- * A per-key override (seed 004's configuration store: "user:241531" may make 5 requests a second
- * while everyone else gets the rule's default). It replaces the policy of the rule that matched.
+ * A per-key override: "user:241531" may make 5 requests a second while everyone else gets the
+ * rule's default. It replaces the policy of the rule that matched.
  * - `limits`: a policy of its own (any algorithm and options, the library's own spec objects);
  * - `"unlimited"`: never limited (a temporary boost without bound);
  * - `"blocked"`: always denied (a temporary block).
@@ -92,7 +92,7 @@ export interface ChangeSignal {
 }
 
 /**
- * The durable configuration store behind the overrides (seed 004's "Configuration Store"):
+ * The durable configuration store behind the overrides:
  * SQLite in a file (embedded default) or PostgreSQL (shared by many instances). The hot path
  * never calls it: an {@link OverrideLookup} cache loads everything and follows `changesSince`.
  */

@@ -11,11 +11,11 @@ import type { Algorithm, LimitState } from "./types.js";
  * admitted when it fits: `level + c * windowMs <= capacity * windowMs`.
  *
  * - token bucket: tokens = capacity - level; starts full (level 0), refills `limit` per window.
- * - leaky bucket as a meter (`police`): the same bucket, seen from the other side (seed 001).
+ * - leaky bucket as a meter (`police`): the same bucket, seen from the other side.
  * - leaky bucket as a queue (`shape`): admits the same requests; a request waits `level / limit`
- *   ms, the time for the queue ahead of it to drain (seed 000, seed 002).
+ *   ms, the time for the first-in-first-out queue ahead of it to drain.
  * - GCRA: the virtual-scheduling form of the same bucket (ITU-T I.371) with capacity `burst + 1`;
- *   a level of `x` is a theoretical arrival time `x / limit` ms ahead of now (seed 002).
+ *   a level of `x` is a theoretical arrival time `x / limit` ms ahead of now (as in redis-cell).
  *
  * State: `a` = time of the last update (ms), `b` = level at that time (units x windowMs).
  */

@@ -4,12 +4,12 @@ import { mod } from "../arith.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
- * Fixed window counters (seed 001, seed 002): one counter per window; the counter starts again
+ * Fixed window counters: one counter per window; the counter starts again
  * at 0 when the window ends. Windows start at multiples of `windowMs` (`align: "clock"`) or at
  * the key's first request (`align: "first-request"`).
  *
  * State: `a` = start of the current window (ms), `b` = cost admitted in it.
- * Worst case: `2 * limit` in a span just over the boundary (seed 001's 12:00:59 / 12:01:00).
+ * Worst case: `2 * limit` in a span just over the boundary (`limit` at 12:00:59 and `limit` more at 12:01:00).
  */
 export const fixedWindow: Algorithm = {
   init: () => ({ a: 0, b: 0, ring: null }),

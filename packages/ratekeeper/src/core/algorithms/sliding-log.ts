@@ -1,7 +1,7 @@
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
- * Sliding log (seed 001, seed 002, ClassDojo's first limiter): exact. Admits `cost` at `now` only
+ * Sliding log (the sorted-set limiter of ClassDojo's "rolling rate limiter" post): exact. Admits `cost` at `now` only
  * if at most `limit - cost` admitted units have timestamps in `(now - windowMs, now]`. Rejected
  * requests are not logged, so a client that keeps knocking is not locked out forever.
  *

@@ -4,13 +4,14 @@ import { mod } from "../arith.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
- * Sliding window counters (Figma's sub-window buckets; seed 001, seed 002) and, with
- * `buckets: 1`, the weighted sliding tail (ClassDojo, Cloudflare; seed 001, seed 003).
+ * Sliding window counters (the sub-window buckets of Figma's "An alternative approach to rate
+ * limiting") and, with `buckets: 1`, the weighted sliding tail (ClassDojo's sliding window
+ * counter, Cloudflare's rate limiting).
  *
  * The window is cut into `buckets` sub-windows of `S = windowMs / buckets`, aligned to the clock.
  * At `now` in sub-window `i` (at offset `r`), the count is the sum of sub-windows `i-buckets+1 .. i`
  * plus, when `weighted`, the part of sub-window `i-buckets` still inside the window:
- * `floor(count[i-buckets] * (S - r) / S)`, rounded down as in seed 001's sliding tail.
+ * `floor(count[i-buckets] * (S - r) / S)`: rounded down, so the estimate never exceeds the count.
  *
  * State: `a` = index of the newest sub-window written; `ring[j % (buckets+1)]` = cost admitted in
  * sub-window `j`, valid for `a - buckets <= j <= a`.
