@@ -12,7 +12,7 @@ import { createLogger } from "../src/log.js";
 import { COUNT_ALL_BELOW_PER_SECOND, DashboardStats, SAMPLE_EVERY } from "../src/dashboard/stats.js";
 import { MAX_EVENT_CLIENTS } from "../src/dashboard/routes.js";
 import { startService, type RunningService } from "../src/server.js";
-import { until } from "./support.js";
+import { until } from "../../../test-support/process.js";
 
 const RULES = `
 policies:
