@@ -99,9 +99,14 @@ describe("HttpRateLimiter.check", () => {
     expect(costs).toEqual([3, 5, 1]);
   });
 
-  it("an unknown peer is keyed 'unknown' rather than failing", async () => {
+  it("a request with no peer address is refused (403) when the key uses the address, never keyed 'unknown'", async () => {
     const rl = new HttpRateLimiter({ limits: [{ algorithm: "fixed-window", limit: 10, window: "1m" }] }, access);
-    expect((await rl.check(req({ peer: undefined }))).key).toBe("unknown");
+    const r = await rl.check(req({ peer: undefined }));
+    expect(r.pass).toBe(false);
+    expect(r.status).toBe(403);
+    // A key that does not use the address is told "unknown" and decides as usual.
+    const byUser = new HttpRateLimiter({ limits: [{ algorithm: "fixed-window", limit: 10, window: "1m" }], key: () => "user:7" }, access);
+    expect((await byUser.check(req({ peer: undefined }))).key).toBe("user:7");
   });
 
   it("errors thrown by user callbacks go to onError and the request passes", async () => {

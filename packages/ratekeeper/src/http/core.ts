@@ -3,9 +3,14 @@ import type { RateLimiter } from "../limiter.js";
 import { toSeconds } from "./headers.js";
 import type { RequestAccess } from "./keys.js";
 import { resolveHttpOptions, type RateLimitOptions, type ResolvedHttpOptions } from "./options.js";
-import { forbidden, tooManyRequests, unavailable } from "./problem.js";
+import { forbidden, noClientAddress, tooManyRequests, unavailable } from "./problem.js";
 import { PASS, admission, refusal, type RateLimitResult } from "./result.js";
 import { Shaper } from "./shaping.js";
+
+/** What `onError` is told when a request without a client address is refused. */
+const NO_ADDRESS =
+  'rate limit: refused a request with no client address (noAddress: "deny"): the server may listen on a unix socket; ' +
+  'key on what your proxy passes, listen on TCP with trustedProxies, or set noAddress: "allow"';
 
 export type { RequestAccess, KeyInfo, KeyPart } from "./keys.js";
 export type { CostOption } from "./cost.js";
@@ -112,12 +117,18 @@ export class HttpRateLimiter<Req> {
   }
 
   /**
-   * The client's address as keys use it (IPv6 grouped by prefix; `"unknown"` when there is none),
-   * or the answer itself when the allow list (`PASS`) or the deny list (403) decides.
+   * The client's address as keys use it (IPv6 grouped by prefix), or the answer itself when the
+   * allow list (`PASS`) or the deny list (403) decides, or when there is no address and the key
+   * needs one (`noAddress`). Without an address, a key that does not use it sees `"unknown"`.
    */
   private gate(req: Req): string | RateLimitResult {
     const rawIp = this.resolveIp(req);
-    if (rawIp === undefined) return "unknown";
+    if (rawIp === undefined) {
+      if (!this.o.keys.usesIp) return "unknown";
+      if (!this.o.noAddressDeny) return PASS;
+      this.report(new Error(NO_ADDRESS), req);
+      return refusal(noClientAddress(), []);
+    }
     if (this.o.allow !== undefined && this.o.allow.has(rawIp)) return PASS;
     if (this.o.deny !== undefined && this.o.deny.has(rawIp)) return refusal(forbidden(), []);
     return this.o.ips.group(rawIp);

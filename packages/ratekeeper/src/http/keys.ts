@@ -18,7 +18,10 @@ export interface RequestAccess<Req> {
 
 /** What a key function is told about the request, besides the request itself. */
 export interface KeyInfo {
-  /** The client's address (resolved through trusted proxies; IPv6 grouped to its prefix), or "unknown". */
+  /**
+   * The client's address (resolved through trusted proxies; IPv6 grouped to its prefix), or
+   * "unknown" when there is none (then a key of yours must not rely on it).
+   */
   readonly ip: string;
   readonly method: string;
   readonly path: string;
@@ -50,6 +53,8 @@ export class KeyBuilder<Req> {
   readonly ipOnly: boolean;
   /** No part is a user function, so {@link KeyBuilder.buildSync} can answer. */
   readonly sync: boolean;
+  /** A part is the client address ("ip", or a header part, which falls back to it). */
+  readonly usesIp: boolean;
 
   /**
    * @param key the `key` option (`undefined` means `"ip"`)
@@ -69,6 +74,7 @@ export class KeyBuilder<Req> {
     });
     this.ipOnly = raw.length === 1 && raw[0] === "ip";
     this.sync = !raw.some((p) => typeof p === "function");
+    this.usesIp = raw.some((p) => p === "ip" || (typeof p === "object" && p !== null));
   }
 
   private compile(p: KeyPart<Req>, at: string, issues: ConfigIssue[]): CompiledPart<Req> | undefined {

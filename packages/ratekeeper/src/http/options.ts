@@ -66,6 +66,16 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
   onStoreError?: "allow" | "deny";
   /** The longest to wait for a store that is not in-process. @default 2_000 */
   storeTimeoutMs?: number;
+  /**
+   * A request whose client address is unknown (no peer address: a server on a unix socket, a
+   * socket already closed), when the key uses the address: `"deny"` refuses it with 403 and
+   * tells `onError`; `"allow"` lets it through unlimited. Never one `"unknown"` key shared by
+   * every such client, which one of them could exhaust for all. Behind a local proxy on a unix
+   * socket, key on what the proxy passes (`key: (req) => ...`), or listen on TCP with
+   * `trustedProxies`. Keys that do not use the address are not concerned.
+   * @default "deny"
+   */
+  noAddress?: "deny" | "allow";
   /** Told about store failures and timeouts, and errors thrown by `key`, `cost`, `skip`. */
   onError?: (error: unknown, req: Req) => void;
   /** Told about every decision, allowed or not (metrics, logs, shadow-mode reports). */
@@ -87,6 +97,8 @@ export interface ResolvedHttpOptions<Req> {
   readonly headerWriter: HeaderWriter | undefined;
   readonly maxDelayMs: number;
   readonly storeDeny: boolean;
+  /** Refuse requests without a client address when the key uses it (else let them through). */
+  readonly noAddressDeny: boolean;
   readonly timeoutMs: number;
   readonly onError: ((error: unknown, req: Req) => void) | undefined;
   readonly onDecision: ((event: RateLimitEvent<Req>) => void) | undefined;
@@ -113,6 +125,7 @@ const KNOWN_OPTIONS = new Set([
   "maxDelayMs",
   "onStoreError",
   "storeTimeoutMs",
+  "noAddress",
   "onError",
   "onDecision",
   "trustedProxies",
@@ -174,6 +187,9 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
   if (o.onStoreError !== undefined && o.onStoreError !== "allow" && o.onStoreError !== "deny") {
     issues.push({ path: "onStoreError", message: `must be "allow" or "deny" (got ${describeValue(o.onStoreError)})` });
   }
+  if (o.noAddress !== undefined && o.noAddress !== "deny" && o.noAddress !== "allow") {
+    issues.push({ path: "noAddress", message: `must be "deny" or "allow" (got ${describeValue(o.noAddress)})` });
+  }
   const timeoutMs = o.storeTimeoutMs ?? 2_000;
   if (typeof timeoutMs !== "number" || !Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
     issues.push({
@@ -198,6 +214,7 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
     headerWriter: styles.length > 0 ? new HeaderWriter(limiter.limits, styles) : undefined,
     maxDelayMs,
     storeDeny: o.onStoreError === "deny",
+    noAddressDeny: o.noAddress !== "allow",
     timeoutMs,
     onError: o.onError,
     onDecision: o.onDecision,

@@ -47,6 +47,19 @@ export function forbidden(): ProblemDetails {
 }
 
 /**
+ * The 403 body for a request whose client address is unknown when the key needs it (`noAddress: "deny"`).
+ * @example JSON.stringify(noClientAddress())
+ */
+export function noClientAddress(): ProblemDetails {
+  return {
+    type: "about:blank",
+    title: "Forbidden",
+    status: 403,
+    detail: "The client's address is unknown, so this request cannot be rate limited.",
+  };
+}
+
+/**
  * The 503 body when the store failed and the middleware was told to deny (`onStoreError: "deny"`).
  * @example JSON.stringify(unavailable())
  */
