@@ -9,7 +9,6 @@ export { RateLimiter, type RateLimiterOptions } from "./limiter.js";
 export { MemoryStore, type MemoryStoreOptions } from "./stores/memory.js";
 export type { Store, BoundStore } from "./store.js";
 export type { Decision, DecisionReason, LimitOutcome, Outcome } from "./core/decision.js";
-export { newOutcome } from "./core/decision.js";
 export { collectIssues, RateLimitConfigError, RateLimitStoreError, type ConfigIssue } from "./core/errors.js";
 export { parseDuration, type Duration } from "./core/duration.js";
 export {
@@ -26,6 +25,5 @@ export {
   type LeakyBucketSpec,
   type GcraSpec,
 } from "./core/options.js";
-export { Evaluator } from "./core/evaluate.js";
-export { ALGORITHM_IMPLS, type Algorithm, type LimitState } from "./core/algorithms/index.js";
+export type { Algorithm, LimitState } from "./core/algorithms/index.js";
 export { policyId } from "./core/policy-id.js";

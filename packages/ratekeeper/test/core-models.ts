@@ -11,15 +11,9 @@
  * are checked on what remains.
  */
 import { expect } from "vitest";
-import {
-  ALGORITHM_IMPLS,
-  newOutcome,
-  resolveLimit,
-  type LimitSpec,
-  type LimitState,
-  type Outcome,
-  type ResolvedLimit,
-} from "../src/index.js";
+import { ALGORITHM_IMPLS } from "../src/core/algorithms/index.js";
+import { newOutcome } from "../src/core/decision.js";
+import { resolveLimit, type LimitSpec, type LimitState, type Outcome, type ResolvedLimit } from "../src/index.js";
 import type { Op } from "./arbitraries.js";
 
 /** One admitted request. */

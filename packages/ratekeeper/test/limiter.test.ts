@@ -5,7 +5,8 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Evaluator, MemoryStore, RateLimiter, resolveLimits, type Decision, type LimitSpec, type LimitState } from "../src/index.js";
+import { Evaluator } from "../src/core/evaluate.js";
+import { MemoryStore, RateLimiter, resolveLimits, type Decision, type LimitSpec, type LimitState } from "../src/index.js";
 import { anySpecArb, costArb, limitsWithTraffic } from "./arbitraries.js";
 
 interface Step {

@@ -7,7 +7,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { bigSpecArb, opsArb, specArbs, startArb, windowOf } from "./arbitraries.js";
 import { boundViolation, driver, runAgainstModel, snapshotOf } from "./core-models.js";
-import { ALGORITHM_IMPLS, resolveLimit, type LimitSpec } from "../src/index.js";
+import { ALGORITHM_IMPLS } from "../src/core/algorithms/index.js";
+import { resolveLimit, type LimitSpec } from "../src/index.js";
 import { newOutcome } from "../src/core/decision.js";
 
 const RUNS = 400;

@@ -4,7 +4,8 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Evaluator, resolveLimits, type LimitSpec, type LimitState } from "../src/index.js";
+import { Evaluator } from "../src/core/evaluate.js";
+import { resolveLimits, type LimitSpec, type LimitState } from "../src/index.js";
 import { anySpecArb, bigSpecArb, limitsWithTraffic, opsArb, specArbs, startArb, windowOf, type Op } from "./arbitraries.js";
 import { driver, History, modelDecide, snapshotOf, type Driver } from "./core-models.js";
 

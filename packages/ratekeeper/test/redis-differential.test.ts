@@ -8,8 +8,8 @@ import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { Evaluator } from "../src/core/evaluate.js";
 import {
-  Evaluator,
   MemoryStore,
   RateLimiter,
   resolveLimits,

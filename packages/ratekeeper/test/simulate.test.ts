@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MemoryStore, RateLimiter, RateLimitConfigError, type LimitSpec } from "../src/index.js";
-import type { Evaluator } from "../src/index.js";
+import type { Evaluator } from "../src/core/evaluate.js";
 import { RetryTally } from "../src/simulate/retry.js";
 import {
   SCENARIOS,

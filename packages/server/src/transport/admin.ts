@@ -44,6 +44,9 @@ export interface AdminContext {
   readonly maxBodyBytes?: number | undefined;
 }
 
+/** Answers an admin request; resolves true when it handled it (false: not an admin route). */
+export type AdminHandler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
+
 /** One change made through the admin API, for the audit log. */
 export interface AdminAuditEntry {
   readonly action: "create" | "replace" | "delete" | "block" | "unblock" | "reset";
@@ -85,7 +88,7 @@ class HttpError extends Error {
  * const admin = createAdminHandler({ token: process.env.RATEKEEPER_ADMIN_TOKEN, store, cache, keys });
  * http.createServer(async (req, res) => { if (!(await admin(req, res))) { res.statusCode = 404; res.end(); } });
  */
-export function createAdminHandler(ctx: AdminContext): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+export function createAdminHandler(ctx: AdminContext): AdminHandler {
   // Absent token: the transport authenticated. Present but empty: the admin API is off.
   const authInTransport = ctx.token === undefined;
   const expected = ctx.token ? sha256(ctx.token) : undefined;

@@ -6,7 +6,7 @@ import type { Logger } from "../log.js";
 import type { DecisionService } from "../service/decide.js";
 import { checkCallerLimit, checkShape, GRPC_SHAPE, REQUEST_CAPS } from "../service/request-caps.js";
 import { CheckError, type DescriptorStatus } from "../service/types.js";
-import { limitHeaders } from "./http.js";
+import { limitHeaders } from "./render.js";
 
 /** The directory holding Envoy's (trimmed) protos: packages/server/proto. */
 export const PROTO_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "proto");

@@ -4,38 +4,12 @@ import type { DescriptorEntry } from "../config/match.js";
 import type { Dashboard } from "../dashboard/routes.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
-import { HeaderWriter, toSeconds, type HeaderStyle } from "ratekeeper/http";
-import type { ResolvedLimit } from "ratekeeper";
+import type { HeaderStyle } from "ratekeeper/http";
 import type { DecisionService } from "../service/decide.js";
-import { statusDetail } from "../service/status.js";
-import { CheckError, type CheckInput, type CheckResult, type DescriptorStatus } from "../service/types.js";
+import { CheckError, type CheckInput, type CheckResult } from "../service/types.js";
 import { parseDescriptorKey } from "../service/descriptor-key.js";
-
-/**
- * The admin seam. If a module `./admin.js` (packages/server/src/transport/admin.ts, owned by the
- * configuration-store work) exists and exports `createAdminHandler(ctx)`, and the service was
- * started with an admin token, every `/v1/admin/*` request is passed to it AFTER this file has
- * checked `Authorization: Bearer <token>` (401 otherwise). The handler returns true when it
- * answered the request; false makes this file answer 404.
- * ```ts
- * export function createAdminHandler(ctx: AdminContext): AdminHandler
- * ```
- */
-export interface AdminContext {
-  /** The overrides store the CLI opened (`--overrides URL`); its type belongs to the overrides module. */
-  readonly overrides: unknown;
-  /** Peek at or reset a descriptor's / plain key's state under the policy in force for it. */
-  readonly limiters: {
-    peek(input: CheckInput): Promise<CheckResult>;
-    reset(input: CheckInput): Promise<string[]>;
-  };
-  readonly logger: Logger;
-}
-/** Answers an admin request; resolves true when it handled it. */
-export type AdminHandler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
-interface AdminModule {
-  createAdminHandler(ctx: AdminContext): AdminHandler;
-}
+import { createAdminHandler } from "./admin.js";
+import { DEFAULT_STYLES, limitHeaders, resultJson } from "./render.js";
 
 /** Options of {@link createHttpServer}. */
 export interface HttpOptions {
@@ -77,22 +51,19 @@ const DENY_STATUSES = new Set([429, 403, 401]);
  * - `/dashboard`: the live dashboard and its JSON (`/dashboard/api/state`, `/dashboard/api/events`).
  * @example const server = await createHttpServer({ service, metrics, logger, readiness: () => ({ ready: true }) });
  */
-export async function createHttpServer(options: HttpOptions): Promise<Server> {
+export function createHttpServer(options: HttpOptions): Promise<Server> {
   const { service, metrics, logger } = options;
   const maxBody = options.maxBodyBytes ?? 65_536;
   const styles = options.headerStyles ?? DEFAULT_STYLES;
-  let admin: AdminHandler | undefined;
   const token = options.adminToken;
-  if (token) {
-    admin = await loadAdmin(
-      {
+  // The admin API (/v1/admin/*) is on only with a token; this file checks the token before handing a request over.
+  const admin = token
+    ? createAdminHandler({
         overrides: options.overridesStore,
         limiters: { peek: (i) => service.peek(i), reset: (i) => service.reset(i) },
         logger,
-      },
-      logger,
-    );
-  }
+      })
+    : undefined;
   // Compared as SHA-256 digests: equal lengths always, so timingSafeEqual leaks neither content nor length.
   const tokenBuf = token ? createHash("sha256").update(token).digest() : undefined;
 
@@ -282,27 +253,7 @@ export async function createHttpServer(options: HttpOptions): Promise<Server> {
           : "400 Bad Request";
     socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
   });
-  return server;
-}
-
-async function loadAdmin(ctx: AdminContext, logger: Logger): Promise<AdminHandler | undefined> {
-  // A variable specifier: admin.ts is optional and written separately; when it is missing the
-  // admin API simply stays off.
-  const spec = "./admin.js";
-  try {
-    const mod = (await import(spec)) as Partial<AdminModule>;
-    if (typeof mod.createAdminHandler !== "function") {
-      logger.warn("transport/admin.js does not export createAdminHandler: the admin API is off");
-      return undefined;
-    }
-    return mod.createAdminHandler(ctx);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ERR_MODULE_NOT_FOUND" && String((e as Error).message).includes("admin.js")) {
-      logger.warn("an admin token was given but there is no admin module: the admin API is off");
-      return undefined;
-    }
-    throw e;
-  }
+  return Promise.resolve(server);
 }
 
 /**
@@ -464,84 +415,6 @@ function toInput(body: unknown, at: string): CheckInput {
     out.push(entries);
   }
   return { domain, descriptors: out, cost: cost as number | undefined };
-}
-
-/**
- * The most restrictive status of a check: a denial with the longest wait, else the limited
- * status with the fewest units left. Unlimited and unmatched descriptors set no headers.
- */
-function decisive(statuses: readonly DescriptorStatus[]): DescriptorStatus | undefined {
-  let best: DescriptorStatus | undefined;
-  for (const s of statuses) {
-    if (s.limit === null || (s.shadow && s.overLimit)) continue;
-    if (best === undefined) best = s;
-    else if (!s.allowed && (best.allowed || s.retryAfterMs > best.retryAfterMs)) best = s;
-    else if (s.allowed && best.allowed && (s.remaining ?? 0) < (best.remaining ?? 0)) best = s;
-  }
-  return best;
-}
-
-/**
- * The same limit headers as the middleware, rendered by the library's own `HeaderWriter`
- * (`ratekeeper/http`) for the most restrictive descriptor, in the middleware's default style
- * (`ietf`: `RateLimit-Policy: "100-per-1m";q=100;w=60` and `RateLimit: "100-per-1m";r=42;t=18`)
- * or the styles chosen with `--headers`; plus `Retry-After` (RFC 9110 §10.2.3, whole seconds
- * rounded up, so retrying after it succeeds) on a denial. A shadow rule's would-be denial sets
- * no headers: shadow mode must not change what clients see.
- */
-export function limitHeaders(
-  statuses: readonly DescriptorStatus[],
-  styles: readonly HeaderStyle[] = DEFAULT_STYLES,
-): Record<string, string> {
-  const s = decisive(statuses);
-  const h: Record<string, string> = {};
-  if (s === undefined) return h;
-  const detail = statusDetail(s);
-  if (detail) {
-    let writers = WRITERS.get(detail.limits);
-    if (writers === undefined) {
-      writers = new Map();
-      WRITERS.set(detail.limits, writers);
-    }
-    let w = writers.get(styles);
-    if (w === undefined) {
-      w = new HeaderWriter(detail.limits, styles);
-      writers.set(styles, w);
-    }
-    const out: [string, string][] = [];
-    w.write(detail.decision, w.needsClock ? Date.now() : 0, out);
-    for (let i = 0; i < out.length; i++) {
-      const [k, v] = out[i] as [string, string];
-      h[k] = v;
-    }
-  }
-  if (!s.allowed) h["Retry-After"] = String(Math.max(1, toSeconds(s.retryAfterMs)));
-  return h;
-}
-
-const DEFAULT_STYLES: readonly HeaderStyle[] = ["ietf"];
-/** One HeaderWriter per set of limits and styles: they render the constant parts once. */
-const WRITERS = new WeakMap<readonly ResolvedLimit[], Map<readonly HeaderStyle[], HeaderWriter>>();
-
-/**
- * A check result as JSON, written out by hand: the fields are fixed and the numbers whole, and
- * JSON.stringify of the generic object was the largest single cost of a POST /v1/check after
- * node's own HTTP work (about 3 us). Strings still go through JSON.stringify for escaping. The
- * output is exactly what JSON.stringify would give (a test compares them).
- */
-export function resultJson(r: CheckResult): string {
-  let t = `{"allowed":${r.allowed},"domain":${JSON.stringify(r.domain)},"statuses":[`;
-  for (let i = 0; i < r.statuses.length; i++) {
-    const s = r.statuses[i] as DescriptorStatus;
-    const e = s.explain;
-    t +=
-      `${i === 0 ? "" : ","}{"key":${JSON.stringify(s.key)},"allowed":${s.allowed},"overLimit":${s.overLimit},"shadow":${s.shadow},` +
-      `"unlimited":${s.unlimited},"limit":${s.limit},"remaining":${s.remaining},"retryAfterMs":${s.retryAfterMs},` +
-      `"resetAfterMs":${s.resetAfterMs},"delayMs":${s.delayMs},"windowMs":${s.windowMs},` +
-      `"policy":${s.policy === null ? "null" : JSON.stringify(s.policy)},"reason":${s.reason === null ? "null" : JSON.stringify(s.reason)},` +
-      `"explain":{"rule":${e.rule === null ? "null" : JSON.stringify(e.rule)},"source":"${e.source}","why":${JSON.stringify(e.why)}}}`;
-  }
-  return `${t}]}`;
 }
 
 function sendJsonText(res: ServerResponse, status: number, text: string, headers?: Record<string, string>): void {

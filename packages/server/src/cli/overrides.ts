@@ -1,14 +1,12 @@
 import { createWriteStream } from "node:fs";
 import { finished } from "node:stream/promises";
-import type { Command } from "../cli.js";
-import { exportOverrides, importOverrides } from "./jsonl.js";
-import { openOverrideStore } from "./open.js";
-
-type Values = Parameters<Command["run"]>[0];
+import { exportOverrides, importOverrides } from "../overrides/jsonl.js";
+import { openOverrideStore } from "../overrides/open.js";
+import { UsageError, positive, str, type Command, type Values } from "./command.js";
 
 function storeUrl(v: Values): string {
-  const url = typeof v.overrides === "string" ? v.overrides : process.env.RATEKEEPER_OVERRIDES;
-  if (!url) throw new RangeError("--overrides: required (sqlite:./data/overrides.db or postgres://...) [env RATEKEEPER_OVERRIDES]");
+  const url = str(v.overrides) ?? process.env.RATEKEEPER_OVERRIDES;
+  if (!url) throw new UsageError("--overrides: required (sqlite:./data/overrides.db or postgres://...) [env RATEKEEPER_OVERRIDES]");
   return url;
 }
 
@@ -36,12 +34,8 @@ export const OVERRIDES_COMMANDS: Command[] = [
     },
     async run(v, positionals) {
       const file = positionals[0];
-      if (!file || positionals.length > 1) throw new RangeError("overrides import: give exactly one FILE, or - for stdin");
-      const batchText = typeof v["batch-size"] === "string" ? v["batch-size"] : undefined;
-      const batchSize = batchText === undefined ? undefined : Number(batchText);
-      if (batchSize !== undefined && (!Number.isSafeInteger(batchSize) || batchSize < 1)) {
-        throw new RangeError(`--batch-size: must be a positive whole number (got ${JSON.stringify(batchText)})`);
-      }
+      if (!file || positionals.length > 1) throw new UsageError("overrides import: give exactly one FILE, or - for stdin");
+      const batchSize = positive(str(v["batch-size"]), "--batch-size");
       const store = await openOverrideStore(storeUrl(v));
       try {
         const started = Date.now();
@@ -81,12 +75,12 @@ export const OVERRIDES_COMMANDS: Command[] = [
       domain: "NAME  only this domain",
     },
     async run(v, positionals) {
-      if (positionals.length > 1) throw new RangeError("overrides export: give at most one FILE");
+      if (positionals.length > 1) throw new UsageError("overrides export: give at most one FILE");
       const file = positionals[0];
       const store = await openOverrideStore(storeUrl(v));
       try {
         const out = file && file !== "-" ? createWriteStream(file) : process.stdout;
-        const n = await exportOverrides(store, out, { domain: typeof v.domain === "string" ? v.domain : undefined });
+        const n = await exportOverrides(store, out, { domain: str(v.domain) });
         if (out !== process.stdout) {
           out.end();
           await finished(out);

@@ -1,0 +1,122 @@
+import { HEADER_STYLES, type HeaderStyle } from "ratekeeper/http";
+import { createLogger } from "../log.js";
+import { OverrideCache } from "../overrides/cache.js";
+import { openOverrideStore } from "../overrides/open.js";
+import { startService, type ServiceOverrides } from "../server.js";
+import { UsageError, port, positive, str, type Command } from "./command.js";
+
+/** `ratekeeper serve`: the decision service, until SIGTERM or SIGINT. */
+export const SERVE_COMMAND: Command = {
+  words: ["serve"],
+  args: "",
+  summary: "run the decision service (HTTP API, Envoy rate limit gRPC API, /metrics)",
+  flags: {
+    config: { type: "string", short: "c" },
+    redis: { type: "string" },
+    "redis-failure": { type: "string" },
+    "redis-timeout": { type: "string" },
+    port: { type: "string", short: "p" },
+    "grpc-port": { type: "string" },
+    host: { type: "string" },
+    overrides: { type: "string" },
+    "admin-token": { type: "string" },
+    headers: { type: "string" },
+    "request-timeout": { type: "string" },
+    "max-body": { type: "string" },
+    "no-watch": { type: "boolean" },
+    "no-dashboard": { type: "boolean" },
+  },
+  flagHelp: {
+    config: "FILE  rules file (YAML) [required]",
+    redis: "URL  share state in Redis (redis://host:6379); default: in-memory store [env REDIS_URL]",
+    "redis-failure":
+      "POLICY  when Redis fails or is slow (50 ms): open (admit), closed (deny), insurance (per-process memory store) or throw (503, and /readyz not ready) [default open]",
+    "redis-timeout": "MS  the most one Redis call may take before the failure policy decides [default 50]",
+    port: "N  HTTP port [env PORT, default 8080]",
+    "grpc-port": "N  gRPC port (Envoy RLS) [env GRPC_PORT, default 8081]",
+    host: "ADDR  interface to listen on [default 0.0.0.0]",
+    overrides: "URL  per-key overrides store: sqlite:./overrides.db or postgres://... [env RATEKEEPER_OVERRIDES]",
+    "admin-token": "TOKEN  turn on the admin API (/v1/admin/*) with this bearer token [env RATEKEEPER_ADMIN_TOKEN]",
+    headers: "STYLES  limit header styles, comma-separated: ietf, draft-7, draft-6, x-ratelimit [default ietf, as the middleware]",
+    "request-timeout": "MS  time a client has to send a whole request; slower ones get 408 [default 10000]",
+    "max-body": "BYTES  largest request body; larger ones get 413 [default 65536]",
+    "no-watch": "do not reload the rules file when it changes",
+    "no-dashboard": "do not serve /dashboard (nor count what it shows)",
+  },
+  async run(v) {
+    const configFile = str(v.config);
+    if (!configFile) throw new UsageError("--config: required (the rules file, e.g. examples/rules.yaml)");
+    const redisFailure = str(v["redis-failure"]);
+    if (redisFailure !== undefined && !["open", "closed", "insurance", "throw"].includes(redisFailure)) {
+      throw new UsageError(`--redis-failure: must be open, closed, insurance or throw (got ${JSON.stringify(redisFailure)})`);
+    }
+    const headerStyles = (str(v.headers) ?? "ietf").split(",").map((x) => x.trim()) as HeaderStyle[];
+    for (const h of headerStyles)
+      if (!HEADER_STYLES.includes(h))
+        throw new UsageError(`--headers: each style must be one of ${HEADER_STYLES.join(", ")} (got ${JSON.stringify(h)})`);
+    const logger = createLogger();
+    const overridesUrl = str(v.overrides) ?? process.env.RATEKEEPER_OVERRIDES;
+    const overrides = overridesUrl ? await openOverrides(overridesUrl, logger) : undefined;
+    let running;
+    try {
+      running = await startService({
+        configFile,
+        redisUrl: str(v.redis) ?? process.env.REDIS_URL,
+        redisFailure: redisFailure as "open" | "closed" | "insurance" | "throw" | undefined,
+        port: port(str(v.port) ?? process.env.PORT, "--port", 8080),
+        redisTimeoutMs: positive(str(v["redis-timeout"]), "--redis-timeout"),
+        grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
+        host: str(v.host),
+        watch: v["no-watch"] !== true,
+        dashboard: v["no-dashboard"] !== true,
+        adminToken: str(v["admin-token"]) ?? process.env.RATEKEEPER_ADMIN_TOKEN,
+        overrides,
+        headerStyles,
+        requestTimeoutMs: positive(str(v["request-timeout"]), "--request-timeout"),
+        maxBodyBytes: positive(str(v["max-body"]), "--max-body"),
+        logger,
+      });
+    } catch (e) {
+      await overrides?.close();
+      throw e;
+    }
+    const svc = running;
+    return new Promise<number>((resolve) => {
+      const stop = (signal: string) => {
+        logger.info({ signal }, "shutting down");
+        svc.close().then(
+          () => resolve(0),
+          (e: unknown) => {
+            logger.error({ err: e }, "shutdown failed");
+            resolve(1);
+          },
+        );
+      };
+      process.once("SIGTERM", () => stop("SIGTERM"));
+      process.once("SIGINT", () => stop("SIGINT"));
+    });
+  },
+};
+
+/**
+ * Opens the overrides store named by `--overrides` and its in-memory cache (the hot path's
+ * lookup). The overrides module owns both; this only wires them to the service.
+ */
+async function openOverrides(url: string, logger: ReturnType<typeof createLogger>): Promise<ServiceOverrides> {
+  const store = await openOverrideStore(url, {
+    onListenerEvent: (e) =>
+      e.type === "connected"
+        ? logger.info({ backendPid: e.backendPid, reconnects: e.reconnects }, "overrides: LISTEN connection up")
+        : logger.warn({ err: e.error?.message, event: e.type }, "overrides: LISTEN connection lost; reconnecting and resyncing"),
+  });
+  const cache = await OverrideCache.start(store, { onError: (err, during) => logger.warn({ err, during }, "overrides cache") });
+  logger.info({ overrides: store.description }, "overrides loaded");
+  return {
+    lookup: cache,
+    store,
+    async close() {
+      cache.close();
+      await store.close();
+    },
+  };
+}
