@@ -163,6 +163,22 @@ describeRedis("RedisStore", () => {
       }
     });
 
+    it("Redis's clock without a TIME per decision: one reading calibrates the store, later calls send it", async () => {
+      const limiter = mk({ algorithm: "fixed-window", limit: 1000, window: 60_000 });
+      await limiter.consume("warm"); // the first call reads TIME
+      const t0 = performance.now();
+      const d = await deltaCalls(admin, async () => {
+        for (let i = 0; i < 20; i++) await limiter.consume(`k${i}`);
+      });
+      const elapsedMs = performance.now() - t0;
+      expect(d.evalsha).toBe(20);
+      // A new reading at most once a second (RESAMPLE_MS); none at all within the first second.
+      expect(d.time ?? 0).toBeLessThanOrEqual(Math.ceil(elapsedMs / 1000));
+      // Fixed window, admitted: the script's GET and SET only.
+      expect(d.get).toBe(20);
+      expect(d.set).toBe(20);
+    });
+
     it("falls back to EVAL when the script cache was flushed (restart, failover), then EVALSHA again", async () => {
       const limiter = mk({ algorithm: "fixed-window", limit: 10, window: 60_000 });
       await limiter.consume("k");

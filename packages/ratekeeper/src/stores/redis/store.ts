@@ -12,6 +12,7 @@ import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore, Store } from "../../store.js";
 import { isNoScript, shimFor, type RedisClientLike, type RedisShim } from "./client.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
+import { ServerClock } from "./server-clock.js";
 
 /**
  * What a {@link RedisStore} does when Redis fails or does not answer within `timeoutMs`:
@@ -120,6 +121,8 @@ export class RedisStore implements Store {
   readonly denialMaxKeys: number;
   /** @internal 0: no batching. */
   readonly maxBatch: number;
+  /** @internal Redis's time, kept calibrated against TIME (server-clock.ts). */
+  readonly serverClock = new ServerClock();
 
   constructor(options: RedisStoreOptions) {
     if (typeof options !== "object" || options === null) {
@@ -425,10 +428,15 @@ class RedisTable implements BoundStore {
   private send(batch: Pending[]): void {
     const keys: string[] = [];
     const args = this.head.slice();
+    // Redis's time by the store's calibrated clock; "" (the script reads TIME) when a reading is due.
+    const clock = this.store.serverClock;
+    let server: string | undefined;
     for (const p of batch) {
       for (const k of this.keysOf(p.key)) keys.push(k);
-      args.push(p.mode, p.nowMs === undefined ? "" : String(p.nowMs), String(p.cost));
+      if (p.nowMs === undefined) server ??= String(clock.now() ?? "");
+      args.push(p.mode, p.nowMs === undefined ? (server as string) : String(p.nowMs), String(p.cost));
     }
+    const sentAt = clock.mark();
     const width = 5 * this.n;
     this.inFlight++;
     // Batched: the call may take only what is left of its oldest decision's timeout.
@@ -437,12 +445,14 @@ class RedisTable implements BoundStore {
       (reply) => {
         this.inFlight--;
         this.flush();
-        if (!Array.isArray(reply) || reply.length !== width * batch.length) {
+        const n = width * batch.length;
+        if (!Array.isArray(reply) || (reply.length !== n && reply.length !== n + 1)) {
           const err = new RateLimitStoreError(`RedisStore: unexpected script reply ${describeValue(reply)}`);
           for (const p of batch) p.reject(err);
           return;
         }
         const r = reply as unknown[];
+        if (r.length > n) clock.reading(sentAt, Number(r[n]));
         batch.forEach((p, d) => p.resolve(r.slice(d * width, (d + 1) * width)));
       },
       (e: unknown) => {

@@ -24,8 +24,12 @@ then per decision d, 3 entries from 3 + 8N + (d-1)*3:
           TTLs), "x" reset (delete the keys; in the script so that it keeps its place in a
           batch); nowMs: integer ms since the epoch, or "" for the server clock (TIME, read once
           per call); cost: integer cost units, 1 <= cost <= the smallest capacity
+          (The store sends Redis's time as nowMs: a clock it keeps calibrated against TIME, see
+          server-clock.ts; "" only for the call that takes a new reading.)
 Reply     5*N integers per decision, per limit in order: allowed (0/1), remaining (units),
           retryAfterMs (ms), resetAfterMs (ms), delayMs (ms); all 0 for a refund or a reset.
+          When the call read TIME, one more integer at the end: that reading in microseconds
+          since the epoch (the store calibrates its clock with it).
 
 State, one string per limit (LimitState {a, b, ring} of core/algorithms/types.ts):
 - fixed-window, token/leaky bucket, gcra: a, b.
@@ -500,7 +504,7 @@ end
 
 local base = 3 + 8 * N
 local D = (#ARGV - base + 1) / 3
-local serverNow
+local serverNow, serverUs
 -- Preallocated for one decision of one limit (growing a table field by field reallocates it).
 local reply = { 0, 0, 0, 0, 0 }
 local out = { 0, 0, 0, 0, 0 }
@@ -514,6 +518,7 @@ for d = 0, D - 1 do
       -- replication, the default since Redis 5 (the store needs 6.0+ anyway, for SET KEEPTTL).
       local t = redis.call("TIME")
       serverNow = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+      serverUs = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
     now = serverNow
   else
@@ -570,4 +575,5 @@ for d = 0, D - 1 do
   end
 end
 
+if serverUs then reply[D * 5 * N + 1] = serverUs end
 return reply
