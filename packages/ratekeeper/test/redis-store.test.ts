@@ -179,6 +179,36 @@ describeRedis("RedisStore", () => {
       expect(d.set).toBe(20);
     });
 
+    it("script calls issued in one turn of the event loop are written together (one pipeline), each its own call", async () => {
+      const own = new Redis(redis.port, redis.host);
+      try {
+        const limiter = new RateLimiter({
+          algorithm: "gcra",
+          limit: 5,
+          window: 60_000,
+          burst: 4,
+          store: new RedisStore({ client: own, failure: "throw", timeoutMs: 10_000, batch: false }),
+          namespace: ns(),
+          clock: () => 1_700_000_000_000,
+        });
+        await limiter.consume("warm");
+        let pipelines = 0;
+        const orig = own.pipeline.bind(own);
+        (own as unknown as { pipeline: typeof own.pipeline }).pipeline = ((...a: Parameters<typeof own.pipeline>) => {
+          pipelines++;
+          return orig(...a);
+        }) as typeof own.pipeline;
+        const d = await deltaCalls(admin, async () => {
+          const ds = await Promise.all(Array.from({ length: 8 }, () => limiter.consume("k")));
+          expect(ds.map((x) => x.allowed)).toEqual([true, true, true, true, true, false, false, false]);
+        });
+        expect(pipelines).toBe(1);
+        expect(d.evalsha).toBe(8);
+      } finally {
+        own.disconnect();
+      }
+    });
+
     it("falls back to EVAL when the script cache was flushed (restart, failover), then EVALSHA again", async () => {
       const limiter = mk({ algorithm: "fixed-window", limit: 10, window: 60_000 });
       await limiter.consume("k");

@@ -18,6 +18,12 @@ export interface RedisShim {
   evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>;
   /** `EVAL script numkeys keys... args...` */
   eval(script: string, keys: string[], args: string[]): Promise<unknown>;
+  /**
+   * EVALSHA / EVAL with bulk-string replies as raw bytes (Buffers), for scripts that reply with a
+   * key's binary value. Absent when the client library cannot (the store then asks for integers).
+   */
+  evalshaBuffer?: (sha: string, keys: string[], args: string[]) => Promise<unknown>;
+  evalBuffer?: (script: string, keys: string[], args: string[]) => Promise<unknown>;
   /** `DEL keys...` (one slot: the keys share a hash tag). */
   del(keys: string[]): Promise<unknown>;
   /** A Redis Cluster client (then a call may only touch one hash slot). */

@@ -12,6 +12,7 @@ import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore, Store } from "../../store.js";
 import { isNoScript, shimFor, type RedisClientLike, type RedisShim } from "./client.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
+import { fastOutcome, FAST_ALGORITHMS } from "./fast-reply.js";
 import { ServerClock } from "./server-clock.js";
 
 /**
@@ -202,12 +203,13 @@ export class RedisStore implements Store {
   }
 
   /** @internal Runs a script: EVALSHA, then EVAL when the server lacks it (restart, failover, new node). */
-  async run(script: LoadedScript, keys: string[], args: string[]): Promise<unknown> {
+  async run(script: LoadedScript, keys: string[], args: string[], buffers = false): Promise<unknown> {
+    const shim = this.shim;
     try {
-      return await this.shim.evalsha(script.sha, keys, args);
+      return await (buffers ? shim.evalshaBuffer!(script.sha, keys, args) : shim.evalsha(script.sha, keys, args));
     } catch (e) {
       if (!isNoScript(e)) throw e;
-      return await this.shim.eval(script.source, keys, args);
+      return await (buffers ? shim.evalBuffer!(script.source, keys, args) : shim.eval(script.source, keys, args));
     }
   }
 
@@ -293,6 +295,10 @@ class RedisTable implements BoundStore {
   private readonly denials: Map<string, Denial> | undefined;
   /** The script built with exactly the algorithms of these limits. */
   readonly script: LoadedScript;
+  /** Whether lone decisions take the script's fast path (ratekeeper.lua, modes "C"/"P"). */
+  private readonly fast: boolean;
+  /** The fast path's ARGV[4..8]: limit, windowMs, kind (f / F / b), capacity, minTtlMs. */
+  private readonly fastTail: string[];
 
   constructor(
     private readonly store: RedisStore,
@@ -316,10 +322,12 @@ class RedisTable implements BoundStore {
       );
     }
     this.keyHead = `${store.prefix}{${namespace}:`;
-    this.script = loadScript(
-      "ratekeeper",
-      limits.flatMap((l) => SECTIONS_OF[l.algorithm] ?? []),
-    );
+    // One limit with a two-number state, on a client that can return raw bytes: the script's fast path.
+    this.fast = this.single && FAST_ALGORITHMS.has((limits[0] as ResolvedLimit).algorithm) && store.shim.evalshaBuffer !== undefined;
+    this.script = loadScript("ratekeeper", [...limits.flatMap((l) => SECTIONS_OF[l.algorithm] ?? []), ...(this.fast ? ["fast-pair"] : [])]);
+    const l0 = limits[0] as ResolvedLimit;
+    const kind = l0.algorithm !== "fixed-window" ? "b" : l0.alignFirst ? "F" : "f";
+    this.fastTail = [String(l0.limit), String(l0.windowMs), kind, String(l0.capacity), String(store.minTtlMs)];
     this.denials = store.denialMaxKeys > 0 ? new Map() : undefined;
   }
 
@@ -426,6 +434,11 @@ class RedisTable implements BoundStore {
 
   /** One script call for `batch` (in order); each decision gets its slice of the reply. */
   private send(batch: Pending[]): void {
+    const lone = batch[0] as Pending;
+    if (this.fast && batch.length === 1 && (lone.mode === "c" || lone.mode === "p")) {
+      const now = lone.nowMs ?? this.store.serverClock.now();
+      if (now !== undefined) return this.sendFast(lone, now);
+    }
     const keys: string[] = [];
     const args = this.head.slice();
     // Redis's time by the store's calibrated clock; "" (the script reads TIME) when a reading is due.
@@ -459,6 +472,36 @@ class RedisTable implements BoundStore {
         this.inFlight--;
         this.flush();
         for (const p of batch) p.reject(e);
+      },
+    );
+  }
+
+  /**
+   * A lone consume or peek by the script's fast path: the reply is the state the script decided
+   * on, and `check` on it gives the outcome (fast-reply.ts), passed on as the general reply's 5 integers.
+   */
+  private sendFast(p: Pending, now: number): void {
+    const lim = this.limits[0] as ResolvedLimit;
+    const args = [p.mode === "c" ? "C" : "P", String(now), String(p.cost), ...this.fastTail];
+    this.inFlight++;
+    const ms = p.deadlineMs > 0 ? Math.max(1, p.deadlineMs - Date.now()) : this.store.timeoutMs;
+    this.store.withTimeout(this.store.run(this.script, this.keysOf(p.key), args, true), ms).then(
+      (raw) => {
+        this.inFlight--;
+        this.flush();
+        const out = this.ev.outcomes[0] as Outcome;
+        try {
+          fastOutcome(raw, lim, now, p.cost, out);
+        } catch (e) {
+          p.reject(new RateLimitStoreError(`RedisStore: unexpected script reply (${(e as Error).message})`));
+          return;
+        }
+        p.resolve([out.allowed ? 1 : 0, out.remaining, out.retryAfterMs, out.resetAfterMs, out.delayMs]);
+      },
+      (e: unknown) => {
+        this.inFlight--;
+        this.flush();
+        p.reject(e);
       },
     );
   }

@@ -26,6 +26,8 @@ then per decision d, 3 entries from 3 + 8N + (d-1)*3:
           per call); cost: integer cost units, 1 <= cost <= the smallest capacity
           (The store sends Redis's time as nowMs: a clock it keeps calibrated against TIME, see
           server-clock.ts; "" only for the call that takes a new reading.)
+(One decision on one two-number limit may instead take the fast path, with its own compact
+ARGV: see "fast path" below.)
 Reply     5*N integers per decision, per limit in order: allowed (0/1), remaining (units),
           retryAfterMs (ms), resetAfterMs (ms), delayMs (ms); all 0 for a refund or a reset.
           When the call read TIME, one more integer at the end: that reading in microseconds
@@ -49,6 +51,76 @@ algorithms are kept, since Lua creates every `local function` closure on every c
 Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fresh one after it.
 ]]
 
+--[[@if fast-pair]]
+-- ---------------------------------------------------------------- fast path
+-- One decision on one limit whose state is two numbers (fixed-window, token/leaky bucket, gcra),
+-- with the time given. Its own compact ARGV, told apart by ARGV[1] (a mode letter, where the
+-- general layout has a number):
+--   ARGV[1] "C" consume or "P" peek; ARGV[2] nowMs; ARGV[3] cost; ARGV[4] limit; ARGV[5] windowMs;
+--   ARGV[6] "f" fixed-window (clock-aligned), "F" fixed-window (first-request), "b" bucket;
+--   ARGV[7] capacity (units; buckets); ARGV[8] minTtlMs.
+-- Decides and writes exactly as fixed-window.ts / bucket.ts decide() and the general code below,
+-- but inline: no per-call closures or tables. It replies with the state it decided on: the key's
+-- raw value before this call, or nil for a fresh key. The store computes the decision's numbers
+-- from that state with the same TypeScript the memory store runs, so Redis builds no reply table
+-- (a five-integer table reply costs about as much as the GET).
+local fastMode = ARGV[1]
+if fastMode == "C" or fastMode == "P" then
+  local key = KEYS[1]
+  local now, cost = tonumber(ARGV[2]), tonumber(ARGV[3])
+  local limit, W, kind = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+  local raw = redis.call("GET", key)
+  local a, b = 0, 0
+  if raw then
+    if #raw == 12 then a, b = struct.unpack("<i6i6", raw) else a, b = struct.unpack("<dd", raw) end
+  end
+  local ok, nb, resetMs
+  if kind == "b" then
+    -- bucket.ts decide()
+    local level
+    local elapsed = now - a
+    if elapsed <= 0 then
+      level = b
+    elseif elapsed >= math.ceil(b / limit) then
+      level = 0
+    else
+      level = b - elapsed * limit
+    end
+    local behind = 0
+    if a > now then behind = a - now else a = now end
+    nb = level + cost * W
+    ok = nb <= tonumber(ARGV[7]) * W
+    resetMs = math.ceil(nb / limit) + behind
+  else
+    -- fixed-window.ts decide()
+    local start
+    if kind == "F" then
+      if b > 0 and now - a < W then start = a else start = now end
+    else
+      start = now - now % W
+      if a > start then start = a end
+    end
+    local count = 0
+    if a == start then count = b end
+    ok = count + cost <= limit
+    a, nb, resetMs = start, count + cost, start + W - now
+  end
+  if ok and fastMode == "C" then
+    local v
+    if a >= 0 and a < 140737488355328 and math.floor(a) == a and nb >= 0 and nb < 140737488355328 and math.floor(nb) == nb then
+      v = struct.pack("<i6i6", a, nb)
+    else
+      v = struct.pack("<dd", a, nb)
+    end
+    local ttl = tonumber(ARGV[8])
+    if resetMs > ttl then ttl = resetMs end
+    if ttl < 1 then ttl = 1 end
+    redis.call("SET", key, v, "PX", ttl)
+  end
+  return raw
+end
+--[[@end]]
+
 -- The decision being made: the algorithms below read these (set for each decision of the call).
 local now, cost
 local minTtl = tonumber(ARGV[1])
@@ -60,6 +132,7 @@ local function ttlOf(resetAfterMs)
 end
 
 local I6_LIMIT = 140737488355328 -- 2^47: struct "i6" is signed
+
 
 --[[@if pair]]
 -- The two numbers a, b of fixed-window and bucket states: i6 i6 (12 bytes) when both fit.

@@ -1,0 +1,29 @@
+import { ALGORITHM_IMPLS, type LimitState } from "../../core/algorithms/index.js";
+import type { Outcome } from "../../core/decision.js";
+import type { ResolvedLimit } from "../../core/options.js";
+
+/** Algorithms whose state is two numbers (a, b): the script's fast path serves them. */
+export const FAST_ALGORITHMS: ReadonlySet<string> = new Set(["fixed-window", "token-bucket", "leaky-bucket", "gcra"]);
+
+/**
+ * The outcome of a fast-path call (ratekeeper.lua, modes "C" and "P"), from the state the script
+ * decided on: the key's value before the call (12 bytes: two 6-byte little-endian integers; 16:
+ * two doubles) or null for a fresh key. The script decided with the same arithmetic as
+ * `check` (and wrote `commit`'s state when it admitted), so `check` on that state at the same
+ * time and cost gives the very numbers the general path's reply would carry.
+ * @throws Error when the value is not a state the script writes
+ */
+export function fastOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome): void {
+  const s: LimitState = { a: 0, b: 0, ring: null };
+  if (raw !== null && raw !== undefined) {
+    if (!Buffer.isBuffer(raw)) throw new Error(`expected the state as bytes, got ${typeof raw}`);
+    if (raw.length === 12) {
+      s.a = raw.readIntLE(0, 6);
+      s.b = raw.readIntLE(6, 6);
+    } else if (raw.length === 16) {
+      s.a = raw.readDoubleLE(0);
+      s.b = raw.readDoubleLE(8);
+    } else throw new Error(`a state of ${raw.length} bytes`);
+  }
+  ALGORITHM_IMPLS[lim.algorithm].check(s, nowMs, cost, lim, out);
+}
