@@ -194,10 +194,10 @@ describeRedis("RedisStore", () => {
         await limiter.consume("warm");
         let pipelines = 0;
         const orig = own.pipeline.bind(own);
-        (own as unknown as { pipeline: typeof own.pipeline }).pipeline = ((...a: Parameters<typeof own.pipeline>) => {
+        (own as unknown as { pipeline: typeof own.pipeline }).pipeline = (...a: Parameters<typeof own.pipeline>) => {
           pipelines++;
           return orig(...a);
-        }) as typeof own.pipeline;
+        };
         const d = await deltaCalls(admin, async () => {
           const ds = await Promise.all(Array.from({ length: 8 }, () => limiter.consume("k")));
           expect(ds.map((x) => x.allowed)).toEqual([true, true, true, true, true, false, false, false]);
