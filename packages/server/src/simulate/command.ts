@@ -71,7 +71,7 @@ export async function runSimulate(values: Values, out: { stdout: (s: string) => 
     const results: SimulationResult[] = [];
     let requests = 0;
     for (const traffic of plan.traffics) {
-      // 200 sampled denials per algorithm are plenty for a scatter plot (every denial is still checked).
+      // 100 sampled denials per algorithm are plenty for a scatter plot (every denial is still checked).
       results.push(
         simulate({
           limit: plan.limit,
@@ -80,7 +80,7 @@ export async function runSimulate(values: Values, out: { stdout: (s: string) => 
           algorithms: plan.algorithms,
           bins: plan.bins,
           stateKey: plan.stateKey,
-          retrySamples: 200,
+          retrySamples: 100,
         }),
       );
       requests += traffic.timesMs.length;

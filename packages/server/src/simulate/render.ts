@@ -9,6 +9,9 @@ import type { VegaLiteSpec } from "./charts.js";
  * report opens from disk with no network.
  */
 const CONFIG = {
+  // Static pictures: no ARIA attribute on every mark (a chart's whole description would repeat
+  // per point); the report says in words what each chart shows.
+  aria: false,
   background: "white",
   padding: 8,
   font: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif",
@@ -23,8 +26,16 @@ export async function renderSvg(spec: VegaLiteSpec, title?: string): Promise<str
   const full = { ...spec, ...(title ? { title } : {}), config: CONFIG } as unknown as TopLevelSpec;
   const view = new View(parse(compile(full).spec), { renderer: "none" });
   try {
-    return await view.toSVG();
+    return compact(await view.toSVG());
   } finally {
     view.finalize();
   }
+}
+
+/**
+ * Rounds the coordinates Vega writes with full double precision (in path data and transforms
+ * only, never in text) to a tenth of a pixel: a third smaller, nothing visible changes.
+ */
+function compact(svg: string): string {
+  return svg.replace(/ (d|transform)="([^"]*)"/g, (_m, attr: string, value: string) => ` ${attr}="${value.replace(/(\d\.\d)\d+/g, "$1")}"`);
 }
