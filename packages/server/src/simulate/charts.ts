@@ -136,7 +136,7 @@ function worstView(
             {
               mark: { type: "bar" },
               encoding: {
-                y: { field: "algorithm", type: "nominal", sort: bars.map((b) => b.algorithm), title: null },
+                y: { field: "algorithm", type: "nominal", sort: bars.map((b) => b.algorithm), title: null, axis: { labelLimit: 320 } },
                 x: { field: "worst", type: "quantitative", title: `most ${unit} in one rolling window (limit ${r.limit})` },
                 color,
               },
