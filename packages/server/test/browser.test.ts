@@ -10,7 +10,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Browser, Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runSimulate } from "../src/simulate/command.js";
+import { runSimulate } from "../src/cli/simulate.js";
 import { SCREENSHOTS, findChromium, launchChromium } from "./browser-support.js";
 import { ROOT, startServiceProcess, type ServiceProc } from "./support.js";
 

@@ -7,7 +7,9 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { runSimulate } from "../src/simulate/command.js";
+import { execFileSync } from "node:child_process";
+import { runSimulate } from "../src/cli/simulate.js";
+import { CLI } from "./support.js";
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -115,5 +117,16 @@ describe("simulate report", () => {
       expect(r.stderr, JSON.stringify(flags)).toMatch(message);
       expect(r.stderr.startsWith("ratekeeper simulate: "), r.stderr).toBe(true);
     }
+  });
+
+  it("is the ratekeeper command's simulate subcommand", () => {
+    const out = execFileSync(process.execPath, [CLI, "simulate", "--scenario", "boundary", "--limit", "5", "--window", "10s"], {
+      encoding: "utf8",
+    });
+    expect(out).toMatch(/^boundary: /);
+    expect(out).toMatch(/fixed-window\s+\d+ \(100%\)\s+0\s+10 at/);
+    expect(execFileSync(process.execPath, [CLI, "--help"], { encoding: "utf8" })).toMatch(
+      /\n {2}simulate\s+replay traffic through every algorithm/,
+    );
   });
 });

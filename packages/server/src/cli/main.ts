@@ -9,11 +9,12 @@ import { UsageError, type Command } from "./command.js";
 import { CONFIG_CHECK_COMMAND } from "./config.js";
 import { OVERRIDES_COMMANDS } from "./overrides.js";
 import { SERVE_COMMAND } from "./serve.js";
+import { SIMULATE_COMMAND } from "./simulate.js";
 
 export type { Command } from "./command.js";
 
 /** The table. Add a subcommand by adding an entry. */
-export const COMMANDS: Command[] = [SERVE_COMMAND, CONFIG_CHECK_COMMAND, ...OVERRIDES_COMMANDS];
+export const COMMANDS: Command[] = [SERVE_COMMAND, CONFIG_CHECK_COMMAND, ...OVERRIDES_COMMANDS, SIMULATE_COMMAND];
 
 function help(): string {
   const lines = ["usage: ratekeeper <command> [flags]", "", "commands:"];

@@ -12,7 +12,8 @@ import {
   type SimulationResult,
   type Traffic,
 } from "ratekeeper/simulate";
-import { writeReport } from "./report.js";
+import { writeReport } from "../simulate/report.js";
+import { str, type Command, type Values } from "./command.js";
 
 /**
  * `ratekeeper simulate`: the flags, turned into traffic and simulator options; prints a table
@@ -55,9 +56,6 @@ export const SIMULATE_FLAG_HELP: Readonly<Record<keyof typeof SIMULATE_FLAGS, st
   bins: "N  time buckets in the charts [default 200]",
   out: "DIR  write index.html, one SVG per chart and results.json there",
 };
-
-type Values = Record<string, string | boolean | (string | boolean)[] | undefined>;
-const str = (v: Values[string]): string | undefined => (typeof v === "string" ? v : undefined);
 
 /**
  * Runs `ratekeeper simulate` with parsed flags.
@@ -196,3 +194,13 @@ function commandLine(v: Values): string {
     if (typeof val === "string") parts.push(`--${k} ${/[\s"']/.test(val) ? JSON.stringify(val) : val}`);
   return parts.join(" ");
 }
+
+/** `ratekeeper simulate`. */
+export const SIMULATE_COMMAND: Command = {
+  words: ["simulate"],
+  args: "",
+  summary: "replay traffic through every algorithm: a table each, and with --out an HTML report with SVG charts",
+  flags: SIMULATE_FLAGS,
+  flagHelp: SIMULATE_FLAG_HELP,
+  run: (values) => runSimulate(values, { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t) }),
+};
