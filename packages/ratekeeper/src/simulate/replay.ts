@@ -1,3 +1,9 @@
+/*
+ * The simulator's inner loop. `replay` is longer than the usual 60 lines on purpose: it is one
+ * pass over every request of the traffic with every measure taken in place (admissions per
+ * bucket, the rolling window, retryAfter checks, the followed key's state, idle-key sweeps), and
+ * splitting it into per-measure passes or callbacks would cost the simulator its speed.
+ */
 import type { LimitState } from "../core/algorithms/types.js";
 import { Evaluator } from "../core/evaluate.js";
 import type { LimitSpec, ResolvedLimit } from "../core/options.js";
