@@ -178,6 +178,30 @@ describe("dashboard behind the admin token", () => {
   });
 });
 
+describe("dashboard shutdown", () => {
+  it("a graceful stop ends the event streams instead of waiting for them", async () => {
+    // A shutdown timeout longer than the test's: if the open stream held the server, the test would time out.
+    const svc = await startService({
+      configFile: path.join(dir, "rules.yaml"),
+      port: 0,
+      grpcPort: 0,
+      host: "127.0.0.1",
+      watch: false,
+      shutdownTimeoutMs: 600_000,
+      logger: createLogger("silent"),
+    });
+    const req = http.get(`http://127.0.0.1:${svc.httpPort}/dashboard/api/events`);
+    const res = await new Promise<http.IncomingMessage>((resolve) => req.once("response", resolve));
+    const ended = new Promise<void>((resolve) => {
+      res.on("data", () => {});
+      res.once("end", () => resolve());
+      res.once("close", () => resolve());
+    });
+    await svc.close();
+    await ended;
+  });
+});
+
 describe("dashboard off", () => {
   it("--no-dashboard (dashboard: false): /dashboard is 404 and nothing is counted for it", async () => {
     const off = await startService({
