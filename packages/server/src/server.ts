@@ -49,6 +49,8 @@ export interface ServeOptions {
   host?: string | undefined;
   /** Reload the rules when the file changes. @default true */
   watch?: boolean | undefined;
+  /** The in-memory store's bound on its estimated bytes (the library's `MemoryStore` `maxBytes`). @default 268435456 */
+  memoryMaxBytes?: number | undefined;
   /** How long a changed rules file must be quiet before it is read, in ms. @default 2000 */
   reloadSettleMs?: number | undefined;
   /** The largest rules file read, at start and on reload, in bytes. @default 4194304 (4 MiB) */
@@ -117,7 +119,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     });
     await waitReady(redis, 5_000).catch((e: Error) => logger.warn({ err: e.message }, "redis not reachable yet"));
   } else {
-    const memory = new MemoryStore();
+    const memory = new MemoryStore(options.memoryMaxBytes !== undefined ? { maxBytes: options.memoryMaxBytes } : {});
     metrics.watchMemoryStore(memory);
     store = memory;
   }

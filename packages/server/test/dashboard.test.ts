@@ -32,7 +32,7 @@ domains:
         shadow: true
 `;
 
-const TOKEN = "s3cret-token";
+const TOKEN = "s3cret-token-0123456789";
 let dir: string;
 let open: RunningService;
 let locked: RunningService;

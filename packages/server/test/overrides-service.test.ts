@@ -14,7 +14,7 @@ import { CLI, startServiceProcess, type ServiceProc } from "./support.js";
 
 const run = promisify(execFile);
 const pgMode = await postgresTestMode();
-const TOKEN = "svc-token";
+const TOKEN = "svc-token-0123456789";
 const tight = [{ algorithm: "fixed-window", limit: 3, window: "1h" }];
 
 async function cli(args: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -26,10 +26,15 @@ export class UsageError extends Error {
   override readonly name = "UsageError";
 }
 
+/**
+ * Decimal digits only: `Number()` alone would take "0x10" as 16, "1e3" as 1000 and " " as 0.
+ */
+const DECIMAL = /^[0-9]+$/;
+
 /** A port flag: 0-65535, or `fallback` when not given. */
 export function port(text: string | undefined, name: string, fallback: number): number {
   if (text === undefined || text === "") return fallback;
-  const n = Number(text);
+  const n = DECIMAL.test(text) ? Number(text) : Number.NaN;
   if (!Number.isInteger(n) || n < 0 || n > 65535)
     throw new UsageError(`${name}: must be a port number 0-65535 (got ${JSON.stringify(text)})`);
   return n;
@@ -38,8 +43,9 @@ export function port(text: string | undefined, name: string, fallback: number): 
 /** A positive whole-number flag, or undefined when not given. */
 export function positive(text: string | undefined, name: string): number | undefined {
   if (text === undefined) return undefined;
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${name}: must be a positive whole number (got ${JSON.stringify(text)})`);
+  const n = DECIMAL.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n <= 0)
+    throw new UsageError(`${name}: must be a positive whole number in decimal digits (got ${JSON.stringify(text)})`);
   return n;
 }
 

@@ -3,6 +3,7 @@ import { createLogger } from "../log.js";
 import { OverrideCache } from "../overrides/cache.js";
 import { openOverrideStore } from "../overrides/open.js";
 import { startService, type ServiceOverrides } from "../server.js";
+import { chooseAdminToken } from "./admin-token.js";
 import { UsageError, port, positive, str, type Command } from "./command.js";
 
 /** `ratekeeper serve`: the decision service, until SIGTERM or SIGINT. */
@@ -20,10 +21,15 @@ export const SERVE_COMMAND: Command = {
     host: { type: "string" },
     overrides: { type: "string" },
     "admin-token": { type: "string" },
+    "admin-token-file": { type: "string" },
     headers: { type: "string" },
     "request-timeout": { type: "string" },
     "max-body": { type: "string" },
     "no-watch": { type: "boolean" },
+    "reload-settle": { type: "string" },
+    "max-rules-bytes": { type: "string" },
+    "allow-empty-rules": { type: "boolean" },
+    "memory-max-bytes": { type: "string" },
     "no-dashboard": { type: "boolean" },
   },
   flagHelp: {
@@ -36,11 +42,17 @@ export const SERVE_COMMAND: Command = {
     "grpc-port": "N  gRPC port (Envoy RLS) [env GRPC_PORT, default 8081]",
     host: "ADDR  interface to listen on [default 0.0.0.0]",
     overrides: "URL  per-key overrides store: sqlite:./overrides.db or postgres://... [env RATEKEEPER_OVERRIDES]",
-    "admin-token": "TOKEN  turn on the admin API (/v1/admin/*) with this bearer token [env RATEKEEPER_ADMIN_TOKEN]",
+    "admin-token":
+      "TOKEN  turn on the admin API (/v1/admin/*) with this bearer token, at least 16 characters (visible in ps: prefer the file or the environment) [env RATEKEEPER_ADMIN_TOKEN]",
+    "admin-token-file": "FILE  the admin token from a file only its owner can read (chmod 600), e.g. a mounted secret",
     headers: "STYLES  limit header styles, comma-separated: ietf, draft-7, draft-6, x-ratelimit [default ietf, as the middleware]",
     "request-timeout": "MS  time a client has to send a whole request; slower ones get 408 [default 10000]",
     "max-body": "BYTES  largest request body; larger ones get 413 [default 65536]",
     "no-watch": "do not reload the rules file when it changes",
+    "reload-settle": "MS  a changed rules file is read once it has been quiet this long (no half-written file applies) [default 2000]",
+    "max-rules-bytes": "BYTES  largest rules file read, at start and on reload; larger ones are refused [default 4194304]",
+    "allow-empty-rules": "apply a reloaded rules file that has no rules (refused otherwise: a file cut short would lift every limit)",
+    "memory-max-bytes": "BYTES  bound on the in-memory store's estimated key memory; older keys are dropped [default 268435456]",
     "no-dashboard": "do not serve /dashboard (nor count what it shows)",
   },
   async run(v) {
@@ -54,7 +66,12 @@ export const SERVE_COMMAND: Command = {
     for (const h of headerStyles)
       if (!HEADER_STYLES.includes(h))
         throw new UsageError(`--headers: each style must be one of ${HEADER_STYLES.join(", ")} (got ${JSON.stringify(h)})`);
+    const memoryMaxBytes = positive(str(v["memory-max-bytes"]), "--memory-max-bytes");
+    if (memoryMaxBytes !== undefined && memoryMaxBytes < 4096)
+      throw new UsageError(`--memory-max-bytes: must be at least 4096 (got ${memoryMaxBytes})`);
+    const admin = chooseAdminToken(v, process.env);
     const logger = createLogger();
+    if (admin.warning) logger.warn(admin.warning);
     const overridesUrl = str(v.overrides) ?? process.env.RATEKEEPER_OVERRIDES;
     const overrides = overridesUrl ? await openOverrides(overridesUrl, logger) : undefined;
     let running;
@@ -68,8 +85,12 @@ export const SERVE_COMMAND: Command = {
         grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
         host: str(v.host),
         watch: v["no-watch"] !== true,
+        reloadSettleMs: positive(str(v["reload-settle"]), "--reload-settle"),
+        maxRulesBytes: positive(str(v["max-rules-bytes"]), "--max-rules-bytes"),
+        allowEmptyRules: v["allow-empty-rules"] === true,
+        memoryMaxBytes,
         dashboard: v["no-dashboard"] !== true,
-        adminToken: str(v["admin-token"]) ?? process.env.RATEKEEPER_ADMIN_TOKEN,
+        adminToken: admin.token,
         overrides,
         headerStyles,
         requestTimeoutMs: positive(str(v["request-timeout"]), "--request-timeout"),

@@ -1,0 +1,78 @@
+/**
+ * The serve command's numeric flags take decimal digits only (`0x10` is not 16, `1e3` not 1000),
+ * and the bounds the hostile suite relies on are settable: the rules file size at start, empty
+ * rules on purpose, the memory store's byte bound (shown in /metrics).
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { until } from "../../../../test-support/process.js";
+import { CLI, startServiceProcess, type ServiceProc } from "../support.js";
+
+const dir = mkdtempSync(path.join(tmpdir(), "rk-hostile-flags-"));
+const rules = path.join(dir, "rules.yaml");
+const RULES = "domains:\n  - domain: d\n    descriptors:\n      - key: k\n        algorithm: gcra\n        limit: 5\n        window: 1s\n";
+writeFileSync(rules, RULES);
+const running: ServiceProc[] = [];
+afterEach(async () => {
+  for (const s of running.splice(0)) await s.stop();
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function serve(args: string[]): { status: number | null; stderr: string } {
+  const r = spawnSync(process.execPath, [CLI, "serve", "--config", rules, "--port", "0", "--grpc-port", "0", "--no-watch", ...args], {
+    encoding: "utf8",
+    env: { ...process.env, RATEKEEPER_ADMIN_TOKEN: "" },
+    // A flag wrongly accepted starts the service, which runs until this kills it.
+    timeout: 10_000,
+  });
+  return { status: r.status, stderr: r.stderr };
+}
+
+describe("serve flags", () => {
+  for (const [flag, bad] of [
+    ["--max-body", "0x10"],
+    ["--request-timeout", "1e3"],
+    ["--max-rules-bytes", "4MB"],
+    ["--memory-max-bytes", "12kB"],
+    ["--port", "0x50"],
+  ] as const) {
+    it(`${flag} ${bad} is a usage error naming the flag`, () => {
+      const r = serve([flag, bad]);
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain(`${flag}: must be`);
+    });
+  }
+
+  it("--memory-max-bytes below 4096 is a usage error", () => {
+    const r = serve(["--memory-max-bytes", "100"]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--memory-max-bytes: .*4096/);
+  });
+
+  it("--max-rules-bytes refuses a larger rules file at start, naming the flag", () => {
+    const r = serve(["--max-rules-bytes", "50"]);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/over the 50-byte limit \(raise it with --max-rules-bytes\)/);
+  });
+
+  it("--memory-max-bytes is the bound /metrics shows", async () => {
+    const svc = await startServiceProcess(["--config", rules, "--no-watch", "--memory-max-bytes", "8388608"]);
+    running.push(svc);
+    const text = await (await fetch(`${svc.base}/metrics`)).text();
+    expect(text).toMatch(/^ratekeeper_memory_store_max_bytes 8388608$/m);
+  });
+
+  it("--allow-empty-rules lets a reload to no rules apply (with --reload-settle)", async () => {
+    const file = path.join(dir, "empty-ok.yaml");
+    writeFileSync(file, RULES);
+    const svc = await startServiceProcess(["--config", file, "--allow-empty-rules", "--reload-settle", "200"]);
+    running.push(svc);
+    writeFileSync(file, "domains: []\n");
+    await until(() => svc.lines.some((l) => l.includes('"msg":"rules reloaded"')), "the empty rules to apply");
+    const r = (await (await fetch(`${svc.base}/v1/rules`)).json()) as { rules: unknown[] };
+    expect(r.rules).toEqual([]);
+  });
+});
