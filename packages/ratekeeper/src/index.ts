@@ -7,7 +7,9 @@
  */
 export { RateLimiter, type RateLimiterOptions } from "./limiter.js";
 export { MemoryStore, type MemoryStoreOptions } from "./stores/memory.js";
-export type { Store, BoundStore } from "./store.js";
+export { ConcurrencyLimiter, type ConcurrencyLimiterOptions, type Lease, type LeaseCount } from "./concurrency.js";
+export type { LeaseReason } from "./core/lease-reason.js";
+export type { Store, BoundStore, BoundLeases, LeaseAnswer } from "./store.js";
 export type { Decision, DecisionReason, LimitOutcome, Outcome } from "./core/decision.js";
 export { collectIssues, RateLimitConfigError, RateLimitStoreError, type ConfigIssue } from "./core/errors.js";
 export { parseDuration, type Duration } from "./core/duration.js";

@@ -2,13 +2,9 @@ import type { Decision } from "./core/decision.js";
 import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "./core/errors.js";
 import { resolveLimit, resolveLimits, type LimitSpec, type ResolvedLimit } from "./core/options.js";
 import { policyId } from "./core/policy-id.js";
+import { checkKey } from "./key.js";
 import { MemoryStore } from "./stores/memory.js";
 import type { BoundStore, Store } from "./store.js";
-
-/** `String.prototype.isWellFormed` (ES2024; in every Node this library supports). */
-interface WellFormed {
-  isWellFormed(): boolean;
-}
 
 interface CommonOptions {
   /** Where state lives. @default a new `MemoryStore()` */
@@ -163,11 +159,7 @@ export class RateLimiter {
 
   /** Throws a RangeError naming `key` or `cost` when either is bad (cost 1 needs no check). */
   private validate(key: unknown, cost: unknown): void {
-    if (typeof key !== "string" || key.length === 0 || key.length > 1024) this.badKey(key);
-    // A lone surrogate: Redis clients send keys as UTF-8, where each becomes U+FFFD, so such
-    // keys would collide in Redis and not in memory. Refused by every store alike. (One-byte
-    // strings, the usual keys, answer at once.)
-    if (!(key as unknown as WellFormed).isWellFormed()) this.illFormedKey(key);
+    checkKey(key);
     if (cost !== 1) this.checkCost(cost);
   }
 
@@ -178,23 +170,5 @@ export class RateLimiter {
     if (cost > this.maxCost) {
       throw new RangeError(`cost: ${cost} is more than this policy could ever admit (at most ${this.maxCost})`);
     }
-  }
-
-  private illFormedKey(key: string): never {
-    let at = 0;
-    for (; at < key.length; at++) {
-      const c = key.charCodeAt(at);
-      if (c >= 0xd800 && c <= 0xdbff && at + 1 < key.length && (key.charCodeAt(at + 1) & 0xfc00) === 0xdc00) at++;
-      else if (c >= 0xd800 && c <= 0xdfff) break;
-    }
-    const unit = key.charCodeAt(at).toString(16).toUpperCase();
-    throw new RangeError(
-      `key: has a lone surrogate (U+${unit} at index ${at}), which Redis would store as U+FFFD; ` +
-        "use well-formed text (key.toWellFormed() replaces lone surrogates with U+FFFD)",
-    );
-  }
-
-  private badKey(key: unknown): never {
-    throw new RangeError(`key: must be a non-empty string of at most 1024 characters (got ${describeValue(key)})`);
   }
 }

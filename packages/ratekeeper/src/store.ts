@@ -1,4 +1,5 @@
 import type { Decision } from "./core/decision.js";
+import type { LeaseReason } from "./core/lease-reason.js";
 import type { ResolvedLimit } from "./core/options.js";
 
 /**
@@ -12,6 +13,11 @@ export interface Store {
    * store: the same key under two different policies never shares state.
    */
   bind(limits: readonly ResolvedLimit[], namespace: string): BoundStore;
+  /**
+   * Prepares the store for one concurrency limit (`ConcurrencyLimiter`): at most `limit` leases
+   * per key, shared by every limiter bound with the same namespace. Both built-in stores have it.
+   */
+  bindLeases?(limit: number, namespace: string): BoundLeases;
 }
 
 /**
@@ -28,4 +34,32 @@ export interface BoundStore {
   refund(key: string, cost: number, nowMs: number | undefined): void | Promise<void>;
   /** Forgets the key. */
   reset(key: string): void | Promise<void>;
+}
+
+/** What a store says about one key's leases: after an acquire, a renew, a release, or a count. */
+export interface LeaseAnswer {
+  /** Acquired (renewed, released); for a count, always false. */
+  readonly ok: boolean;
+  /** Slots free now. */
+  readonly remaining: number;
+  /** 0 unless an acquire was refused: ms until a slot frees if nobody releases one (the earliest expiry). */
+  readonly retryAfterMs: number;
+  /** Set when the answer did not come from the key's leases as usual: the limit was full, or the store's failure policy answered. */
+  readonly reason: LeaseReason | undefined;
+}
+
+/**
+ * A store bound to one concurrency limit. Lease ids are made by the caller, unique over every
+ * process (`ConcurrencyLimiter` does). `nowMs` as in {@link BoundStore}. A lease expires `leaseMs`
+ * after its acquire or its last renew.
+ */
+export interface BoundLeases {
+  /** Takes a slot for `id` when one is free; an `id` already held is renewed instead. */
+  acquire(key: string, id: string, leaseMs: number, nowMs: number | undefined): LeaseAnswer | Promise<LeaseAnswer>;
+  /** Extends a held lease; `ok: false` when it is no longer held (expired or released). */
+  renew(key: string, id: string, leaseMs: number, nowMs: number | undefined): LeaseAnswer | Promise<LeaseAnswer>;
+  /** Gives the slot back; nothing when it is not held. */
+  release(key: string, id: string, nowMs: number | undefined): LeaseAnswer | Promise<LeaseAnswer>;
+  /** What an acquire would say now (with `ok: false`), taking nothing. */
+  count(key: string, nowMs: number | undefined): LeaseAnswer | Promise<LeaseAnswer>;
 }

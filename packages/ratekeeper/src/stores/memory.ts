@@ -1,7 +1,8 @@
 import { describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue } from "../core/errors.js";
 import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
-import type { BoundStore, Store } from "../store.js";
+import type { BoundLeases, BoundStore, Store } from "../store.js";
+import { MemoryLeases } from "./memory-leases.js";
 import { MultiTable, SingleTable, type Table, type TableOwner } from "./memory-table.js";
 
 /** Options of {@link MemoryStore}. */
@@ -58,6 +59,8 @@ export class MemoryStore implements Store, TableOwner {
   readonly maxBytes: number;
   private readonly tables = new Set<Table<{ exp: number }>>();
   private readonly byNamespace = new Map<string, Table<{ exp: number }>>();
+  /** Concurrency limits' leases, by namespace and limit. */
+  private readonly leasePools = new Map<string, MemoryLeases>();
   private timer: ReturnType<typeof setInterval> | undefined;
   /** Keys held now, over all tables. */
   size = 0;
@@ -117,10 +120,25 @@ export class MemoryStore implements Store, TableOwner {
     return t;
   }
 
-  /** Drops every key whose state has expired at `nowMs`. Returns how many were dropped. */
+  /**
+   * Concurrency limits bound with the same namespace and limit share their leases, as they do in
+   * Redis. Keys holding leases are bounded by `maxKeys` per limit (see memory-leases.ts).
+   */
+  bindLeases(limit: number, namespace: string): BoundLeases {
+    const id = `${namespace}\u0000${limit}`;
+    let pool = this.leasePools.get(id);
+    if (pool === undefined) {
+      pool = new MemoryLeases(limit, this.maxKeys);
+      this.leasePools.set(id, pool);
+    }
+    return pool;
+  }
+
+  /** Drops every key whose state has expired at `nowMs` (and every expired lease). Returns how many keys were dropped. */
   sweep(nowMs: number): number {
     let dropped = 0;
     for (const t of this.tables) dropped += t.sweep(nowMs);
+    for (const p of this.leasePools.values()) dropped += p.sweep(nowMs);
     return dropped;
   }
 

@@ -1,0 +1,85 @@
+import { LeaseSet, newLeaseOutcome, type LeaseOutcome } from "../core/leases.js";
+import type { BoundLeases, LeaseAnswer } from "../store.js";
+
+/** What a refusal for want of room in the store says to retry after (ms). */
+const FULL_RETRY_MS = 1000;
+
+/**
+ * One concurrency limit's leases in a {@link MemoryStore}: a {@link LeaseSet} per key that holds
+ * leases. A key whose leases are all gone (released, or expired and swept) is dropped, so memory
+ * follows the leases held, not the keys ever seen. Bounded: when `maxKeys` keys hold leases, an
+ * acquire on a new key first drops expired leases everywhere and, if every key still holds one,
+ * is refused (`reason: "overloaded"`): a key with a live lease is never forgotten, since that
+ * would admit more than the limit.
+ */
+export class MemoryLeases implements BoundLeases {
+  private readonly keys = new Map<string, LeaseSet>();
+  private readonly out: LeaseOutcome = newLeaseOutcome();
+
+  constructor(
+    private readonly limit: number,
+    private readonly maxKeys: number,
+  ) {}
+
+  /** Keys holding leases (some possibly expired, until the next sweep or use). */
+  get size(): number {
+    return this.keys.size;
+  }
+
+  acquire(key: string, id: string, leaseMs: number, nowMs: number | undefined): LeaseAnswer {
+    const now = nowMs ?? Date.now();
+    let set = this.keys.get(key);
+    if (set === undefined) {
+      if (this.keys.size >= this.maxKeys && (this.sweep(now), this.keys.size >= this.maxKeys)) {
+        return { ok: false, remaining: 0, retryAfterMs: FULL_RETRY_MS, reason: "overloaded" };
+      }
+      set = new LeaseSet();
+      this.keys.set(key, set);
+    }
+    set.acquire(now, id, this.limit, leaseMs, this.out);
+    return this.answer(this.out.ok ? undefined : "limit");
+  }
+
+  renew(key: string, id: string, leaseMs: number, nowMs: number | undefined): LeaseAnswer {
+    const now = nowMs ?? Date.now();
+    const set = this.keys.get(key);
+    const ok = set !== undefined && set.renew(now, id, leaseMs);
+    return this.counted(key, set, now, ok);
+  }
+
+  release(key: string, id: string, nowMs: number | undefined): LeaseAnswer {
+    const now = nowMs ?? Date.now();
+    const set = this.keys.get(key);
+    const ok = set !== undefined && set.release(now, id);
+    return this.counted(key, set, now, ok);
+  }
+
+  count(key: string, nowMs: number | undefined): LeaseAnswer {
+    return this.counted(key, this.keys.get(key), nowMs ?? Date.now(), false);
+  }
+
+  /** Drops expired leases, and the keys left without any. Returns how many keys were dropped. */
+  sweep(nowMs: number): number {
+    let dropped = 0;
+    for (const [key, set] of this.keys) {
+      if (set.held(nowMs) === 0) {
+        this.keys.delete(key);
+        dropped++;
+      }
+    }
+    return dropped;
+  }
+
+  /** The key's count after a renew, release or count (dropping the key when it holds nothing). */
+  private counted(key: string, set: LeaseSet | undefined, nowMs: number, ok: boolean): LeaseAnswer {
+    if (set === undefined) return { ok, remaining: this.limit, retryAfterMs: 0, reason: undefined };
+    set.count(nowMs, this.limit, this.out);
+    if (this.out.held === 0) this.keys.delete(key);
+    return { ok, remaining: this.out.remaining, retryAfterMs: this.out.retryAfterMs, reason: undefined };
+  }
+
+  private answer(reason: LeaseAnswer["reason"]): LeaseAnswer {
+    const o = this.out;
+    return { ok: o.ok, remaining: o.remaining, retryAfterMs: o.retryAfterMs, reason };
+  }
+}

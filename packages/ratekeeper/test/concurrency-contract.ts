@@ -1,0 +1,105 @@
+/**
+ * The concurrency contract: one suite for ConcurrencyLimiter, run against every store
+ * (memory-contract.test.ts, redis-contract.test.ts). A manual clock is injected; no sleeps. Each
+ * test uses its own namespace.
+ */
+import { describe, expect, it } from "vitest";
+import { ConcurrencyLimiter, type Lease } from "../src/index.js";
+import type { ContractTarget } from "./contract.js";
+
+let seq = 0;
+const uniq = () => `cc${process.pid}-${++seq}`;
+
+function setup(target: ContractTarget, limit: number, leaseMs = 10_000, t0 = 1_763_740_800_123) {
+  const clock = { now: t0 };
+  const namespace = uniq();
+  const make = () => new ConcurrencyLimiter({ limit, leaseMs, store: target.store(), clock: () => clock.now, namespace });
+  return { pool: make(), make, clock };
+}
+
+/** Runs the concurrency contract against `target`. */
+export function concurrencyContract(target: ContractTarget): void {
+  describe("ConcurrencyLimiter", () => {
+    it("grants `limit` leases on a key, then refuses with the time until the earliest expires", async () => {
+      const { pool, clock } = setup(target, 3);
+      const leases: Lease[] = [];
+      for (let i = 0; i < 3; i++) {
+        leases.push(await pool.acquire("k"));
+        clock.now += 10;
+      }
+      expect(leases.map((l) => [l.acquired, l.remaining, l.retryAfterMs, l.reason])).toEqual([
+        [true, 2, 0, undefined],
+        [true, 1, 0, undefined],
+        [true, 0, 0, undefined],
+      ]);
+      expect(new Set(leases.map((l) => l.id)).size).toBe(3);
+      const refused = await pool.acquire("k");
+      expect(refused).toMatchObject({ acquired: false, remaining: 0, retryAfterMs: 10_000 - 30, reason: "limit", id: "", limit: 3 });
+      expect((await pool.acquire("other")).acquired).toBe(true);
+      // retryAfterMs is truthful: a tick before it the key is still full, at it a slot is free.
+      clock.now += refused.retryAfterMs - 1;
+      expect((await pool.acquire("k")).acquired).toBe(false);
+      clock.now += 1;
+      expect((await pool.acquire("k")).acquired).toBe(true);
+    });
+
+    it("release frees the slot at once; releasing twice (or a refused lease) changes nothing", async () => {
+      const { pool } = setup(target, 2);
+      const a = await pool.acquire("k");
+      const b = await pool.acquire("k");
+      const refused = await pool.acquire("k");
+      expect([a.acquired, b.acquired, refused.acquired]).toEqual([true, true, false]);
+      await refused.release();
+      await a.release();
+      await a.release();
+      expect(await pool.peek("k")).toEqual({ remaining: 1, retryAfterMs: 0, reason: undefined });
+      const c = await pool.acquire("k");
+      expect(c.acquired).toBe(true);
+      await a.release(); // a's id is gone: c's slot stays held
+      expect((await pool.acquire("k")).acquired).toBe(false);
+      await Promise.all([b.release(), c.release()]);
+      expect(await pool.peek("k")).toEqual({ remaining: 2, retryAfterMs: 0, reason: undefined });
+    });
+
+    it("a lease not renewed expires leaseMs after its acquire (a crashed holder's slot comes back)", async () => {
+      const { pool, make, clock } = setup(target, 2, 5_000);
+      const a = await pool.acquire("k");
+      const b = await make().acquire("k"); // another limiter (another process) on the same store
+      expect([a.acquired, b.acquired]).toEqual([true, true]);
+      clock.now += 4_999;
+      expect(await pool.peek("k")).toEqual({ remaining: 0, retryAfterMs: 1, reason: undefined });
+      clock.now += 1;
+      expect(await pool.peek("k")).toEqual({ remaining: 2, retryAfterMs: 0, reason: undefined });
+      expect(await a.renew()).toBe(false); // its slot may be someone else's now
+      expect((await pool.acquire("k")).acquired).toBe(true);
+    });
+
+    it("renew extends a held lease to leaseMs from now", async () => {
+      const { pool, clock } = setup(target, 1, 5_000);
+      const a = await pool.acquire("k");
+      clock.now += 4_000;
+      expect(await a.renew()).toBe(true);
+      clock.now += 4_000; // 8 s after the acquire, 4 s after the renew: still held
+      expect(await pool.acquire("k")).toMatchObject({ acquired: false, retryAfterMs: 1_000 });
+      await a.release();
+      expect(await a.renew()).toBe(false); // released leases are not renewed
+      expect((await pool.acquire("k")).acquired).toBe(true);
+    });
+
+    it("limiters with the same namespace and limit share leases; other namespaces do not", async () => {
+      const { make } = setup(target, 1);
+      const first = await make().acquire("k");
+      expect(first.acquired).toBe(true);
+      expect((await make().acquire("k")).acquired).toBe(false);
+      const other = new ConcurrencyLimiter({ limit: 1, store: target.store(), namespace: uniq() });
+      expect((await other.acquire("k")).acquired).toBe(true);
+    });
+
+    it("refuses bad keys with a RangeError naming the key", async () => {
+      const { pool } = setup(target, 1);
+      await expect(pool.acquire("")).rejects.toThrow(/key: must be a non-empty string/);
+      await expect(pool.acquire("\ud800")).rejects.toThrow(/key: has a lone surrogate/);
+      await expect(pool.peek(5 as unknown as string)).rejects.toThrow(RangeError);
+    });
+  });
+}

@@ -1,0 +1,96 @@
+/**
+ * ConcurrencyLimiter on the memory store: its options (every bad one named), its bound on keys
+ * holding leases, and the sweep that drops expired leases. The behaviour every store shares is in
+ * concurrency-contract.ts.
+ */
+import { describe, expect, it } from "vitest";
+import { ConcurrencyLimiter, MemoryStore, RateLimitConfigError, type Store } from "../src/index.js";
+
+describe("ConcurrencyLimiter options", () => {
+  it("defaults: a memory store, leases of 30 s, namespace from the limit", () => {
+    const pool = new ConcurrencyLimiter({ limit: 10 });
+    expect(pool.leaseMs).toBe(30_000);
+    expect(pool.store).toBeInstanceOf(MemoryStore);
+    expect(pool.namespace).toBe("c.a");
+    expect(new ConcurrencyLimiter({ limit: 3, leaseMs: "2m" }).leaseMs).toBe(120_000);
+  });
+
+  it("names every bad option in one error", () => {
+    const bad = () =>
+      new ConcurrencyLimiter({
+        limit: 0,
+        leaseMs: "soon" as never,
+        clock: 5 as never,
+        namespace: "",
+        store: { bind: () => undefined } as unknown as Store,
+        leaseMS: 5,
+      } as never);
+    expect(bad).toThrow(RateLimitConfigError);
+    try {
+      bad();
+    } catch (e) {
+      const paths = (e as RateLimitConfigError).issues.map((i) => i.path).sort();
+      expect(paths).toEqual(["clock", "leaseMS", "leaseMs", "limit", "namespace", "store"]);
+      expect((e as Error).message).toMatch(/store: must be a store that holds leases/);
+    }
+    expect(() => new ConcurrencyLimiter(undefined as never)).toThrow(/options: must be an object/);
+    expect(() => new ConcurrencyLimiter({ limit: 1.5 })).toThrow(/limit: must be a whole number of leases/);
+  });
+
+  it("a clock that returns no number is a RangeError naming the clock", async () => {
+    const pool = new ConcurrencyLimiter({ limit: 1, clock: () => Number.NaN });
+    await expect(pool.acquire("k")).rejects.toThrow(/clock: must return finite milliseconds/);
+  });
+});
+
+describe("ConcurrencyLimiter on MemoryStore", () => {
+  it("keeps no state for keys without leases; the sweep drops expired leases", async () => {
+    const clock = { now: 1_000_000 };
+    const store = new MemoryStore({ sweepIntervalMs: 0 });
+    const pool = new ConcurrencyLimiter({ limit: 2, leaseMs: 1000, store, clock: () => clock.now });
+    const a = await pool.acquire("a");
+    await pool.acquire("b");
+    await a.release();
+    expect(store.sweep(clock.now)).toBe(0); // "a" was dropped by its release, "b" still holds
+    clock.now += 1000;
+    expect(store.sweep(clock.now)).toBe(1);
+  });
+
+  it("bounded: with maxKeys keys holding live leases, a new key is refused (overloaded), never a held key forgotten", async () => {
+    const clock = { now: 1_000_000 };
+    const store = new MemoryStore({ maxKeys: 4, sweepIntervalMs: 0 });
+    const pool = new ConcurrencyLimiter({ limit: 1, leaseMs: 1000, store, clock: () => clock.now });
+    for (const k of ["a", "b", "c", "d"]) expect((await pool.acquire(k)).acquired).toBe(true);
+    expect(await pool.acquire("e")).toMatchObject({ acquired: false, reason: "overloaded" });
+    expect((await pool.acquire("a")).acquired).toBe(false); // still held: not forgotten
+    clock.now += 1000; // every lease expired: room again
+    expect((await pool.acquire("e")).acquired).toBe(true);
+  });
+
+  it("holds exactly the limit under many concurrent holders in one process", async () => {
+    const pool = new ConcurrencyLimiter({ limit: 5, leaseMs: 60_000 });
+    let held = 0;
+    let most = 0;
+    let done = 0;
+    await Promise.all(
+      Array.from({ length: 50 }, async () => {
+        for (let round = 0; round < 20; round++) {
+          const lease = await pool.acquire("k");
+          if (!lease.acquired) {
+            await new Promise((r) => setImmediate(r));
+            continue;
+          }
+          held++;
+          most = Math.max(most, held);
+          await new Promise((r) => setImmediate(r));
+          held--;
+          done++;
+          await lease.release();
+        }
+      }),
+    );
+    expect(most).toBe(5);
+    expect(done).toBeGreaterThan(0);
+    expect(await pool.peek("k")).toEqual({ remaining: 5, retryAfterMs: 0, reason: undefined });
+  });
+});
