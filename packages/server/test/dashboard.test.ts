@@ -137,7 +137,7 @@ describe("dashboard JSON", () => {
       }
       const r = await fetch(`${base}/dashboard/api/events`);
       expect(r.status).toBe(503);
-      expect(((await r.json()) as any).error).toMatch(/poll \/dashboard\/api\/state/);
+      expect(((await r.json()) as any).message).toMatch(/poll \/dashboard\/api\/state/);
     } finally {
       for (const r of reqs) r.destroy();
     }
@@ -216,7 +216,7 @@ describe("dashboard off", () => {
     try {
       const r = await fetch(`http://127.0.0.1:${off.httpPort}/dashboard/`);
       expect(r.status).toBe(404);
-      expect(((await r.json()) as any).error).toMatch(/--no-dashboard/);
+      expect(((await r.json()) as any).message).toMatch(/--no-dashboard/);
     } finally {
       await off.close();
     }

@@ -4,10 +4,8 @@
  * (`--admin-token-file`, as Kubernetes mounts a secret) or the environment is preferred.
  */
 import { readFileSync, statSync } from "node:fs";
+import { MIN_ADMIN_TOKEN_CHARS } from "../transport/http-io.js";
 import { UsageError, str, type Values } from "./command.js";
-
-/** The shortest admin token accepted (16 characters: 96 bits or more from a random generator). */
-export const MIN_ADMIN_TOKEN_CHARS = 16;
 
 /** The token, and a warning to log when it came from the command line. */
 export interface AdminTokenChoice {

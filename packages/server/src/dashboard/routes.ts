@@ -1,7 +1,7 @@
-import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../log.js";
+import { HttpError, methodNotAllowed, sendError, sendJson, TokenCheck } from "../transport/http-io.js";
 import { StateBuilder, type StateSources } from "./state.js";
 
 /** Where the page's static files are: packages/server/dashboard/ (shipped with the package, no build step). */
@@ -46,7 +46,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
   const files = new Map<string, Buffer>();
   for (const name of Object.keys(ASSETS)) files.set(name, readFileSync(new URL(name, DASHBOARD_ASSETS)));
   const builder = new StateBuilder(options);
-  const tokenDigest = options.adminToken ? digest(options.adminToken) : undefined;
+  const token = options.adminToken ? new TokenCheck(options.adminToken) : undefined;
   const streams = new Set<ServerResponse>();
   let unsubscribe: (() => void) | undefined;
 
@@ -61,25 +61,25 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     );
   };
 
-  function authorized(req: IncomingMessage): boolean {
-    if (!tokenDigest) return true;
-    const presented = presentedToken(req.headers.authorization);
-    return presented !== undefined && timingSafeEqual(digest(presented), tokenDigest);
+  async function handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    try {
+      await route(req, res, path);
+    } catch (e) {
+      sendError(req, res, e);
+    }
   }
 
-  async function handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
-    if (!authorized(req)) {
-      res.writeHead(401, { "content-type": "application/json", "www-authenticate": 'Basic realm="ratekeeper dashboard", charset="UTF-8"' });
-      res.end(
-        JSON.stringify({ error: "dashboard: needs the admin token (Authorization: Bearer <token>, or Basic with the token as password)" }),
+  async function route(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    // The admin token, as a bearer token or (browsers ask for a user and password) the Basic password.
+    if (token && !token.matches(req.headers.authorization, true)) {
+      throw new HttpError(
+        "unauthorized",
+        "dashboard: needs the admin token (Authorization: Bearer <token>, or Basic with the token as password)",
+        undefined,
+        { "www-authenticate": 'Basic realm="ratekeeper dashboard", charset="UTF-8"' },
       );
-      return;
     }
-    if (req.method !== "GET" && req.method !== "HEAD") {
-      res.writeHead(405, { "content-type": "application/json", allow: "GET, HEAD" });
-      res.end(JSON.stringify({ error: "use GET" }));
-      return;
-    }
+    if (req.method !== "GET" && req.method !== "HEAD") throw methodNotAllowed("GET, HEAD");
     if (path === "/dashboard") {
       res.writeHead(308, { location: "/dashboard/" });
       res.end();
@@ -99,14 +99,17 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       return;
     }
     if (name === "api/events") return events(req, res);
-    res.writeHead(404, { "content-type": "application/json" });
-    res.end(JSON.stringify({ error: `no dashboard route ${path}` }));
+    throw new HttpError("not_found", `no dashboard route ${path}`);
   }
 
   async function events(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (streams.size >= MAX_EVENT_CLIENTS) {
-      res.writeHead(503, { "content-type": "application/json", "retry-after": "10" });
-      res.end(JSON.stringify({ error: `${MAX_EVENT_CLIENTS} dashboards are streaming already; poll /dashboard/api/state instead` }));
+      sendJson(
+        res,
+        503,
+        { error: "unavailable", message: `${MAX_EVENT_CLIENTS} dashboards are streaming already; poll /dashboard/api/state instead` },
+        { "retry-after": "10" },
+      );
       return;
     }
     res.writeHead(200, {
@@ -138,20 +141,4 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       unsubscribe = undefined;
     },
   };
-}
-
-function digest(s: string): Buffer {
-  return createHash("sha256").update(s).digest();
-}
-
-/** The token from `Bearer <token>`, or the password of `Basic base64(user:password)`. */
-function presentedToken(header: string | undefined): string | undefined {
-  if (!header) return undefined;
-  if (header.startsWith("Bearer ")) return header.slice(7);
-  if (header.startsWith("Basic ")) {
-    const decoded = Buffer.from(header.slice(6), "base64").toString("utf8");
-    const colon = decoded.indexOf(":");
-    return colon < 0 ? undefined : decoded.slice(colon + 1);
-  }
-  return undefined;
 }

@@ -1,10 +1,9 @@
-import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ConfigIssue } from "ratekeeper";
 import { parseOverride, toDocument } from "../overrides/schema.js";
-import { CheckError, type CheckInput, type CheckResult } from "../service/types.js";
+import type { CheckInput, CheckResult } from "../service/types.js";
 import { parseDescriptorKey } from "../service/descriptor-key.js";
 import { OverrideConflictError, type Override, type OverrideStore } from "../overrides/types.js";
+import { HttpError, methodNotAllowed, readJson as readBody, sendError, sendJson as send, TokenCheck } from "./http-io.js";
 
 /** What the admin API needs from the decision service to peek at and reset a key's counters. */
 export interface AdminLimiters {
@@ -57,22 +56,12 @@ export interface AdminAuditEntry {
 /** The routes' prefix. */
 export const ADMIN_PREFIX = "/v1/admin/";
 
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly issues?: readonly ConfigIssue[],
-  ) {
-    super(message);
-  }
-}
-
 /**
  * The admin API, mounted by the HTTP transport under `/v1/admin/`. Returns a handler that
  * answers and resolves `true` for admin routes, and resolves `false` (touching nothing) for
  * any other URL. Every route needs `Authorization: Bearer <token>`, compared in constant time
- * over SHA-256 digests (equal lengths, so `timingSafeEqual` leaks neither content nor length).
+ * (`TokenCheck`, transport/http-io.ts). Errors have the service's one body,
+ * `{"error": code, "message": ..., "issues"?: [...]}`.
  *
  * Routes (`{key}` percent-encoded, so keys may contain `/`):
  * - `GET    /v1/admin/overrides?domain=&prefix=&limit=&cursor=&expired=true`: a page, with `nextCursor`
@@ -91,33 +80,22 @@ class HttpError extends Error {
 export function createAdminHandler(ctx: AdminContext): AdminHandler {
   // Absent token: the transport authenticated. Present but empty: the admin API is off.
   const authInTransport = ctx.token === undefined;
-  const expected = ctx.token ? sha256(ctx.token) : undefined;
+  const expected = ctx.token ? new TokenCheck(ctx.token) : undefined;
   const store = isOverrideStore(ctx.overrides) ? ctx.overrides : undefined;
   const audit = (entry: AdminAuditEntry) => ctx.logger?.info({ admin: entry }, "admin change");
   const clock = ctx.clock ?? Date.now;
   const maxBodyBytes = ctx.maxBodyBytes ?? 1024 * 1024;
+  const readJson = (req: IncomingMessage, optional: boolean) => readBody(req, maxBodyBytes, optional);
 
   return async function adminHandler(req, res) {
     const url = new URL(req.url ?? "/", "http://admin.invalid");
     if (!url.pathname.startsWith(ADMIN_PREFIX)) return false;
     try {
-      if (!authInTransport && !expected) throw new HttpError(404, "not_found", "the admin API is off (no admin token is configured)");
-      if (expected && !authorized(req.headers.authorization, expected)) {
-        res.setHeader("WWW-Authenticate", 'Bearer realm="ratekeeper-admin"');
-        throw new HttpError(401, "unauthorized", "missing or wrong bearer token");
-      }
+      if (!authInTransport && !expected) throw new HttpError("not_found", "the admin API is off (no admin token is configured)");
+      if (expected && !expected.matches(req.headers.authorization)) throw unauthorized();
       await route(req, res, url);
     } catch (e) {
-      // Unread body (401, 413, 404 before reading): drain it so the connection can be reused.
-      if (!req.readableEnded) req.resume();
-      if (res.headersSent) {
-        res.destroy();
-        return true;
-      }
-      if (e instanceof CheckError) send(res, 400, { error: "bad_request", message: e.message });
-      else if (e instanceof HttpError)
-        send(res, e.status, { error: e.code, message: e.message, ...(e.issues ? { issues: e.issues } : {}) });
-      else send(res, 500, { error: "internal", message: e instanceof Error ? e.message : String(e) });
+      sendError(req, res, e);
     }
     return true;
   };
@@ -130,7 +108,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
         try {
           return decodeURIComponent(p);
         } catch {
-          throw new HttpError(400, "bad_request", `path: bad percent-encoding in ${JSON.stringify(p)}`);
+          throw new HttpError("bad_request", `path: bad percent-encoding in ${JSON.stringify(p)}`);
         }
       });
     const method = req.method ?? "GET";
@@ -138,37 +116,33 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
     if (rest.length > 0) throw notFound(url);
 
     if (resource === "overrides") {
-      if (!store) throw new HttpError(404, "not_found", "no overrides store is configured (start with --overrides URL)");
+      if (!store) throw new HttpError("not_found", "no overrides store is configured (start with --overrides URL)");
       if (domain === undefined || domain === "") {
         if (method === "GET") return list(res, store, url);
         if (method === "POST") return create(req, res, store);
-        throw methodNotAllowed(res, "GET, POST");
+        throw methodNotAllowed("GET, POST");
       }
       if (key === undefined || key === "" || action !== undefined) throw notFound(url);
       if (method === "GET") return read(res, store, domain, key);
       if (method === "PUT") return replace(req, res, store, domain, key);
       if (method === "DELETE") return remove(req, res, store, domain, key);
-      throw methodNotAllowed(res, "GET, PUT, DELETE");
+      throw methodNotAllowed("GET, PUT, DELETE");
     }
 
     if (resource === "keys" && domain && key) {
       if (action === undefined) {
-        if (method !== "GET") throw methodNotAllowed(res, "GET");
+        if (method !== "GET") throw methodNotAllowed("GET");
         const result = await needLimiters().peek(checkInput(domain, key, url));
         const o = await store?.get(domain, key);
         const live = o && (o.expiresAtMs === undefined || o.expiresAtMs > clock()) ? toDocument(o, true) : null;
         return send(res, 200, { domain, key, override: live, result });
       }
-      if (method !== "POST") throw methodNotAllowed(res, "POST");
+      if (method !== "POST") throw methodNotAllowed("POST");
       if (action === "reset") {
         await readJson(req, true);
         const keys = await needLimiters().reset(checkInput(domain, key, url));
         if (keys.length === 0) {
-          throw new HttpError(
-            404,
-            "not_found",
-            `no rule or override applies to ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`,
-          );
+          throw new HttpError("not_found", `no rule or override applies to ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
         }
         audit({ action: "reset", domain, key });
         return send(res, 200, { domain, key, reset: keys });
@@ -180,11 +154,11 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
   }
 
   function needLimiters(): AdminLimiters {
-    if (!ctx.limiters) throw new HttpError(404, "not_found", "peek and reset are not available in this service");
+    if (!ctx.limiters) throw new HttpError("not_found", "peek and reset are not available in this service");
     return ctx.limiters;
   }
   function needStore(): OverrideStore {
-    if (!store) throw new HttpError(404, "not_found", "no overrides store is configured (start with --overrides URL)");
+    if (!store) throw new HttpError("not_found", "no overrides store is configured (start with --overrides URL)");
     return store;
   }
 
@@ -193,11 +167,11 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
     const limitText = q.get("limit");
     const limit = limitText === null ? undefined : Number(limitText);
     if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000)) {
-      throw new HttpError(400, "bad_request", `limit: must be a whole number from 1 to 1000 (got ${JSON.stringify(limitText)})`);
+      throw new HttpError("bad_request", `limit: must be a whole number from 1 to 1000 (got ${JSON.stringify(limitText)})`);
     }
     const expired = q.get("expired");
     if (expired !== null && expired !== "true" && expired !== "false") {
-      throw new HttpError(400, "bad_request", `expired: must be true or false (got ${JSON.stringify(expired)})`);
+      throw new HttpError("bad_request", `expired: must be true or false (got ${JSON.stringify(expired)})`);
     }
     let page;
     try {
@@ -209,7 +183,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
         liveAtMs: expired === "true" ? undefined : clock(),
       });
     } catch (e) {
-      if (e instanceof RangeError) throw new HttpError(400, "bad_request", e.message);
+      if (e instanceof RangeError) throw new HttpError("bad_request", e.message);
       throw e;
     }
     send(res, 200, { items: page.items.map((o) => toDocument(o, true)), nextCursor: page.nextCursor ?? null });
@@ -224,7 +198,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
       res.setHeader("Location", `${ADMIN_PREFIX}overrides/${encodeURIComponent(o.domain)}/${encodeURIComponent(o.key)}`);
       send(res, 201, toDocument(stored, true));
     } catch (e) {
-      if (e instanceof OverrideConflictError) throw new HttpError(409, "conflict", `${e.message}; PUT to replace it`);
+      if (e instanceof OverrideConflictError) throw new HttpError("conflict", `${e.message}; PUT to replace it`);
       throw e;
     }
   }
@@ -232,7 +206,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
   async function read(res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
     const o = await store.get(domain, key);
     if (!o || (o.expiresAtMs !== undefined && o.expiresAtMs <= clock())) {
-      throw new HttpError(404, "not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
+      throw new HttpError("not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
     }
     send(res, 200, toDocument(o, true));
   }
@@ -249,7 +223,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
   async function remove(req: IncomingMessage, res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
     await readJson(req, true);
     if (!(await store.delete(domain, key)))
-      throw new HttpError(404, "not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
+      throw new HttpError("not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
     await settle();
     audit({ action: "delete", domain, key });
     res.statusCode = 204;
@@ -268,7 +242,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
     await readJson(req, true);
     const o = await store.get(domain, key);
     if (!o || o.policy !== "blocked" || (o.expiresAtMs !== undefined && o.expiresAtMs <= clock())) {
-      throw new HttpError(404, "not_found", `${JSON.stringify(key)} in domain ${JSON.stringify(domain)} is not blocked`);
+      throw new HttpError("not_found", `${JSON.stringify(key)} in domain ${JSON.stringify(domain)} is not blocked`);
     }
     await store.delete(domain, key);
     await settle();
@@ -284,7 +258,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
         r.issues.length === 1 && first
           ? `${first.path}: ${first.message}`
           : `${r.issues.length} problems: ${r.issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`;
-      throw new HttpError(400, "bad_request", message, r.issues);
+      throw new HttpError("bad_request", message, r.issues);
     }
     return r.override;
   }
@@ -293,35 +267,6 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
   async function settle(): Promise<void> {
     // The write is durable already; a cache that cannot catch up now will on the next signal.
     await ctx.cache?.refresh().catch(() => undefined);
-  }
-
-  async function readJson(req: IncomingMessage, optional: boolean): Promise<unknown> {
-    const declared = Number(req.headers["content-length"] ?? NaN);
-    if (Number.isFinite(declared) && declared > maxBodyBytes) {
-      req.resume();
-      throw new HttpError(413, "payload_too_large", `body: at most ${maxBodyBytes} bytes (got ${declared})`);
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of req) {
-      const b = chunk as Buffer;
-      size += b.length;
-      if (size > maxBodyBytes) {
-        req.resume();
-        throw new HttpError(413, "payload_too_large", `body: at most ${maxBodyBytes} bytes`);
-      }
-      chunks.push(b);
-    }
-    const text = Buffer.concat(chunks).toString("utf8");
-    if (text.trim() === "") {
-      if (optional) return undefined;
-      throw new HttpError(400, "bad_request", "body: required (a JSON override)");
-    }
-    try {
-      return JSON.parse(text) as unknown;
-    } catch (e) {
-      throw new HttpError(400, "bad_request", `body: not valid JSON (${(e as Error).message})`);
-    }
   }
 }
 
@@ -335,7 +280,6 @@ function checkInput(domain: string, key: string, url: URL): CheckInput {
   const entries = parseDescriptorKey(key);
   if (!entries) {
     throw new HttpError(
-      400,
       "bad_request",
       `key: ${JSON.stringify(key)} is not a descriptor key (key=value, several joined by |); for a plain key add ?policy=<name>`,
     );
@@ -354,33 +298,13 @@ function isOverrideStore(x: unknown): x is OverrideStore {
   );
 }
 
-function sha256(s: string): Buffer {
-  return createHash("sha256").update(s, "utf8").digest();
-}
-
-/** Constant-time bearer check: both sides hashed to 32 bytes first, so lengths never differ. */
-function authorized(header: string | undefined, expected: Buffer): boolean {
-  if (header === undefined) return false;
-  const m = /^Bearer[ \t]+(\S+)\s*$/i.exec(header);
-  const given = sha256(m?.[1] ?? "");
-  // Always compare (even when the header was malformed) so timing does not tell the two apart.
-  return timingSafeEqual(given, expected) && m !== null;
-}
-
 function notFound(url: URL): HttpError {
-  return new HttpError(404, "not_found", `no admin route ${url.pathname}`);
+  return new HttpError("not_found", `no admin route ${url.pathname}`);
 }
 
-function methodNotAllowed(res: ServerResponse, allow: string): HttpError {
-  res.setHeader("Allow", allow);
-  return new HttpError(405, "method_not_allowed", `use ${allow}`);
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.statusCode = status;
-  res.setHeader("Content-Type", "application/json; charset=utf-8");
-  res.setHeader("Content-Length", Buffer.byteLength(text));
-  res.setHeader("Cache-Control", "no-store");
-  res.end(text);
+/** 401, with the challenge that tells a client which scheme to use. */
+export function unauthorized(): HttpError {
+  return new HttpError("unauthorized", "admin API: needs Authorization: Bearer <admin token>", undefined, {
+    "www-authenticate": 'Bearer realm="ratekeeper-admin"',
+  });
 }

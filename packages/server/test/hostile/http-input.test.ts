@@ -62,6 +62,33 @@ describe("/v1/auth: the cost must be a positive whole number in decimal", () => 
   });
 });
 
+describe("request-shape caps, the same as gRPC's, each a 400 naming the cap", () => {
+  const post = (body: unknown) =>
+    answer("/v1/check", { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
+  it("65 descriptors", async () => {
+    const descriptors = Array.from({ length: 65 }, (_, i) => ({ remote_address: `10.9.0.${i}` }));
+    const r = await post({ domain: "web", descriptors });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatch(/descriptors: at most 64 per call \(got 65\)/);
+  });
+  it("33 entries in a descriptor", async () => {
+    const entries = Array.from({ length: 33 }, (_, i) => ({ key: `k${i}`, value: "v" }));
+    const r = await post({ domain: "web", descriptors: [entries] });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatch(/descriptors\[0\]: at most 32 entries \(got 33\)/);
+  });
+  it("a 300-character entry key", async () => {
+    const r = await post({ domain: "web", descriptors: [[{ key: "k".repeat(300), value: "v" }]] });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatch(/descriptors\[0\]\[0\]\.key: at most 256 characters \(got 300\)/);
+  });
+  it("/v1/auth: a 600-character value in a descriptor header", async () => {
+    const r = await answer(`/v1/auth?domain=web`, { headers: { "x-ratelimit-descriptor": `remote_address=${"9".repeat(600)}` } });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatch(/descriptors\[0\]\[0\]\.value: at most 512 characters \(got 600\)/);
+  });
+});
+
 describe("/v1/auth answers GET and HEAD only", () => {
   for (const method of ["POST", "PUT", "DELETE", "PATCH"]) {
     it(`${method} gets 405 with Allow: GET, HEAD, and charges nothing`, async () => {

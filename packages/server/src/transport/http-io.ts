@@ -1,0 +1,187 @@
+/**
+ * The HTTP plumbing every route of the service shares (decision API, admin API, dashboard): one
+ * error body, one table from error code to status, JSON in and out, and one bearer-token check.
+ *
+ * Every answer that is not a success has the body
+ * `{"error": "<code>", "message": "<what is wrong, naming the field>"}`, plus `"issues"` (a list of
+ * `{path, message}`) when several problems are reported at once.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ConfigIssue } from "ratekeeper";
+import { CheckError } from "../service/types.js";
+
+/** The error codes, and the one status each is answered with. */
+export const ERROR_STATUS = {
+  bad_request: 400,
+  unauthorized: 401,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  internal: 500,
+  unavailable: 503,
+} as const;
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** The body of every error answer. */
+export interface ErrorBody {
+  readonly error: ErrorCode;
+  readonly message: string;
+  readonly issues?: readonly ConfigIssue[];
+}
+
+/** An error that is answered as is: its code (hence status), message, issues and extra headers. */
+export class HttpError extends Error {
+  override readonly name = "HttpError";
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly issues?: readonly ConfigIssue[],
+    readonly headers?: Readonly<Record<string, string>>,
+  ) {
+    super(message);
+  }
+  get status(): number {
+    return ERROR_STATUS[this.code];
+  }
+}
+
+/** 405 with the `Allow` header. */
+export function methodNotAllowed(allow: string): HttpError {
+  return new HttpError("method_not_allowed", `use ${allow}`, undefined, { allow });
+}
+
+/**
+ * The body and status of any error: an {@link HttpError} as it says; a {@link CheckError} (a
+ * request that cannot be decided) 400; anything else a failure of what the service depends on
+ * (the store, the overrides database): 503, so a client retries rather than gives up.
+ */
+export function errorBody(e: unknown): { status: number; body: ErrorBody; headers: Readonly<Record<string, string>> | undefined } {
+  if (e instanceof HttpError) {
+    const body: ErrorBody = e.issues ? { error: e.code, message: e.message, issues: e.issues } : { error: e.code, message: e.message };
+    return { status: e.status, body, headers: e.headers };
+  }
+  if (e instanceof CheckError) return { status: 400, body: { error: "bad_request", message: e.message }, headers: undefined };
+  return { status: 503, body: { error: "unavailable", message: `the store failed: ${(e as Error).message}` }, headers: undefined };
+}
+
+/**
+ * Answers an error (see {@link errorBody}). A response already started cannot change its status:
+ * its connection is closed instead. An unread request body is drained so the connection can
+ * be reused.
+ */
+export function sendError(req: IncomingMessage, res: ServerResponse, e: unknown): void {
+  if (!req.readableEnded) req.resume();
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const { status, body, headers } = errorBody(e);
+  sendJson(res, status, body, headers);
+}
+
+/** Writes a JSON body (`no-store`: decisions and admin state must not be cached). */
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers?: Readonly<Record<string, string>>): void {
+  sendJsonText(res, status, JSON.stringify(body), { "cache-control": "no-store", ...headers });
+}
+
+/** Writes JSON already serialised (the decision API renders its results by hand, for speed). */
+export function sendJsonText(res: ServerResponse, status: number, text: string, headers?: Readonly<Record<string, string>>): void {
+  const h: Record<string, string | number> = headers ? { ...headers } : {};
+  h["content-type"] = "application/json";
+  h["content-length"] = Buffer.byteLength(text);
+  res.writeHead(status, h);
+  res.end(text);
+}
+
+/**
+ * Reads a JSON body of at most `maxBytes`.
+ * @returns the parsed body; undefined for an empty body when `optional`
+ * @throws HttpError 413 (with `connection: close`) when larger, 400 when not JSON or empty
+ */
+export function readJson(req: IncomingMessage, maxBytes: number, optional = false): Promise<unknown> {
+  const tooLarge = () =>
+    new HttpError("payload_too_large", `body: at most ${maxBytes} bytes (--max-body)`, undefined, { connection: "close" });
+  if (Number(req.headers["content-length"]) > maxBytes) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    req.on("data", (c: Buffer) => {
+      if (done) return;
+      size += c.length;
+      if (size > maxBytes) {
+        done = true;
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on("end", () => {
+      if (done) return;
+      done = true;
+      const text = chunks.length === 1 ? (chunks[0] as Buffer).toString("utf8") : Buffer.concat(chunks).toString("utf8");
+      if (text.trim() === "") {
+        if (optional) resolve(undefined);
+        else reject(new HttpError("bad_request", "body: required (JSON)"));
+        return;
+      }
+      try {
+        resolve(JSON.parse(text));
+      } catch (e) {
+        reject(new HttpError("bad_request", `body: not valid JSON (${(e as Error).message})`));
+      }
+    });
+    req.on("error", (e) => {
+      if (done) return;
+      done = true;
+      reject(e);
+    });
+  });
+}
+
+/** The shortest admin token accepted (16 characters: 96 bits or more from a random generator). */
+export const MIN_ADMIN_TOKEN_CHARS = 16;
+
+/** `Bearer <token>` (the scheme in any case, RFC 9110 section 11.1) or `Basic base64(user:password)`. */
+const SCHEME = /^(bearer|basic)[ \t]+(\S+)[ \t]*$/i;
+
+/**
+ * The admin token, checked in constant time: both sides are compared as SHA-256 digests, equal
+ * in length, so the comparison leaks neither content nor length.
+ */
+export class TokenCheck {
+  private readonly digest: Buffer;
+  /**
+   * @param token the admin token
+   * @throws Error when it is shorter than {@link MIN_ADMIN_TOKEN_CHARS}
+   */
+  constructor(token: string) {
+    if (token.length < MIN_ADMIN_TOKEN_CHARS)
+      throw new Error(`adminToken: at least ${MIN_ADMIN_TOKEN_CHARS} characters (got ${token.length})`);
+    this.digest = sha256(token);
+  }
+
+  /**
+   * Whether an `Authorization` header carries the token: `Bearer <token>`, or with `basic`
+   * (for browsers, which ask for a user and password) `Basic` with the token as the password.
+   */
+  matches(authorization: string | undefined, basic = false): boolean {
+    const m = SCHEME.exec(authorization ?? "");
+    let presented = "";
+    let ok = m !== null;
+    if (m !== null && (m[1] as string).toLowerCase() === "basic") {
+      const decoded = Buffer.from(m[2] as string, "base64").toString("utf8");
+      const colon = decoded.indexOf(":");
+      ok = basic && colon >= 0;
+      presented = colon >= 0 ? decoded.slice(colon + 1) : "";
+    } else if (m !== null) presented = m[2] as string;
+    // Compared even when the header was malformed, so timing does not tell the cases apart.
+    return timingSafeEqual(sha256(presented), this.digest) && ok;
+  }
+}
+
+function sha256(s: string): Buffer {
+  return createHash("sha256").update(s, "utf8").digest();
+}
