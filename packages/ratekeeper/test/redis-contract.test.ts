@@ -7,6 +7,7 @@ import { createClient, createCluster } from "redis";
 import { afterAll, beforeAll, describe } from "vitest";
 import { startRedis, startRedisCluster, describeRedis, type RedisClusterHandle, type RedisHandle } from "../../../test-support/redis.js";
 import { RedisStore, type RedisClientLike } from "../src/stores/redis/index.js";
+import { concurrencyContract } from "./concurrency-contract.js";
 import { storeContract } from "./contract.js";
 
 /** With an injected clock the TTLs are logical: keep keys for the test's real duration. */
@@ -32,8 +33,13 @@ describeRedis("RedisStore contract", () => {
     return { store: () => store as RedisStore };
   }
 
+  function contracts(t: { store: () => RedisStore }) {
+    storeContract(t);
+    concurrencyContract(t);
+  }
+
   describe("ioredis Redis", () => {
-    storeContract(
+    contracts(
       target(() => {
         const c = new Redis(redis.port, redis.host);
         closers.push(() => Promise.resolve(c.disconnect()));
@@ -43,7 +49,7 @@ describeRedis("RedisStore contract", () => {
   });
 
   describe("node-redis client", () => {
-    storeContract(
+    contracts(
       target(async () => {
         const c = createClient({ url: redis.url });
         await c.connect();
@@ -54,7 +60,7 @@ describeRedis("RedisStore contract", () => {
   });
 
   describe("ioredis Cluster", () => {
-    storeContract(
+    contracts(
       target(() => {
         const c = new Cluster(cluster.nodes);
         closers.push(() => Promise.resolve(c.disconnect()));
@@ -64,7 +70,7 @@ describeRedis("RedisStore contract", () => {
   });
 
   describe("node-redis cluster", () => {
-    storeContract(
+    contracts(
       target(async () => {
         const c = createCluster({ rootNodes: cluster.nodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
         await c.connect();

@@ -9,10 +9,11 @@ import {
 } from "../../core/errors.js";
 import { Evaluator } from "../../core/evaluate.js";
 import type { ResolvedLimit } from "../../core/options.js";
-import type { BoundStore, Store } from "../../store.js";
+import type { BoundLeases, BoundStore, Store } from "../../store.js";
 import { isNoScript, shimFor, type RedisClientLike, type RedisShim } from "./client.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 import { fastOutcome, FAST_ALGORITHMS } from "./fast-reply.js";
+import { RedisLeases } from "./leases.js";
 import { ServerClock } from "./server-clock.js";
 
 /**
@@ -27,7 +28,7 @@ export type RedisFailurePolicy = "open" | "closed" | "throw" | { insurance: Stor
 
 /** What failed, for {@link RedisStoreOptions.onError}. */
 export interface RedisErrorContext {
-  readonly op: "consume" | "peek" | "refund" | "reset";
+  readonly op: "consume" | "peek" | "refund" | "reset" | "acquire" | "renew" | "release" | "count";
   /** The limiter's key (without prefix and namespace). */
   readonly key: string;
   /** Whether the call timed out (else Redis or the client reported an error). */
@@ -200,6 +201,11 @@ export class RedisStore implements Store {
 
   bind(limits: readonly ResolvedLimit[], namespace: string): BoundStore {
     return new RedisTable(this, limits, namespace);
+  }
+
+  /** A concurrency limit's leases in Redis (leases.ts, scripts/concurrency.lua). */
+  bindLeases(limit: number, namespace: string): BoundLeases {
+    return new RedisLeases(this, limit, namespace);
   }
 
   /** @internal Runs a script: EVALSHA, then EVAL when the server lacks it (restart, failover, new node). */

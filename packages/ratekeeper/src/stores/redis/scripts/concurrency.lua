@@ -1,0 +1,75 @@
+--[[
+concurrency.lua: the leases of one key of a concurrency limit (ConcurrencyLimiter), in one atomic
+call. It mirrors core/leases.ts (LeaseSet) operation for operation, so answers are identical to
+MemoryStore's; the differential test (test/concurrency-redis.test.ts) holds the two together.
+A lease is held while nowMs < its expiry; it expires leaseMs after its acquire or last renew, so
+the slots of a holder that crashed come back without anyone releasing them.
+
+KEYS[1]  the key's leases: a sorted set, member = lease id, score = when the lease expires
+         (integer ms since the epoch, on the clock of ARGV[2]). A key without leases does not
+         exist; the set expires when its last lease does (PEXPIRE), so it leaves nothing behind.
+ARGV[1]  mode: "a" acquire (take a slot when fewer than limit are held; an id already held is
+         renewed instead), "r" renew (extend a held lease), "x" release (remove it), "n" count
+ARGV[2]  nowMs: integer ms since the epoch, or "" for the server's clock (TIME)
+ARGV[3]  limit: integer, the most leases held at once
+ARGV[4]  lease id (a, r, x): a string unique over every process (the caller makes it)
+ARGV[5]  leaseMs: integer ms a lease lives after its acquire or renew (a, r)
+ARGV[6]  minTtlMs: integer ms, the least PEXPIRE given to the set (0: exactly until its last lease expires)
+Reply    4 integers: ok (1: acquired / renewed / released; 0: not, and always 0 for a count),
+         remaining (slots free after the call), retryAfterMs (when every slot is held and the
+         call was not a granted acquire: ms until the earliest lease expires; else 0),
+         held (leases held after the call)
+Cost: O(log n) per call for n leases held, plus the expired leases it drops.
+]]
+local key = KEYS[1]
+local mode = ARGV[1]
+local now
+if ARGV[2] == "" then
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[2])
+end
+local limit = tonumber(ARGV[3])
+local id = ARGV[4]
+
+-- Expired leases (expiry <= now) go first: only live ones count.
+redis.call("ZREMRANGEBYSCORE", key, "-inf", now)
+local held = redis.call("ZCARD", key)
+local ok = 0
+local wrote = false
+if mode == "a" then
+  local has = redis.call("ZSCORE", key, id)
+  if has or held < limit then
+    redis.call("ZADD", key, now + tonumber(ARGV[5]), id)
+    if not has then held = held + 1 end
+    ok, wrote = 1, true
+  end
+elseif mode == "r" then
+  if redis.call("ZSCORE", key, id) then
+    redis.call("ZADD", key, now + tonumber(ARGV[5]), id)
+    ok, wrote = 1, true
+  end
+elseif mode == "x" then
+  ok = redis.call("ZREM", key, id)
+  held = held - ok
+end
+
+if wrote then
+  -- The set lives until its latest lease expires (a renew on a clock that stepped back may not be the latest).
+  local latest = redis.call("ZRANGE", key, -1, -1, "WITHSCORES")
+  local ttl = tonumber(latest[2]) - now
+  local minTtl = tonumber(ARGV[6])
+  if ttl < minTtl then ttl = minTtl end
+  if ttl < 1 then ttl = 1 end
+  redis.call("PEXPIRE", key, ttl)
+end
+
+local remaining = limit - held
+if remaining < 0 then remaining = 0 end
+local retry = 0
+if held >= limit and held > 0 and not (mode == "a" and ok == 1) then
+  local first = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
+  retry = tonumber(first[2]) - now
+end
+return { ok, remaining, retry, held }

@@ -1,0 +1,105 @@
+/**
+ * ConcurrencyLimiter on Redis when Redis does not answer: each failure policy answers acquires,
+ * renews, releases and counts as documented (stores/redis/leases.ts), with the real server
+ * stopped; and an acquire that Redis took after the caller was answered by the policy is given
+ * back (Redis paused with CLIENT PAUSE past the store's timeout).
+ */
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { until } from "../../../test-support/process.js";
+import { ConcurrencyLimiter, MemoryStore, RateLimitStoreError } from "../src/index.js";
+import { RedisStore, type RedisFailurePolicy } from "../src/stores/redis/index.js";
+
+let seq = 0;
+const uniq = () => `o${process.pid}-${++seq}`;
+
+describeRedis("ConcurrencyLimiter when Redis does not answer", () => {
+  let redis: RedisHandle;
+  let client: Redis;
+  beforeAll(async () => {
+    redis = await startRedis();
+    client = new Redis(redis.port, redis.host, { maxRetriesPerRequest: null });
+    client.on("error", () => undefined); // connection errors while the server is stopped are expected
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await redis?.stop();
+  });
+
+  function pool(failure: RedisFailurePolicy, limit = 2) {
+    const store = new RedisStore({ client, failure, timeoutMs: 200 });
+    return new ConcurrencyLimiter({ limit, leaseMs: 60_000, store, namespace: uniq() });
+  }
+
+  it("gives back an acquire that Redis took after the policy had answered", async () => {
+    const p = pool("closed", 1);
+    await p.peek("warm"); // loads the script
+    await client.call("CLIENT", "PAUSE", "600", "WRITE");
+    const lease = await p.acquire("k");
+    expect(lease).toMatchObject({ acquired: false, reason: "store-error" });
+    // Once Redis runs the late acquire, the release sent after it on the same connection frees the slot.
+    await until(async () => (await p.peek("k")).remaining === 1, "the late lease to be given back", 100, 50);
+    expect((await p.acquire("k")).acquired).toBe(true);
+  });
+
+  describe("with the server stopped", () => {
+    const held: Record<string, Awaited<ReturnType<ConcurrencyLimiter["acquire"]>>> = {};
+    const pools: Record<string, ConcurrencyLimiter> = {};
+    beforeAll(async () => {
+      for (const f of ["closed", "open", "throw", "insurance"] as const) {
+        pools[f] = pool(f === "insurance" ? { insurance: new MemoryStore() } : f);
+        held[f] = await (pools[f]).acquire("k");
+      }
+      await redis.stop();
+    });
+    afterAll(async () => {
+      await redis.restart();
+    });
+
+    it('"closed": acquires are refused; a renew says false (stop the work); a release does not throw', async () => {
+      const p = pools.closed as ConcurrencyLimiter;
+      expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "store-error", retryAfterMs: 1000 });
+      expect(await held.closed?.renew()).toBe(false);
+      await held.closed?.release();
+      expect(await p.peek("k")).toMatchObject({ remaining: 0, reason: "store-error" });
+    });
+
+    it('"open": acquires are granted without a lease; their renew says true and their release does nothing', async () => {
+      const p = pools.open as ConcurrencyLimiter;
+      const leases = await Promise.all([p.acquire("k"), p.acquire("k"), p.acquire("k")]);
+      expect(leases.map((l) => [l.acquired, l.reason])).toEqual([
+        [true, "store-error"],
+        [true, "store-error"],
+        [true, "store-error"],
+      ]);
+      expect(await leases[0]?.renew()).toBe(true);
+      await leases[0]?.release();
+      expect(await held.open?.renew()).toBe(true); // a Redis lease: the holder goes on
+    });
+
+    it('"throw": every call rejects with a RateLimitStoreError', async () => {
+      const p = pools.throw as ConcurrencyLimiter;
+      await expect(p.acquire("k")).rejects.toBeInstanceOf(RateLimitStoreError);
+      await expect(held.throw?.renew()).rejects.toBeInstanceOf(RateLimitStoreError);
+      await expect(held.throw?.release()).rejects.toBeInstanceOf(RateLimitStoreError);
+      await expect(p.peek("k")).rejects.toBeInstanceOf(RateLimitStoreError);
+    });
+
+    it("insurance: the insurance store's leases, at the full limit, released and renewed there", async () => {
+      const p = pools.insurance as ConcurrencyLimiter;
+      const a = await p.acquire("k");
+      const b = await p.acquire("k");
+      const c = await p.acquire("k");
+      expect([a, b, c].map((l) => [l.acquired, l.reason])).toEqual([
+        [true, "insurance"],
+        [true, "insurance"],
+        [false, "limit"],
+      ]);
+      expect(await a.renew()).toBe(true);
+      await a.release();
+      expect(await a.renew()).toBe(false);
+      expect(await p.acquire("k")).toMatchObject({ acquired: true, reason: "insurance" });
+    });
+  });
+});
