@@ -49,7 +49,7 @@ describeRedis("ConcurrencyLimiter when Redis does not answer", () => {
     beforeAll(async () => {
       for (const f of ["closed", "open", "throw", "insurance"] as const) {
         pools[f] = pool(f === "insurance" ? { insurance: new MemoryStore() } : f);
-        held[f] = await (pools[f]).acquire("k");
+        held[f] = await pools[f].acquire("k");
       }
       await redis.stop();
     });
