@@ -79,7 +79,7 @@ describe("HttpRateLimiter options", () => {
   it("accepts a limiter, limiter options, or limits", () => {
     const spec: LimitSpec = { algorithm: "gcra", limit: 1, window: "1s" };
     for (const o of [{ limiter: new RateLimiter(spec) }, { limiter: spec }, { limits: [spec] }]) {
-      expect(new HttpRateLimiter(o, access).limiter.limits[0]?.algorithm).toBe("gcra");
+      expect(new HttpRateLimiter(o, access).limiter?.limits[0]?.algorithm).toBe("gcra");
     }
   });
 });
@@ -173,10 +173,10 @@ describe("HttpRateLimiter.check", () => {
             } else if (style === "draft-7") expect(h["RateLimit"]).toMatch(new RegExp(`reset=${retry}$`));
             else expect(h["RateLimit-Reset"]).toBe(String(retry));
             // Truthful: after Retry-After seconds the same request is admitted.
-            const probe = await rl.limiter.peek("192.0.2.1", op.cost);
+            const probe = await rl.limiter!.peek("192.0.2.1", op.cost);
             expect(probe.allowed).toBe(false);
             t.now += retry * 1000;
-            expect((await rl.limiter.peek("192.0.2.1", op.cost)).allowed).toBe(true);
+            expect((await rl.limiter!.peek("192.0.2.1", op.cost)).allowed).toBe(true);
           }
         },
       ),

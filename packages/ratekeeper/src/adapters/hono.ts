@@ -17,7 +17,12 @@ import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type Requ
 /** The shape of `@hono/node-server`'s bindings that the default address reader needs. */
 interface NodeBindings {
   incoming?: { socket?: { remoteAddress?: string } };
-  outgoing?: { setHeader?: (name: string, value: string) => unknown; headersSent?: boolean };
+  outgoing?: {
+    setHeader?: (name: string, value: string) => unknown;
+    headersSent?: boolean;
+    writableFinished?: boolean;
+    once?: (event: "close", listener: () => void) => unknown;
+  };
 }
 
 /** Options of the Hono middleware. */
@@ -77,8 +82,26 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
       // The client left while queued (its place was given back); nobody reads this answer.
       return new Response(null, { status: 499 });
     }
-    await next();
-    if (result.settles) core.settle(result, c.res.status, c);
+    if (result.lease === undefined) {
+      await next();
+      if (result.settles) core.settle(result, c.res.status, c);
+      return;
+    }
+    // A lease (option `concurrency`) goes back when the response is done: on @hono/node-server when
+    // its Node response closes (a streamed body included), elsewhere when the handler has returned;
+    // at once if the client goes away first.
+    const signal = c.req.raw.signal;
+    const gone = (): void => core.releaseLease(result, c);
+    signal.addEventListener("abort", gone, { once: true });
+    try {
+      await next();
+    } finally {
+      signal.removeEventListener("abort", gone);
+      if (out !== undefined && typeof out.once === "function" && out.writableFinished !== true) {
+        const status = c.res.status;
+        out.once("close", () => core.settle(result, status, c));
+      } else core.settle(result, c.res.status, c);
+    }
   };
   return Object.assign(middleware, { core });
 }

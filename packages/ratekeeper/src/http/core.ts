@@ -5,6 +5,7 @@ import type { RequestAccess } from "./keys.js";
 import { resolveHttpOptions, type RateLimitOptions, type ResolvedHttpOptions } from "./options.js";
 import { forbidden, noClientAddress, tooManyRequests, unavailable } from "./problem.js";
 import { PASS, admission, refusal, type RateLimitResult } from "./result.js";
+import { LeaseGate } from "./leases.js";
 import { Shaper } from "./shaping.js";
 
 /** What `onError` is told when a request without a client address is refused. */
@@ -27,12 +28,15 @@ export type { RateLimitResult } from "./result.js";
  * const r = await rl.check(req);
  */
 export class HttpRateLimiter<Req> {
-  readonly limiter: RateLimiter;
+  /** The rate limit; undefined when the middleware only limits requests in flight (`concurrency`). */
+  readonly limiter: RateLimiter | undefined;
   readonly shadow: boolean;
   readonly maxDelayMs: number;
   private readonly o: ResolvedHttpOptions<Req>;
   private readonly access: RequestAccess<Req>;
   private readonly shaper: Shaper<Req>;
+  /** The `concurrency` option: leases for admitted requests. */
+  private readonly leases: LeaseGate<Req> | undefined;
   /** Whether {@link HttpRateLimiter.check} can answer without awaiting user callbacks. */
   private readonly syncPath: boolean;
   /** Whether a request's KeyInfo is needed (a key of more than the address, or a cost rule that reads the route). */
@@ -50,7 +54,9 @@ export class HttpRateLimiter<Req> {
     this.limiter = o.limiter;
     this.shadow = o.shadow;
     this.maxDelayMs = o.maxDelayMs;
-    this.shaper = new Shaper(o.limiter, o.countOnly, o.isFailed, (e, req) => this.report(e, req));
+    const report = (e: unknown, req: Req) => this.report(e, req);
+    this.shaper = new Shaper(o.limiter, o.countOnly, o.isFailed, report);
+    this.leases = o.concurrency === undefined ? undefined : new LeaseGate(o.concurrency, o.limiter, o.shadow, o.storeDeny, report);
     this.syncPath = o.skip === undefined && o.keys.sync;
     this.needsInfo = !o.keys.ipOnly || o.cost.needsInfo;
   }
@@ -84,17 +90,18 @@ export class HttpRateLimiter<Req> {
       const info = this.needsInfo ? this.o.keys.info(req, ip) : undefined;
       key = this.o.keys.buildSync(req, ip, this.o.keys.ipOnly ? undefined : info);
       cost = this.o.cost.of(req, info);
+      if (this.limiter === undefined) return this.leaseOnly(req, key);
       d = this.consume(key, cost);
     } catch (e) {
       return this.failed(e, req);
     }
     if (d instanceof Promise) {
       return d.then(
-        (decision) => this.verdict(req, key, cost, decision),
+        (decision) => this.admit(req, this.verdict(req, key, cost, decision)),
         (e: unknown) => this.failed(e, req),
       );
     }
-    return this.verdict(req, key, cost, d);
+    return this.admit(req, this.verdict(req, key, cost, d));
   }
 
   /** The general path: awaits `skip` and key functions. */
@@ -109,11 +116,22 @@ export class HttpRateLimiter<Req> {
       const info = this.needsInfo ? this.o.keys.info(req, ip) : undefined;
       key = await this.o.keys.buildAsync(req, ip, this.o.keys.ipOnly ? undefined : info);
       cost = this.o.cost.of(req, info);
+      if (this.limiter === undefined) return await this.leaseOnly(req, key);
       decision = await this.consume(key, cost);
     } catch (e) {
       return this.failed(e, req);
     }
-    return this.verdict(req, key, cost, decision);
+    return this.admit(req, this.verdict(req, key, cost, decision));
+  }
+
+  /** With `concurrency`: an admitted request takes a lease (or is refused for want of one). */
+  private admit(req: Req, r: RateLimitResult): RateLimitResult | Promise<RateLimitResult> {
+    return this.leases === undefined || !r.pass ? r : this.leases.admit(r, req);
+  }
+
+  /** Only `concurrency` limits: the request's lease decides. */
+  private leaseOnly(req: Req, key: string): Promise<RateLimitResult> {
+    return (this.leases as LeaseGate<Req>).admit({ ...PASS, key }, req);
   }
 
   /**
@@ -141,7 +159,7 @@ export class HttpRateLimiter<Req> {
 
   /** Asks the limiter; a promised answer gets the `storeTimeoutMs` deadline (a synchronous one cannot hang). */
   private consume(key: string, cost: number): Decision | Promise<Decision> {
-    const l = this.limiter;
+    const l = this.limiter as RateLimiter;
     // consumeNow may be missing on a limiter from an older copy of the package.
     const p = typeof l.consumeNow === "function" ? l.consumeNow(key, cost) : l.consume(key, cost);
     if (!(p instanceof Promise)) return p;
@@ -168,7 +186,7 @@ export class HttpRateLimiter<Req> {
     if (d.allowed && d.delayMs > this.maxDelayMs && !this.shadow) {
       // Shaping with a queue longer than the caller will wait: give the place back and refuse.
       // The wait shrinks by 1 ms per ms, so after (delay - max) the same request fits: a truthful Retry-After.
-      this.limiter.refund(key, cost).catch((e: unknown) => this.report(e, req));
+      this.limiter?.refund(key, cost).catch((e: unknown) => this.report(e, req));
       const retryAfterMs = d.delayMs - this.maxDelayMs;
       d = {
         ...d,
@@ -220,6 +238,11 @@ export class HttpRateLimiter<Req> {
   /** See {@link Shaper.release}. */
   release(result: RateLimitResult, req: Req): void {
     this.shaper.release(result, req);
+  }
+
+  /** See {@link Shaper.releaseLease}. */
+  releaseLease(result: RateLimitResult, req: Req): void {
+    this.shaper.releaseLease(result, req);
   }
 
   /** See {@link Shaper.settle}. */

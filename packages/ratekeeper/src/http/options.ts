@@ -1,6 +1,7 @@
 import type { Decision } from "../core/decision.js";
 import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
 import type { LimitSpec } from "../core/options.js";
+import { ConcurrencyLimiter, type ConcurrencyLimiterOptions } from "../concurrency.js";
 import { RateLimiter, type RateLimiterOptions } from "../limiter.js";
 import type { Store } from "../store.js";
 import { compileCost, type CostOption, type CostRule } from "./cost.js";
@@ -27,8 +28,16 @@ export interface RateLimitEvent<Req> {
  * { limits: [{ algorithm: "sliding-window", limit: 100, window: "1m" }, { algorithm: "gcra", limit: 2, window: "1s" }], key: "ip" }
  */
 export interface RateLimitOptions<Req> extends ClientIpOptions {
-  /** The limiter, or options to build one. */
+  /** The limiter, or options to build one. Optional when `concurrency` is given (then only requests in flight are limited). */
   limiter?: RateLimiter | RateLimiterOptions;
+  /**
+   * At most `limit` requests of a key in flight at once (over every process sharing its store):
+   * a {@link ConcurrencyLimiter} or its options. A request admitted by the rate limit (if any)
+   * takes a lease, released when the response finishes or the client goes away; a request that
+   * finds every slot held gets a 429 (its rate-limit charge given back), with `Retry-After: 1`.
+   * @example concurrency: { limit: 10, leaseMs: "2m", store }
+   */
+  concurrency?: ConcurrencyLimiter | ConcurrencyLimiterOptions;
   /** Several limits (all-or-nothing), when no `limiter` is given. */
   limits?: LimitSpec[];
   /** With `limits`: where state lives. @default new MemoryStore() */
@@ -84,7 +93,9 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
 
 /** {@link RateLimitOptions} checked and compiled: what the middleware core runs on. */
 export interface ResolvedHttpOptions<Req> {
-  readonly limiter: RateLimiter;
+  /** Undefined when only `concurrency` limits. */
+  readonly limiter: RateLimiter | undefined;
+  readonly concurrency: ConcurrencyLimiter | undefined;
   readonly ips: ClientIpResolver;
   readonly keys: KeyBuilder<Req>;
   readonly cost: CostRule<Req>;
@@ -108,6 +119,7 @@ export interface ResolvedHttpOptions<Req> {
 
 const KNOWN_OPTIONS = new Set([
   "limiter",
+  "concurrency",
   "limits",
   "store",
   "clock",
@@ -161,7 +173,8 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
   for (const k of Object.keys(o)) {
     if (!KNOWN_OPTIONS.has(k) && !ADAPTER_OPTIONS.has(k)) issues.push({ path: k, message: "unknown option" });
   }
-  const limiter = resolveLimiter(o, issues);
+  const concurrency = resolveConcurrency(o.concurrency, issues);
+  const limiter = o.concurrency !== undefined && o.limiter === undefined && o.limits === undefined ? undefined : resolveLimiter(o, issues);
   const ips = collectIssues(issues, () => new ClientIpResolver(o));
   const keys = new KeyBuilder(o.key, typeof o.keyPrefix === "string" ? o.keyPrefix : "", access, issues);
   if (o.keyPrefix !== undefined && typeof o.keyPrefix !== "string") {
@@ -197,11 +210,13 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
       message: `must be a positive whole number of milliseconds (got ${describeValue(o.storeTimeoutMs)})`,
     });
   }
-  if (issues.length > 0 || limiter === undefined || ips === undefined) throw new RateLimitConfigError(issues);
+  if (issues.length > 0 || (limiter === undefined && concurrency === undefined) || ips === undefined)
+    throw new RateLimitConfigError(issues);
 
   const clock = isLimiter(o.limiter) || o.limiter === undefined ? o.clock : (o.limiter as { clock?: () => number }).clock;
   return {
     limiter,
+    concurrency,
     ips,
     keys,
     cost,
@@ -211,7 +226,7 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
     countOnly: o.countOnly,
     isFailed: o.isFailed ?? ((s: number) => s >= 400),
     shadow: o.shadow === true,
-    headerWriter: styles.length > 0 ? new HeaderWriter(limiter.limits, styles) : undefined,
+    headerWriter: styles.length > 0 && limiter !== undefined ? new HeaderWriter(limiter.limits, styles) : undefined,
     maxDelayMs,
     storeDeny: o.onStoreError === "deny",
     noAddressDeny: o.noAddress !== "allow",
@@ -241,8 +256,28 @@ function resolveLimiter<Req>(o: RateLimitOptions<Req>, issues: ConfigIssue[]): R
       () => new RateLimiter({ limits: o.limits as LimitSpec[], store: o.store, clock: o.clock, namespace: o.namespace }),
     );
   }
-  issues.push({ path: "limiter", message: "required: a RateLimiter, its options, or limits: [...]" });
+  issues.push({ path: "limiter", message: "required: a RateLimiter, its options, or limits: [...] (or only concurrency: {...})" });
   return undefined;
+}
+
+/** The `concurrency` option: a ConcurrencyLimiter (recognised by shape), or its options. */
+function resolveConcurrency(
+  c: ConcurrencyLimiter | ConcurrencyLimiterOptions | undefined,
+  issues: ConfigIssue[],
+): ConcurrencyLimiter | undefined {
+  if (c === undefined) return undefined;
+  // One built by another copy of the package (a bundler duplicate) still counts.
+  if (
+    c instanceof ConcurrencyLimiter ||
+    (typeof c === "object" && c !== null && typeof (c as Partial<ConcurrencyLimiter>).acquire === "function")
+  ) {
+    return c as ConcurrencyLimiter;
+  }
+  return collectIssues(
+    issues,
+    () => new ConcurrencyLimiter(c),
+    (i) => ({ path: `concurrency.${i.path}`, message: i.message }),
+  );
 }
 
 /** The `headers` option as a list of styles (`false` -> none). */

@@ -39,6 +39,23 @@ export function tooManyRequests(retryAfterSeconds: number, violated: readonly st
 }
 
 /**
+ * The 429 body for a request refused because the client already has `limit` requests in flight
+ * (option `concurrency`). A slot frees when one of them finishes, which no one can predict, so it
+ * says to retry after 1 s.
+ * @example tooManyInFlight(10)
+ */
+export function tooManyInFlight(limit: number): ProblemDetails {
+  return {
+    type: QUOTA_EXCEEDED,
+    title: "Too Many Requests",
+    status: 429,
+    detail: `Too many requests in flight (at most ${limit} at once); retry after 1 s.`,
+    "retry-after": 1,
+    "violated-policies": [`${limit}-in-flight`],
+  };
+}
+
+/**
  * The 403 body for a client on the deny list. RFC 9457 `about:blank`: the status says it all.
  * @example JSON.stringify(forbidden())
  */

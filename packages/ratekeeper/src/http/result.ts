@@ -1,3 +1,4 @@
+import type { Lease } from "../concurrency.js";
 import type { Decision } from "../core/decision.js";
 import { PROBLEM_CONTENT_TYPE, type ProblemDetails } from "./problem.js";
 
@@ -20,8 +21,10 @@ export interface RateLimitResult {
   readonly decision: Decision | undefined;
   readonly key: string | undefined;
   readonly cost: number;
-  /** Whether `HttpRateLimiter.settle` has work to do (a `countOnly` refund). */
+  /** Whether `HttpRateLimiter.settle` has work to do (a `countOnly` refund, a lease to release). */
   readonly settles: boolean;
+  /** The request's lease (option `concurrency`), released by `settle` (or when a held request's client leaves). */
+  readonly lease: Lease | undefined;
 }
 
 /** The answer for a request that is not limited at all (skipped, or on the allow list). */
@@ -37,6 +40,7 @@ export const PASS: RateLimitResult = Object.freeze({
   key: undefined,
   cost: 0,
   settles: false,
+  lease: undefined,
 });
 
 /** An admitted request's result: pass on after `delayMs`. */
@@ -60,6 +64,7 @@ export function admission(
     key,
     cost,
     settles,
+    lease: undefined,
   };
 }
 
@@ -88,5 +93,6 @@ export function refusal(
     key,
     cost,
     settles: false,
+    lease: undefined,
   };
 }

@@ -11,7 +11,7 @@ export class Shaper<Req> {
    * @param report told about refund failures (the request itself is never failed by them)
    */
   constructor(
-    private readonly limiter: RateLimiter,
+    private readonly limiter: RateLimiter | undefined,
     private readonly countOnly: "failed" | "successful" | undefined,
     private readonly isFailed: (statusCode: number) => boolean,
     private readonly report: (error: unknown, req: Req) => void,
@@ -53,10 +53,16 @@ export class Shaper<Req> {
     });
   }
 
-  /** Gives back the cost of an admitted request that will not be served. */
+  /** Gives back the cost (and the lease) of an admitted request that will not be served. */
   release(result: RateLimitResult, req: Req): void {
+    this.releaseLease(result, req);
     if (result.key === undefined || result.cost === 0 || !result.pass || result.decision === undefined) return;
-    this.limiter.refund(result.key, result.cost).catch((e: unknown) => this.report(e, req));
+    this.limiter?.refund(result.key, result.cost).catch((e: unknown) => this.report(e, req));
+  }
+
+  /** Gives back the request's lease (option `concurrency`), if it holds one. Idempotent. */
+  releaseLease(result: RateLimitResult, req: Req): void {
+    result.lease?.release().catch((e: unknown) => this.report(e, req));
   }
 
   /**
@@ -65,6 +71,8 @@ export class Shaper<Req> {
    */
   settle(result: RateLimitResult, statusCode: number | undefined, req: Req): void {
     if (!result.settles) return;
+    this.releaseLease(result, req);
+    if (this.countOnly === undefined) return;
     const failed = statusCode === undefined || this.isFailed(statusCode);
     if ((this.countOnly === "failed") !== failed) this.release(result, req);
   }

@@ -1,0 +1,44 @@
+import type { ConcurrencyLimiter, Lease } from "../concurrency.js";
+import type { RateLimiter } from "../limiter.js";
+import { tooManyInFlight, unavailable } from "./problem.js";
+import { refusal, type RateLimitResult } from "./result.js";
+
+/**
+ * The middleware's `concurrency` option: a request the rate limit admitted takes a lease on its
+ * key; the lease goes back when the response finishes or the client leaves (`Shaper.settle` /
+ * `Shaper.release`, called by the adapters). A request that finds every slot held is refused
+ * with 429 and its rate-limit charge is given back: it was never served.
+ */
+export class LeaseGate<Req> {
+  constructor(
+    readonly pool: ConcurrencyLimiter,
+    private readonly limiter: RateLimiter | undefined,
+    private readonly shadow: boolean,
+    private readonly storeDeny: boolean,
+    private readonly report: (error: unknown, req: Req) => void,
+  ) {}
+
+  /** Takes a lease for an admitted request; its result then carries it (and settles). */
+  async admit(r: RateLimitResult, req: Req): Promise<RateLimitResult> {
+    let lease: Lease;
+    try {
+      lease = await this.pool.acquire(r.key as string);
+    } catch (e) {
+      this.report(e, req);
+      if (!this.storeDeny) return r;
+      this.refund(r, req);
+      return refusal(unavailable(), []);
+    }
+    if (lease.acquired) return { ...r, settles: true, lease };
+    // Shadow mode reports and never blocks: the request goes on, without a lease.
+    if (this.shadow) return r;
+    this.refund(r, req);
+    return refusal(tooManyInFlight(this.pool.limit), r.headers, r.decision, r.key, 0);
+  }
+
+  /** Gives back the rate-limit charge of a request that will not be served. */
+  private refund(r: RateLimitResult, req: Req): void {
+    if (this.limiter === undefined || r.key === undefined || r.cost === 0 || r.decision === undefined) return;
+    this.limiter.refund(r.key, r.cost).catch((e: unknown) => this.report(e, req));
+  }
+}
