@@ -1,5 +1,6 @@
 import type { Decision } from "./core/decision.js";
 import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "./core/errors.js";
+import { resolveLease, type LeaseOptions } from "./core/lease-options.js";
 import { resolveLimit, resolveLimits, type LimitSpec, type ResolvedLimit } from "./core/options.js";
 import { policyId } from "./core/policy-id.js";
 import { checkKey } from "./key.js";
@@ -20,6 +21,15 @@ interface CommonOptions {
    * servers with the same policy share state and two different policies never do.
    */
   namespace?: string;
+  /**
+   * Quota leasing for hot keys, on a shared store (Redis): this process takes blocks of a key's
+   * allowance and decides locally, one store call per block instead of per decision; unused
+   * units go back. One limit of fixed-window, token-bucket, leaky-bucket (police) or gcra.
+   * Exact for fixed windows; for buckets a block may be spent up to `blockMs` after it was taken
+   * (docs/leasing.md). The memory store is already local and ignores it.
+   * @default false
+   */
+  lease?: boolean | LeaseOptions;
 }
 
 /**
@@ -29,7 +39,7 @@ interface CommonOptions {
  */
 export type RateLimiterOptions = (LimitSpec & CommonOptions & { limits?: undefined }) | (CommonOptions & { limits: LimitSpec[] });
 
-const COMMON_KEYS = new Set(["store", "clock", "namespace", "limits"]);
+const COMMON_KEYS = new Set(["store", "clock", "namespace", "limits", "lease"]);
 
 /**
  * Applies one or several limits to keys (a user, an IP, an API key, a route, or a mix).
@@ -81,13 +91,14 @@ export class RateLimiter {
     if (o.namespace !== undefined && (typeof o.namespace !== "string" || o.namespace.length === 0 || o.namespace.length > 64)) {
       issues.push({ path: "namespace", message: `must be a string of 1-64 characters (got ${describeValue(o.namespace)})` });
     }
+    const lease = limits.length > 0 ? resolveLease(o.lease, limits, issues) : undefined;
     if (issues.length > 0) throw new RateLimitConfigError(issues);
     this.limits = limits;
     this.maxCost = Math.min(...limits.map((l) => l.capacity));
     this.store = (o.store as Store | undefined) ?? new MemoryStore();
     this.namespace = (o.namespace as string | undefined) ?? policyId(limits);
     this.clock = o.clock as (() => number) | undefined;
-    this.bound = this.store.bind(limits, this.namespace);
+    this.bound = lease === undefined ? this.store.bind(limits, this.namespace) : this.store.bind(limits, this.namespace, { lease });
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { Decision } from "./core/decision.js";
+import type { ResolvedLease } from "./core/lease-options.js";
 import type { LeaseReason } from "./core/lease-reason.js";
 import type { ResolvedLimit } from "./core/options.js";
 
@@ -12,12 +13,23 @@ export interface Store {
    * Prepares the store for one limiter's limits. `namespace` separates limiters that share a
    * store: the same key under two different policies never shares state.
    */
-  bind(limits: readonly ResolvedLimit[], namespace: string): BoundStore;
+  bind(limits: readonly ResolvedLimit[], namespace: string, options?: BindOptions): BoundStore;
   /**
    * Prepares the store for one concurrency limit (`ConcurrencyLimiter`): at most `limit` leases
    * per key, shared by every limiter bound with the same namespace. Both built-in stores have it.
    */
   bindLeases?(limit: number, namespace: string): BoundLeases;
+}
+
+export type { ResolvedLease } from "./core/lease-options.js";
+
+/** How a limiter uses a store beyond its limits. */
+export interface BindOptions {
+  /**
+   * Quota leasing (the RateLimiter option `lease`): decide locally from blocks of a key's
+   * allowance taken from the store. A store where decisions are already local (memory) ignores it.
+   */
+  readonly lease?: ResolvedLease;
 }
 
 /**

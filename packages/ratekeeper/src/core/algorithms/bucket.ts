@@ -69,7 +69,7 @@ function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, 
 }
 
 /** The level at `nowMs`, after draining since the last update. Never multiplies a long idle time. */
-function levelAt(s: LimitState, nowMs: number, lim: ResolvedLimit): number {
+export function levelAt(s: LimitState, nowMs: number, lim: ResolvedLimit): number {
   const elapsed = nowMs - s.a;
   if (elapsed <= 0) return s.b;
   if (elapsed >= Math.ceil(s.b / lim.limit)) return 0;

@@ -60,7 +60,7 @@ function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, 
  * still counts in the newest window seen (`s.a`): otherwise it would open a fresh count there and
  * overwrite the newer one, admitting up to `limit` more within the newer window.
  */
-function windowStart(s: LimitState, nowMs: number, lim: ResolvedLimit): number {
+export function windowStart(s: LimitState, nowMs: number, lim: ResolvedLimit): number {
   if (lim.alignFirst) return s.b > 0 && nowMs - s.a < lim.windowMs ? s.a : nowMs;
   return Math.max(nowMs - mod(nowMs, lim.windowMs), s.a);
 }

@@ -9,7 +9,9 @@ import {
 } from "../../core/errors.js";
 import { Evaluator } from "../../core/evaluate.js";
 import type { ResolvedLimit } from "../../core/options.js";
-import type { BoundLeases, BoundStore, Store } from "../../store.js";
+import type { BindOptions, BoundLeases, BoundStore, Store } from "../../store.js";
+import { LeasedTable } from "../leased-table.js";
+import { RedisBlockSource } from "./lease-source.js";
 import { isNoScript, shimFor, type RedisClientLike, type RedisShim } from "./client.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 import { fastOutcome, FAST_ALGORITHMS } from "./fast-reply.js";
@@ -28,7 +30,7 @@ export type RedisFailurePolicy = "open" | "closed" | "throw" | { insurance: Stor
 
 /** What failed, for {@link RedisStoreOptions.onError}. */
 export interface RedisErrorContext {
-  readonly op: "consume" | "peek" | "refund" | "reset" | "acquire" | "renew" | "release" | "count";
+  readonly op: "consume" | "peek" | "refund" | "reset" | "acquire" | "renew" | "release" | "count" | "lease";
   /** The limiter's key (without prefix and namespace). */
   readonly key: string;
   /** Whether the call timed out (else Redis or the client reported an error). */
@@ -123,6 +125,8 @@ export class RedisStore implements Store {
   readonly denialMaxKeys: number;
   /** @internal 0: no batching. */
   readonly maxBatch: number;
+  /** Limiters with quota leasing, whose blocks {@link RedisStore.close} gives back. */
+  private readonly leased = new Set<LeasedTable>();
   /** @internal Redis's time, kept calibrated against TIME (server-clock.ts). */
   readonly serverClock = new ServerClock();
 
@@ -199,8 +203,19 @@ export class RedisStore implements Store {
     loadScript("ratekeeper", []);
   }
 
-  bind(limits: readonly ResolvedLimit[], namespace: string): BoundStore {
-    return new RedisTable(this, limits, namespace);
+  bind(limits: readonly ResolvedLimit[], namespace: string, options?: BindOptions): BoundStore {
+    const table = new RedisTable(this, limits, namespace);
+    const lease = options?.lease;
+    if (lease === undefined) return table;
+    const lim = limits[0] as ResolvedLimit;
+    const leased = new LeasedTable(lim, new RedisBlockSource(this, lim, namespace, lease), table, lease);
+    this.leased.add(leased);
+    return leased;
+  }
+
+  /** Gives back every unit this process holds in leased blocks (RateLimiter option `lease`): call it when the process stops. Never closes the client. */
+  async close(): Promise<void> {
+    await Promise.all([...this.leased].map((t) => t.close()));
   }
 
   /** A concurrency limit's leases in Redis (leases.ts, scripts/concurrency.lua). */

@@ -1,0 +1,294 @@
+import { newDecision, type Decision, type Outcome } from "../core/decision.js";
+import type { BlockOutcome } from "../core/lease-block.js";
+import type { ResolvedLimit } from "../core/options.js";
+import type { BoundStore, ResolvedLease } from "../store.js";
+
+/**
+ * Where blocks of a key's allowance come from and go back to: the shared store (one call each).
+ * `nowMs` as in {@link BoundStore}: the injected clock, or `undefined` for the store's own time.
+ */
+export interface BlockSource {
+  take(key: string, want: number, nowMs: number | undefined): Promise<BlockOutcome>;
+  give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void>;
+}
+
+/** A decision waiting for the block being taken. */
+interface Waiter {
+  cost: number;
+  /** The decision's injected time, if any: it is served only by a block valid then. */
+  nowMs: number | undefined;
+  resolve: (d: Decision | Promise<Decision>) => void;
+}
+
+/** This process's lease on one key. Local times are on the table's clock (the injected one, else `performance.now()`). */
+interface KeyLease {
+  /** Units left in the current block. */
+  units: number;
+  /** When the block may no longer be spent (its unused units then go back). */
+  expiresAt: number;
+  /** The block's `blockStart` (fixed window: its window; bucket: when the oldest of its units was taken). */
+  blockStart: number;
+  /** No block before this (the last take got none): decide locally until then. */
+  recheckAt: number;
+  /** When the last take said a block will be available (a local denial's retryAfter). */
+  retryAt: number;
+  /** When the key would be back to its full allowance, as the last take said. */
+  resetAt: number;
+  /** Units asked for since the last take was sent (the key's local rate). */
+  demand: number;
+  /** When the last take was sent; NaN before the first. */
+  askedAt: number;
+  taking: boolean;
+  waiters: Waiter[];
+}
+
+/**
+ * Quota leasing for one limit (RateLimiter option `lease`): decisions on a key are made locally
+ * from a block of its allowance that this process took from the shared store, so a hot key costs
+ * one store call per block instead of one per decision. Every unit admitted here was taken from
+ * the store first and is spent before its block expires, so the store's bound holds over every
+ * process (see core/lease-block.ts and docs/leasing.md for what each algorithm keeps exact).
+ *
+ * - Block size: this key's demand over one block's life (`blockMs`), measured between takes;
+ *   the first take asks only for what is waiting (a cold key costs what it did without leasing).
+ *   The store caps it by the number of instances drawing on the key (core/lease-block.ts).
+ * - A block lives `blockMs` (and never past its fixed window), counted from before the take was
+ *   sent; then its unused units go back to the store (on the next use, or by a sweep that never
+ *   keeps the process alive), and on {@link LeasedTable.close}.
+ * - No block available: requests are denied locally until the store said one may be (a bucket's
+ *   refill, the next window), rechecked at least every `blockMs` for units others gave back.
+ * - The store failing: the waiting decisions go to the unleased table, whose failure policy answers.
+ * Peeks ask the store; refunds go to the live block, else to the store.
+ */
+export class LeasedTable implements BoundStore {
+  private readonly keys = new Map<string, KeyLease>();
+  private readonly out: Outcome = { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, delayMs: 0 };
+  private sweeper: ReturnType<typeof setInterval> | undefined;
+  /** The limiter injects its clock: local times are its readings, and the sweep (real time) stays off. */
+  private injected = false;
+  /** Units taken from the store (for tests and stats). */
+  taken = 0;
+  /** Store calls made for blocks (takes and give-backs). */
+  calls = 0;
+
+  /**
+   * @param inner the same limit without leasing: peeks, resets, refunds without a block, and the failure policy
+   * @param clock local monotonic ms when no time is injected
+   */
+  constructor(
+    private readonly lim: ResolvedLimit,
+    private readonly source: BlockSource,
+    private readonly inner: BoundStore,
+    private readonly lease: ResolvedLease,
+    private readonly clock: () => number = () => performance.now(),
+  ) {}
+
+  consume(key: string, cost: number, nowMs: number | undefined): Decision | Promise<Decision> {
+    let now: number;
+    if (nowMs === undefined) now = this.clock();
+    else {
+      now = nowMs;
+      this.injected = true;
+    }
+    const k = this.keys.get(key) ?? this.open(key);
+    k.demand += cost;
+    if (k.units >= cost && now < k.expiresAt) {
+      k.units -= cost;
+      return this.decide(true, k, now);
+    }
+    if (k.units > 0 && now >= k.expiresAt) void this.giveBack(key, k, nowMs);
+    if (k.taking || k.waiters.length > 0) return this.wait(key, k, cost, nowMs);
+    if (now < k.recheckAt) return this.decide(false, k, now);
+    return this.wait(key, k, cost, nowMs);
+  }
+
+  peek(key: string, cost: number, nowMs: number | undefined): Decision | Promise<Decision> {
+    return this.inner.peek(key, cost, nowMs);
+  }
+
+  refund(key: string, cost: number, nowMs: number | undefined): void | Promise<void> {
+    const k = this.keys.get(key);
+    if (k !== undefined && (nowMs ?? this.clock()) < k.expiresAt) {
+      k.units += cost;
+      return;
+    }
+    return this.inner.refund(key, cost, nowMs);
+  }
+
+  async reset(key: string): Promise<void> {
+    const k = this.keys.get(key);
+    if (k !== undefined) this.keys.delete(key);
+    await this.inner.reset(key);
+  }
+
+  /** Gives every unused unit back to the store (a process that stops). The table stays usable. */
+  async close(): Promise<void> {
+    this.stopSweep();
+    const gives: Promise<void>[] = [];
+    for (const [key, k] of this.keys) {
+      if (k.units > 0) gives.push(this.giveBack(key, k, undefined));
+    }
+    await Promise.all(gives);
+  }
+
+  private open(key: string): KeyLease {
+    if (this.keys.size >= this.lease.maxKeys) this.evict();
+    const k: KeyLease = {
+      units: 0,
+      expiresAt: 0,
+      blockStart: 0,
+      recheckAt: Number.NEGATIVE_INFINITY,
+      retryAt: 0,
+      resetAt: 0,
+      demand: 0,
+      askedAt: Number.NaN,
+      taking: false,
+      waiters: [],
+    };
+    this.keys.set(key, k);
+    return k;
+  }
+
+  /** Queues a decision behind the take in flight, or starts one. */
+  private wait(key: string, k: KeyLease, cost: number, nowMs: number | undefined): Promise<Decision> {
+    return new Promise<Decision | Promise<Decision>>((resolve) => {
+      k.waiters.push({ cost, nowMs, resolve });
+      if (!k.taking) this.take(key, k, nowMs);
+    }) as Promise<Decision>;
+  }
+
+  /** One take for the waiters of `k`: sized by the key's demand, at least what waits. */
+  private take(key: string, k: KeyLease, nowMs: number | undefined): void {
+    const now = nowMs ?? this.clock();
+    let waiting = 0;
+    for (const w of k.waiters) waiting += w.cost;
+    let want = waiting;
+    if (!Number.isNaN(k.askedAt)) {
+      const elapsed = Math.max(1, now - k.askedAt);
+      want = Math.max(waiting, Math.ceil((k.demand * this.lease.blockMs) / elapsed));
+    }
+    k.demand = 0;
+    k.askedAt = now;
+    k.taking = true;
+    this.calls++;
+    this.source.take(key, Math.min(want, this.lim.capacity), nowMs).then(
+      (b) => this.took(key, k, b, now, nowMs),
+      () => this.failed(key, k, nowMs),
+    );
+  }
+
+  private took(key: string, k: KeyLease, b: BlockOutcome, sentAt: number, nowMs: number | undefined): void {
+    k.taking = false;
+    this.taken += b.taken;
+    const now = nowMs ?? this.clock();
+    if (k.units > 0 && now >= k.expiresAt) void this.giveBack(key, k, nowMs);
+    k.resetAt = sentAt + b.resetAfterMs;
+    if (b.taken > 0) {
+      // Spent for at most blockMs after it arrived, and (a fixed window) before its window ends,
+      // counted from the send: never later than the store's own end of that window.
+      let until = now + this.lease.blockMs;
+      if (b.validMs > 0) until = Math.min(until, sentAt + b.validMs);
+      // Leftovers (too few for a waiting cost) of a window that has ended are worth nothing in the
+      // new one; otherwise they join the new block, which then ends when the older one did.
+      const fixed = this.lim.algorithm === "fixed-window";
+      if (fixed && b.blockStart !== k.blockStart) k.units = 0;
+      k.expiresAt = k.units > 0 ? Math.min(k.expiresAt, until) : until;
+      k.blockStart = k.units > 0 && !fixed ? Math.min(k.blockStart, b.blockStart) : b.blockStart;
+      k.units += b.taken;
+      k.recheckAt = Number.NEGATIVE_INFINITY;
+      this.startSweep();
+    } else {
+      k.retryAt = sentAt + b.waitMs;
+      k.recheckAt = sentAt + Math.min(b.waitMs, this.lease.blockMs);
+    }
+    while (k.waiters.length > 0) {
+      const w = k.waiters[0] as Waiter;
+      const t = w.nowMs ?? now;
+      if (k.units >= w.cost && t < k.expiresAt) {
+        k.units -= w.cost;
+        k.waiters.shift();
+        w.resolve(this.decide(true, k, t));
+      } else if (b.taken === 0) {
+        k.waiters.shift();
+        w.resolve(this.decide(false, k, t));
+      } else if (t >= k.expiresAt && w.nowMs === undefined) {
+        // The block's window ended while it travelled (a reply slower than the window's last
+        // moments): these decisions go to the store one by one, which decides each exactly.
+        if (k.units > 0) void this.giveBack(key, k, nowMs);
+        const rest = k.waiters;
+        k.waiters = [];
+        for (const x of rest) x.resolve(Promise.resolve(this.inner.consume(key, x.cost, x.nowMs)));
+        return;
+      } else {
+        // The block ran out (or, on an injected clock, ended before this decision's time) with
+        // decisions still waiting: another take for them.
+        this.take(key, k, w.nowMs);
+        return;
+      }
+    }
+  }
+
+  /** The store failed: the waiting decisions go to the unleased table (its failure policy answers). */
+  private failed(key: string, k: KeyLease, nowMs: number | undefined): void {
+    k.taking = false;
+    const waiters = k.waiters;
+    k.waiters = [];
+    for (const w of waiters) w.resolve(Promise.resolve(this.inner.consume(key, w.cost, w.nowMs ?? nowMs)));
+  }
+
+  /** Sends the block's unused units back to the store (best effort: a failure strands them until the state expires). */
+  private giveBack(key: string, k: KeyLease, nowMs: number | undefined): Promise<void> {
+    const units = k.units;
+    k.units = 0;
+    k.expiresAt = 0;
+    this.calls++;
+    return this.source.give(key, units, k.blockStart, nowMs).catch(() => undefined);
+  }
+
+  private decide(allowed: boolean, k: KeyLease, now: number): Decision {
+    const o = this.out;
+    o.allowed = allowed;
+    o.remaining = k.units;
+    o.retryAfterMs = allowed ? 0 : Math.max(1, Math.ceil(k.retryAt - now));
+    o.resetAfterMs = Math.max(0, Math.ceil(k.resetAt - now));
+    return newDecision(o, this.lim, 0, undefined);
+  }
+
+  /** Drops an idle key (its unused units go back) to stay within `maxKeys`. */
+  private evict(): void {
+    for (const [key, k] of this.keys) {
+      if (k.taking || k.waiters.length > 0) continue;
+      if (k.units > 0) void this.giveBack(key, k, undefined);
+      this.keys.delete(key);
+      return;
+    }
+  }
+
+  /** Every `blockMs`: expired blocks give their unused units back; idle keys are forgotten. */
+  private startSweep(): void {
+    if (this.sweeper !== undefined || this.injected) return;
+    this.sweeper = setInterval(() => this.sweep(), this.lease.blockMs);
+    this.sweeper.unref?.();
+  }
+
+  private stopSweep(): void {
+    if (this.sweeper !== undefined) clearInterval(this.sweeper);
+    this.sweeper = undefined;
+  }
+
+  /** Real time only: with an injected clock, expired blocks go back on their key's next use. */
+  private sweep(): void {
+    const now = this.clock();
+    let live = 0;
+    for (const [key, k] of this.keys) {
+      if (k.taking || k.waiters.length > 0) {
+        live++;
+        continue;
+      }
+      if (k.units > 0 && now >= k.expiresAt) void this.giveBack(key, k, undefined);
+      if (k.units > 0) live++;
+      else if (now >= k.recheckAt && now >= k.expiresAt) this.keys.delete(key);
+    }
+    if (live === 0) this.stopSweep();
+  }
+}

@@ -1,0 +1,54 @@
+import { describeValue, RateLimitStoreError } from "../../core/errors.js";
+import type { BlockOutcome } from "../../core/lease-block.js";
+import type { ResolvedLease } from "../../core/lease-options.js";
+import type { ResolvedLimit } from "../../core/options.js";
+import type { BlockSource } from "../leased-table.js";
+import { loadScript, type LoadedScript } from "./scripts.js";
+import type { RedisStore } from "./store.js";
+
+/** An instance counts as a lessee of a key for this many block lives after its last take. */
+const LESSEE_BLOCKS = 4;
+
+/**
+ * Blocks of a key's allowance from Redis (scripts/lease.lua): one script call per take or give
+ * back, on the key's own state (the same key and encoding as the per-decision script, so leased
+ * and unleased limiters of one policy share the allowance) and hash slot.
+ */
+export class RedisBlockSource implements BlockSource {
+  private readonly script: LoadedScript = loadScript("lease", []);
+  private readonly head: string;
+  private readonly tail: string[];
+  /** This process's id among a key's lessees. */
+  private readonly id = globalThis.crypto.randomUUID();
+  private readonly horizon: string;
+  /** Lessees of the last take, for stats and tests. */
+  lessees = 0;
+
+  constructor(
+    private readonly store: RedisStore,
+    lim: ResolvedLimit,
+    namespace: string,
+    lease: ResolvedLease,
+  ) {
+    this.head = `${store.prefix}{${namespace}:`;
+    const kind = lim.algorithm !== "fixed-window" ? "b" : lim.alignFirst ? "F" : "f";
+    this.tail = [kind, String(lim.limit), String(lim.windowMs), String(lim.capacity), String(store.minTtlMs)];
+    this.horizon = String(LESSEE_BLOCKS * lease.blockMs);
+  }
+
+  async take(key: string, want: number, nowMs: number | undefined): Promise<BlockOutcome> {
+    const head = `${this.head}${key}}:`;
+    const args = ["t", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(want), this.id, this.horizon];
+    const r = await this.store.withTimeout(this.store.run(this.script, [`${head}0`, `${head}L`], args));
+    if (!Array.isArray(r) || r.length !== 6)
+      throw new RateLimitStoreError(`RedisStore lease "${key}": unexpected script reply ${describeValue(r)}`);
+    this.lessees = Number(r[5]);
+    return { taken: Number(r[0]), validMs: Number(r[1]), waitMs: Number(r[2]), resetAfterMs: Number(r[3]), blockStart: Number(r[4]) };
+  }
+
+  async give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void> {
+    const head = `${this.head}${key}}:`;
+    const args = ["g", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(units), String(blockStart)];
+    await this.store.withTimeout(this.store.run(this.script, [`${head}0`, `${head}L`], args));
+  }
+}

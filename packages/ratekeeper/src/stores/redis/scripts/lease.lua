@@ -1,0 +1,155 @@
+--[[
+lease.lua: quota leasing for one hot key (RateLimiter option `lease`): take a block of the key's
+allowance, or give back what a block did not use, in one atomic call. It mirrors
+core/lease-block.ts (takeBlock, giveBack) operation for operation, and works on the key's own
+state, stored exactly as ratekeeper.lua stores it, so leasing and per-decision instances of one
+policy share the allowance; the differential test (test/lease-redis.test.ts) holds them together.
+Algorithms with a two-number state only: fixed window, token bucket, leaky bucket (police), GCRA.
+
+KEYS[1]  the limit's state: <prefix>{<namespace>:<key>}:0, two numbers a, b (fixed window: window
+         start in ms and units counted; bucket: time of the last update in ms and level in
+         units x windowMs), packed "<i6i6" when both are whole numbers in [0, 2^47), else "<dd"
+KEYS[2]  the key's lessees: a sorted set, member = instance id, score = when it last took a block
+         (ms); same hash tag. Expires max(horizonMs, minTtlMs) after the last take.
+ARGV[1]  mode: "t" take a block, "g" give units back
+ARGV[2]  nowMs: integer ms since the epoch, or "" for the server's clock (TIME)
+ARGV[3]  kind: "f" fixed window aligned on the clock, "F" fixed window from the first request,
+         "b" bucket (token bucket, leaky bucket, GCRA)
+ARGV[4]  limit: units per window (the bucket drains limit per windowMs)
+ARGV[5]  windowMs: integer ms
+ARGV[6]  capacity: units (limit for a fixed window; the bucket's size; burst + 1 for GCRA)
+ARGV[7]  minTtlMs: integer ms, the least PEXPIRE given to a written key
+ARGV[8]  t: want, units the instance asks for (>= 1); g: units given back
+ARGV[9]  t: the instance's id (a string); g: the block's blockStart from its take (fixed window:
+         its window's start, the units go back only into that window; bucket: when it was taken,
+         the units are credited less what the bucket drained since)
+ARGV[10] t: horizonMs, how long an instance counts as a lessee after its last take
+Reply    t: 6 integers: taken (units, 0: none), validMs (fixed window: ms until its window ends;
+         bucket: 0), waitMs (taken 0: ms until a block may be available), resetAfterMs,
+         blockStart (fixed window: the window's start; bucket: now, in ms), lessees (instances
+         that took a block within horizonMs, this one included)
+         g: 0
+Blocks are at most max(1, floor(capacity / (2 * lessees))), and a bucket gives nothing below
+max(1, min(want, floor(that / 2))) (see core/lease-block.ts for why).
+]]
+local mode = ARGV[1]
+local now
+if ARGV[2] == "" then
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[2])
+end
+local kind = ARGV[3]
+local limit, W, capacity, minTtl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local units = tonumber(ARGV[8])
+local key = KEYS[1]
+local floor, ceil = math.floor, math.ceil
+
+local raw = redis.call("GET", key)
+local a, b = 0, 0
+if raw then
+  if #raw == 12 then a, b = struct.unpack("<i6i6", raw) else a, b = struct.unpack("<dd", raw) end
+end
+
+local function put(na, nb, resetMs)
+  local v
+  if na >= 0 and na < 140737488355328 and floor(na) == na and nb >= 0 and nb < 140737488355328 and floor(nb) == nb then
+    v = struct.pack("<i6i6", na, nb)
+  else
+    v = struct.pack("<dd", na, nb)
+  end
+  local ttl = resetMs
+  if ttl < minTtl then ttl = minTtl end
+  if ttl < 1 then ttl = 1 end
+  redis.call("SET", key, v, "PX", ttl)
+end
+
+-- fixed-window.ts windowStart
+local function windowStart()
+  if kind == "F" then
+    if b > 0 and now - a < W then return a end
+    return now
+  end
+  local s = now - now % W
+  if a > s then s = a end
+  return s
+end
+
+-- bucket.ts levelAt
+local function levelAt()
+  local elapsed = now - a
+  if elapsed <= 0 then return b end
+  if elapsed >= ceil(b / limit) then return 0 end
+  return b - elapsed * limit
+end
+
+if mode == "g" then
+  -- Nothing to give back into when the state has expired (a fresh state already has it all).
+  if not raw then return 0 end
+  if kind ~= "b" then
+    local start = tonumber(ARGV[9])
+    if a == start and windowStart() == start then
+      local nb = b - units
+      if nb < 0 then nb = 0 end
+      put(a, nb, start + W - now)
+    end
+    return 0
+  end
+  local elapsed = now - tonumber(ARGV[9])
+  if elapsed < 0 then elapsed = 0 end
+  local credit = units * W - elapsed * limit
+  if credit <= 0 then return 0 end
+  local nb = levelAt() - credit
+  if nb < 0 then nb = 0 end
+  local na = a
+  if now > na then na = now end
+  local behind = na - now
+  put(na, nb, ceil(nb / limit) + behind)
+  return 0
+end
+
+-- Take: count this instance among the key's lessees first.
+local lk, horizon = KEYS[2], tonumber(ARGV[10])
+redis.call("ZADD", lk, now, ARGV[9])
+redis.call("ZREMRANGEBYSCORE", lk, "-inf", now - horizon)
+local lessees = redis.call("ZCARD", lk)
+if horizon < minTtl then redis.call("PEXPIRE", lk, minTtl) else redis.call("PEXPIRE", lk, horizon) end
+local fair = floor(capacity / (2 * lessees))
+if fair < 1 then fair = 1 end
+local ask = units
+if fair < ask then ask = fair end
+
+if kind ~= "b" then
+  local start = windowStart()
+  local count = 0
+  if a == start then count = b end
+  local endsIn = start + W - now
+  local k = limit - count
+  if ask < k then k = ask end
+  if k > 0 then
+    put(start, count + k, endsIn)
+    return { k, endsIn, 0, endsIn, start, lessees }
+  end
+  return { 0, endsIn, endsIn, endsIn, start, lessees }
+end
+
+local level = levelAt()
+local behind = 0
+if a > now then behind = a - now end
+local full = capacity * W
+local available = floor((full - level) / W)
+local least = floor(fair / 2)
+if units < least then least = units end
+if least < 1 then least = 1 end
+if available >= least then
+  local k = available
+  if ask < k then k = ask end
+  local after = level + k * W
+  local na = a
+  if behind == 0 then na = now end
+  local reset = ceil(after / limit) + behind
+  put(na, after, reset)
+  return { k, 0, 0, reset, now, lessees }
+end
+return { 0, 0, ceil((level + least * W - full) / limit) + behind, ceil(level / limit) + behind, now, lessees }

@@ -1,0 +1,179 @@
+/**
+ * Quota leasing on Redis (scripts/lease.lua, stores/redis/lease-source.ts):
+ * - the differential test: random takes and give-backs by up to four instances on a few keys
+ *   give the same blocks (and lessee counts) from Redis as from the in-memory reference
+ *   (core/lease-block.ts), for fixed windows (both alignments), token and leaky buckets and GCRA;
+ * - leased and per-decision limiters of one policy share the key's allowance;
+ * - RedisStore.close() gives unused units back; a store that fails hands the decisions to the
+ *   failure policy; the option is checked.
+ */
+import fc from "fast-check";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { RateLimiter, RateLimitConfigError, resolveLimit, type LimitSpec } from "../src/index.js";
+import { RedisStore } from "../src/stores/redis/index.js";
+import { RedisBlockSource } from "../src/stores/redis/lease-source.js";
+import { MemoryBlockSource, SharedState } from "./lease-source-model.js";
+
+let seq = 0;
+const uniq = (tag: string) => `${tag}${process.pid}-${++seq}`;
+
+const SPECS: fc.Arbitrary<LimitSpec> = fc.oneof(
+  fc.record({
+    algorithm: fc.constant("fixed-window" as const),
+    limit: fc.integer({ min: 1, max: 50 }),
+    window: fc.integer({ min: 10, max: 5000 }),
+  }),
+  fc.record({
+    algorithm: fc.constant("fixed-window" as const),
+    limit: fc.integer({ min: 1, max: 50 }),
+    window: fc.integer({ min: 10, max: 5000 }),
+    align: fc.constant("first-request" as const),
+  }),
+  fc.record({
+    algorithm: fc.constantFrom("token-bucket" as const, "leaky-bucket" as const),
+    limit: fc.integer({ min: 1, max: 50 }),
+    window: fc.integer({ min: 10, max: 5000 }),
+    capacity: fc.integer({ min: 1, max: 80 }),
+  }),
+  fc.record({
+    algorithm: fc.constant("gcra" as const),
+    limit: fc.integer({ min: 1, max: 50 }),
+    window: fc.integer({ min: 10, max: 5000 }),
+    burst: fc.integer({ min: 0, max: 40 }),
+  }),
+);
+
+type Op =
+  | { kind: "take"; dt: number; inst: number; key: number; want: number }
+  | { kind: "give"; dt: number; inst: number; key: number; units: number; back: number };
+
+const OPS: fc.Arbitrary<Op[]> = fc.array(
+  fc.oneof(
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        kind: fc.constant("take" as const),
+        dt: fc.integer({ min: 0, max: 300 }),
+        inst: fc.integer({ min: 0, max: 3 }),
+        key: fc.integer({ min: 0, max: 1 }),
+        want: fc.integer({ min: 1, max: 60 }),
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant("give" as const),
+        dt: fc.integer({ min: 0, max: 300 }),
+        inst: fc.integer({ min: 0, max: 3 }),
+        key: fc.integer({ min: 0, max: 1 }),
+        units: fc.integer({ min: 1, max: 30 }),
+        back: fc.integer({ min: 0, max: 400 }),
+      }),
+    },
+  ),
+  { minLength: 1, maxLength: 40 },
+);
+
+describeRedis("quota leasing on Redis", () => {
+  let redis: RedisHandle;
+  let client: Redis;
+  beforeAll(async () => {
+    redis = await startRedis();
+    client = new Redis(redis.port, redis.host);
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await redis?.stop();
+  });
+
+  it("takes and gives back exactly as the reference: random traffic of four instances on two keys", async () => {
+    // With an injected clock the TTLs are logical: keep keys for the test's real duration.
+    const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000, minTtlMs: 600_000 });
+    await fc.assert(
+      fc.asyncProperty(
+        SPECS,
+        fc.integer({ min: 1, max: 200 }),
+        fc.integer({ min: 0, max: 2 ** 41 }),
+        OPS,
+        async (spec, blockMs, t0, ops) => {
+          const lim = resolveLimit(spec);
+          const ns = uniq("ld");
+          const lease = { blockMs, maxKeys: 10 };
+          const shared = new SharedState(lim);
+          const model = [0, 1, 2, 3].map((i) => new MemoryBlockSource(shared, `i${i}`, 4 * blockMs));
+          const real = [0, 1, 2, 3].map(() => new RedisBlockSource(store, lim, ns, lease));
+          let t = t0;
+          for (const [step, op] of ops.entries()) {
+            t += op.dt;
+            const key = `k${op.key}`;
+            if (op.kind === "take") {
+              const got = await (real[op.inst] as RedisBlockSource).take(key, op.want, t);
+              const { lessees, ...want } = (model[op.inst] as MemoryBlockSource).takeNow(key, op.want, t);
+              expect(got, `take at step ${step}`).toEqual(want);
+              expect((real[op.inst] as RedisBlockSource).lessees).toBe(lessees);
+            } else {
+              // A block start from the past: the current window's (or one that ended), or a bucket's take time.
+              const start = lim.algorithm === "fixed-window" ? t - (t % lim.windowMs) - (op.back > 200 ? lim.windowMs : 0) : t - op.back;
+              await (real[op.inst] as RedisBlockSource).give(key, op.units, start, t);
+              (model[op.inst] as MemoryBlockSource).giveNow(key, op.units, start, t);
+            }
+          }
+        },
+      ),
+      { numRuns: 80 },
+    );
+  });
+
+  it("leased and per-decision limiters of one policy share the key's allowance", async () => {
+    const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
+    const spec = { algorithm: "fixed-window", limit: 100, window: "1h", namespace: uniq("mix"), store } as const;
+    const leased = new RateLimiter({ ...spec, lease: true });
+    const plain = new RateLimiter(spec);
+    expect((await leased.consume("k")).allowed).toBe(true); // the first take: what waits (1 unit)
+    await Promise.all(Array.from({ length: 10 }, () => leased.consume("k"))); // a burst: a bigger block
+    const taken = 100 - (await plain.peek("k")).remaining - 1;
+    expect(taken).toBeGreaterThanOrEqual(11);
+    await store.close(); // the unused units go back
+    expect((await plain.peek("k")).remaining).toBe(100 - 11 - 1);
+  });
+
+  it("a store that fails: the leased decisions get the failure policy", async () => {
+    const dead = new Redis(1, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false });
+    dead.on("error", () => undefined);
+    const store = new RedisStore({ client: dead, failure: "closed", timeoutMs: 200 });
+    const limiter = new RateLimiter({ algorithm: "gcra", limit: 10, window: "1s", store, lease: true, namespace: uniq("dead") });
+    expect(await limiter.consume("k")).toMatchObject({ allowed: false, reason: "store-error" });
+    dead.disconnect();
+  });
+});
+
+describe("the lease option", () => {
+  it("is checked: one limit of a leasable algorithm, known fields", () => {
+    const bad = (o: Record<string, unknown>) => {
+      try {
+        new RateLimiter(o as never);
+      } catch (e) {
+        return (e as RateLimitConfigError).issues.map((i) => `${i.path}: ${i.message}`).join("\n");
+      }
+      return "";
+    };
+    expect(bad({ algorithm: "sliding-log", limit: 5, window: "1s", lease: true })).toMatch(/lease: cannot hold the bound of "sliding-log"/);
+    expect(bad({ algorithm: "leaky-bucket", mode: "shape", limit: 5, window: "1s", lease: true })).toMatch(/mode "shape"/);
+    expect(
+      bad({
+        limits: [
+          { algorithm: "gcra", limit: 5, window: "1s" },
+          { algorithm: "gcra", limit: 50, window: "1m" },
+        ],
+        lease: true,
+      }),
+    ).toMatch(/lease: works with one limit/);
+    expect(bad({ algorithm: "gcra", limit: 5, window: "1s", lease: { blockMs: "soon", size: 3 } })).toMatch(
+      /lease.size: unknown option[\s\S]*lease.blockMs/,
+    );
+    expect(bad({ algorithm: "gcra", limit: 5, window: "1s", lease: "yes" })).toMatch(/lease: must be true, false/);
+    expect(bad({ algorithm: "token-bucket", limit: 5, window: "1s", lease: { blockMs: 50 } })).toBe("");
+  });
+});
