@@ -25,6 +25,12 @@ export interface RedisHandle {
   stop(): Promise<void>;
   /** Start it again on the same port (after stop(); for outage tests). Data is not kept. */
   restart(): Promise<void>;
+  /** kill -9: the server dies at once, without closing its connections cleanly first. */
+  kill9(): Promise<void>;
+  /** SIGSTOP: the server freezes (connections stay open, nothing is answered) until resume(). */
+  pause(): void;
+  /** SIGCONT after pause(). */
+  resume(): void;
 }
 
 export interface StartRedisOptions {
@@ -161,6 +167,16 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisHan
       if (child) await killAndWait(child);
       await until(() => isPortFree(port), `port ${port} to be free`, 200, 25);
       await start();
+    },
+    async kill9() {
+      if (child) await stopProcess(child, "SIGKILL", 5000);
+      child = undefined;
+    },
+    pause() {
+      child?.kill("SIGSTOP");
+    },
+    resume() {
+      child?.kill("SIGCONT");
     },
   };
   await start();

@@ -4,10 +4,14 @@ import type { ResolvedLimit } from "./options.js";
  * Why a decision came out as it did, when it was not a plain allow:
  * - `limit`: a limit had no room for the cost.
  * - `denial-cache`: answered locally from the store's cache of recent denials (no store call).
- * - `store-error`: the store failed or timed out; the failure policy decided (`failOpen` / `failClosed`).
- * - `insurance`: the store failed and the insurance store decided.
+ * - `overloaded`: the store already held as many decisions waiting for it as it may
+ *   (backpressure); denied at once rather than growing the backlog.
+ * - `degraded`: the store was down; this process decided alone at its share of the limit, and
+ *   what it admitted is charged to the store when it answers again.
+ * - `store-error`: the store was down; the failure policy decided (`"open"` / `"closed"`).
+ * - `insurance`: the store was down and the insurance store decided.
  */
-export type DecisionReason = "limit" | "denial-cache" | "store-error" | "insurance";
+export type DecisionReason = "limit" | "denial-cache" | "overloaded" | "degraded" | "store-error" | "insurance";
 
 /** What one limit said, when a limiter has several. Times in integer milliseconds. */
 export interface LimitOutcome {

@@ -28,6 +28,11 @@ export interface RedisShim {
   del(keys: string[]): Promise<unknown>;
   /** A Redis Cluster client (then a call may only touch one hash slot). */
   readonly isCluster: boolean;
+  /**
+   * Whether the client knows that its connection was lost (it is reconnecting or closed). Never
+   * true before the first connection: commands sent while connecting wait for it, as usual.
+   */
+  lost(): boolean;
 }
 
 /**

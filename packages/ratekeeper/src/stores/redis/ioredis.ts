@@ -12,7 +12,12 @@ export interface IoRedisLike {
   pipeline?(commands: unknown[][]): unknown;
   /** true on a `Cluster`. */
   readonly isCluster?: boolean;
+  /** The connection's state: "wait", "connecting", "connect", "ready", "reconnecting", "close" or "end". */
+  readonly status?: string;
 }
+
+/** ioredis states in which a connection that was up is gone. */
+const LOST = new Set(["reconnecting", "close", "end"]);
 
 /**
  * ioredis: positional arguments; a Cluster routes EVALSHA by its first key. On a single Redis the
@@ -20,6 +25,7 @@ export interface IoRedisLike {
  */
 export function ioredisShim(client: IoRedisLike): RedisShim {
   const isCluster = client.isCluster === true;
+  const lost = () => client.status !== undefined && LOST.has(client.status);
   const buffers = typeof client.evalshaBuffer === "function" && typeof client.evalBuffer === "function";
   if (!isCluster && typeof client.pipeline === "function") {
     const pipe = new Pipeliner(client as unknown as PipeliningClient);
@@ -36,6 +42,7 @@ export function ioredisShim(client: IoRedisLike): RedisShim {
         : {}),
       del: (keys) => pipe.send(["del", ...keys]),
       isCluster,
+      lost,
     };
   }
   return {
@@ -49,5 +56,6 @@ export function ioredisShim(client: IoRedisLike): RedisShim {
       : {}),
     del: (keys) => client.del(...keys),
     isCluster,
+    lost,
   };
 }

@@ -83,7 +83,7 @@ export class RedisLeases implements BoundLeases {
     const redisKey = this.keyOf(key);
     let reply: unknown;
     try {
-      reply = await this.store.withTimeout(this.store.run(this.script, [redisKey], args));
+      reply = await this.store.ask(this.script, [redisKey], args);
     } catch (e) {
       if (op === "acquire") this.giveBack(redisKey, id);
       return this.failed(e, op, key, id, leaseMs, nowMs);
@@ -103,7 +103,7 @@ export class RedisLeases implements BoundLeases {
   /** A lease Redis may have granted after the caller was answered otherwise: remove it (best effort). */
   private giveBack(redisKey: string, id: string): void {
     const args = ["x", "", this.limitArg, id, "0", String(this.store.minTtlMs)];
-    this.store.run(this.script, [redisKey], args).catch(() => undefined);
+    this.store.ask(this.script, [redisKey], args).catch(() => undefined);
   }
 
   /** Redis did not answer: the failure policy does. */

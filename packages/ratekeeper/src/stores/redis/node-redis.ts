@@ -5,15 +5,23 @@ export interface NodeRedisLike {
   evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
   eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
   del(keys: string[]): Promise<unknown>;
+  /** Whether the client is connected and ready for commands (node-redis v4+). */
+  readonly isReady?: boolean;
 }
 
 /** node-redis: options objects; a cluster routes by the first of `keys`. */
 export function nodeRedisShim(client: NodeRedisLike): RedisShim {
+  let wasReady = false;
   return {
     evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
     eval: (script, keys, args) => client.eval(script, { keys, arguments: args }),
     del: (keys) => client.del(keys),
     // Only a cluster (createCluster) knows its masters.
     isCluster: typeof (client as unknown as { getMasters?: unknown }).getMasters === "function",
+    lost() {
+      if (client.isReady === undefined) return false;
+      if (client.isReady) wasReady = true;
+      return wasReady && !client.isReady;
+    },
   };
 }

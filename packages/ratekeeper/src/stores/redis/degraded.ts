@@ -1,0 +1,122 @@
+import { newDecision, type Decision } from "../../core/decision.js";
+import type { ResolvedLimit } from "../../core/options.js";
+import type { BoundStore, Store } from "../../store.js";
+
+/** Keys whose local admissions are remembered for reconciliation, per limiter; past it, admissions are not reconciled. */
+const MAX_LEDGER_KEYS = 100_000;
+/** What a denial says to retry after when a cost cannot fit the local share at all. */
+const NO_SHARE_RETRY_MS = 1_000;
+
+/**
+ * Each limit at a 1/n share: `limit`, `capacity` (and GCRA's burst) divided by n, rounded down,
+ * at least 1. n processes limiting alone at this share admit at most the full limit between them.
+ */
+export function shareOf(limits: readonly ResolvedLimit[], n: number): ResolvedLimit[] {
+  return limits.map((l) => {
+    const capacity = Math.max(1, Math.floor(l.capacity / n));
+    return { ...l, limit: Math.max(1, Math.floor(l.limit / n)), capacity, burst: l.algorithm === "gcra" ? capacity - 1 : l.burst };
+  });
+}
+
+/**
+ * The `"degraded"` failure policy for one limiter: while Redis is down this process keeps
+ * limiting by itself, in memory, at its share of each limit (`limit / N`, N the live instances),
+ * and remembers what it admitted per key (the ledger). When Redis answers again the store charges
+ * the ledger to Redis ({@link DegradedLimiter.drain}), so a key does not get a fresh allowance
+ * right after an outage.
+ *
+ * Worst case while Redis is down: what Redis had admitted before the outage, plus N local shares,
+ * which add up to at most the limit (rounding down); N taken from the last heartbeat, so
+ * instances started during the outage are not counted (see docs/redis.md).
+ */
+export class DegradedLimiter {
+  private bound: { n: number; table: BoundStore; minCapacity: number } | undefined;
+  private readonly ledger = new Map<string, number>();
+  /** Units admitted locally that the ledger could not hold (more than MAX_LEDGER_KEYS keys). */
+  unrecorded = 0;
+
+  /**
+   * @param local where the shares live (one memory store per RedisStore, made on first need)
+   * @param instances N: the live instance count (or the `instances` option)
+   */
+  constructor(
+    private readonly limits: readonly ResolvedLimit[],
+    private readonly namespace: string,
+    private readonly local: () => Store,
+    private readonly instances: () => number,
+  ) {}
+
+  /** Whether admissions wait to be charged to Redis. */
+  get pending(): boolean {
+    return this.ledger.size > 0;
+  }
+
+  async consume(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
+    const b = this.table();
+    if (cost > b.minCapacity) return this.noShare();
+    const d = await b.table.consume(key, cost, nowMs);
+    if (d.allowed) this.record(key, cost);
+    return { ...d, reason: "degraded" };
+  }
+
+  async peek(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
+    const b = this.table();
+    if (cost > b.minCapacity) return this.noShare();
+    return { ...(await b.table.peek(key, cost, nowMs)), reason: "degraded" };
+  }
+
+  async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
+    const units = this.ledger.get(key);
+    if (units !== undefined) {
+      if (units > cost) this.ledger.set(key, units - cost);
+      else this.ledger.delete(key);
+    }
+    await this.table().table.refund(key, cost, nowMs);
+  }
+
+  async reset(key: string): Promise<void> {
+    this.ledger.delete(key);
+    await this.table().table.reset(key);
+  }
+
+  /**
+   * Takes the ledger's entries for the keys `take` accepts (those whose Redis answers again):
+   * `[key, units admitted locally]`, and forgets their local state (Redis holds it again).
+   */
+  async drain(take: (key: string) => boolean): Promise<Array<[string, number]>> {
+    const out: Array<[string, number]> = [];
+    for (const [key, units] of this.ledger) {
+      if (!take(key)) continue;
+      out.push([key, units]);
+      this.ledger.delete(key);
+      if (this.bound) await this.bound.table.reset(key);
+    }
+    return out;
+  }
+
+  /** Puts units back in the ledger (a reconciliation that Redis did not take). */
+  record(key: string, units: number): void {
+    const had = this.ledger.get(key);
+    if (had === undefined && this.ledger.size >= MAX_LEDGER_KEYS) {
+      this.unrecorded += units;
+      return;
+    }
+    this.ledger.set(key, (had ?? 0) + units);
+  }
+
+  private table(): { n: number; table: BoundStore; minCapacity: number } {
+    const n = Math.max(1, this.instances());
+    if (this.bound === undefined || this.bound.n !== n) {
+      const limits = shareOf(this.limits, n);
+      this.bound = { n, table: this.local().bind(limits, this.namespace), minCapacity: Math.min(...limits.map((l) => l.capacity)) };
+    }
+    return this.bound;
+  }
+
+  /** A cost larger than this process's share: denied while Redis is down. */
+  private noShare(): Decision {
+    const lim = this.limits[0] as ResolvedLimit;
+    const o = { allowed: false, remaining: 0, retryAfterMs: NO_SHARE_RETRY_MS, resetAfterMs: NO_SHARE_RETRY_MS, delayMs: 0 };
+    return { ...newDecision(o, lim, 0, undefined), reason: "degraded" };
+  }
+}

@@ -1,0 +1,136 @@
+import { Breaker } from "./breaker.js";
+import { hashSlot } from "./slot.js";
+
+/** A call waiting for Redis: the watchdog abandons it (with a timeout error) when its lane stalls. */
+export interface WaitingCall {
+  abandon(error: Error): void;
+}
+
+/**
+ * One ordered stream of replies from Redis: the connection of a single Redis, or one hash slot of
+ * a cluster (every call of a slot goes to the same master over the same connection). Replies on a
+ * lane come in order, so while any reply keeps arriving, Redis is answering this lane's calls.
+ */
+export class Lane {
+  readonly breaker = new Breaker();
+  readonly waiting = new Set<WaitingCall>();
+  /** When the lane last heard from Redis, or became busy (performance.now() ms). */
+  lastProgressMs = 0;
+  /** A key of this lane, for the breaker's probe (it must reach the same master). */
+  probeKey = "";
+  /** A probe is scheduled or out. */
+  probing = false;
+  /** Scripts being sent with EVAL on this lane (by SHA): other calls that meet NOSCRIPT wait for them. */
+  readonly loading = new Map<string, Promise<void>>();
+  constructor(readonly id: number) {}
+}
+
+/** The breaker of a call's lane is open: the failure policy answers without a call. */
+export class RedisDownError extends Error {
+  override readonly name = "RedisDownError";
+  constructor() {
+    super("Redis is down (circuit breaker open)");
+  }
+}
+
+/** No reply on the lane for `ms` while calls waited. */
+export class RedisTimeoutError extends Error {
+  override readonly name = "RedisTimeoutError";
+  constructor(ms: number) {
+    super(`Redis sent no reply for ${ms} ms while calls waited`);
+  }
+}
+
+/**
+ * The lanes of one store and the watchdog that times them out. The timeout measures Redis, not
+ * this process: a lane stalls only when it has calls waiting and no reply has arrived for
+ * `timeoutMs`. The watchdog's check runs in a `setImmediate` after its timer fires: when the
+ * event loop was blocked, Node runs expired timers before it reads the sockets, so checking
+ * straight from the timer would blame Redis for replies that are already here, unread. The
+ * immediate runs after the poll phase has read them.
+ */
+export class Lanes {
+  private readonly lanes = new Map<number, Lane>();
+  private readonly single: Lane | undefined;
+  private timer: ReturnType<typeof setInterval> | undefined;
+  /** Lanes with calls waiting: the only ones the watchdog looks at. */
+  private readonly busy = new Set<Lane>();
+
+  /**
+   * @param cluster whether keys map to lanes by hash slot (else one lane)
+   * @param timeoutMs silence that stalls a busy lane; 0: never
+   * @param onStall told about each stalled lane, after its waiting calls were abandoned
+   */
+  constructor(
+    cluster: boolean,
+    private readonly timeoutMs: number,
+    private readonly onStall: (lane: Lane) => void,
+  ) {
+    this.single = cluster ? undefined : new Lane(0);
+  }
+
+  /** The lane of a Redis key (with its hash tag). */
+  of(redisKey: string): Lane {
+    if (this.single !== undefined) return this.single;
+    const slot = hashSlot(redisKey);
+    let lane = this.lanes.get(slot);
+    if (lane === undefined) {
+      lane = new Lane(slot);
+      this.lanes.set(slot, lane);
+    }
+    return lane;
+  }
+
+  /** Every lane in use. */
+  all(): Lane[] {
+    return this.single !== undefined ? [this.single] : [...this.lanes.values()];
+  }
+
+  /** A call was sent on `lane`. */
+  begin(lane: Lane, call: WaitingCall): void {
+    if (lane.waiting.size === 0) {
+      lane.lastProgressMs = performance.now();
+      this.busy.add(lane);
+    }
+    lane.waiting.add(call);
+    if (this.timer === undefined && this.timeoutMs > 0) this.start();
+  }
+
+  /** A reply arrived on `lane` for a call that goes on (a NOSCRIPT answer before its EVAL). */
+  progress(lane: Lane): void {
+    lane.lastProgressMs = performance.now();
+  }
+
+  /** A reply (or error) arrived for a call on `lane`: progress, whether or not the call was still waiting. */
+  end(lane: Lane, call: WaitingCall): void {
+    lane.lastProgressMs = performance.now();
+    if (lane.waiting.delete(call) && lane.waiting.size === 0) this.idle(lane);
+  }
+
+  private idle(lane: Lane): void {
+    this.busy.delete(lane);
+    if (this.busy.size === 0 && this.timer !== undefined) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  private start(): void {
+    // A quarter of the timeout between checks: a stall is seen within 1.25 x timeoutMs of its start.
+    this.timer = setInterval(() => setImmediate(() => this.check()), Math.max(1, Math.floor(this.timeoutMs / 4)));
+    this.timer.unref?.();
+  }
+
+  private check(): void {
+    const now = performance.now();
+    for (const lane of [...this.busy]) {
+      if (now - lane.lastProgressMs < this.timeoutMs) continue;
+      const calls = [...lane.waiting];
+      lane.waiting.clear();
+      this.idle(lane);
+      const err = new RedisTimeoutError(this.timeoutMs);
+      for (const c of calls) c.abandon(err);
+      this.onStall(lane);
+    }
+  }
+}
