@@ -48,9 +48,12 @@ export class Breaker {
     return this.open(nowMs);
   }
 
-  /** An open breaker whose pause is over goes half-open (the caller then sends its probe). */
-  probe(nowMs: number): boolean {
-    if (this.state !== "open" || nowMs < this.probeAtMs) return false;
+  /**
+   * An open breaker goes half-open (the caller then sends its probe). The caller's timer keeps
+   * the pause (`probeAtMs`); a timer may fire a fraction of a millisecond early, so no clock is read here.
+   */
+  probe(): boolean {
+    if (this.state !== "open") return false;
     this.state = "half-open";
     return true;
   }

@@ -83,9 +83,10 @@ export class RedisLeases implements BoundLeases {
     const redisKey = this.keyOf(key);
     let reply: unknown;
     try {
-      reply = await this.store.ask(this.script, [redisKey], args);
+      // An acquire Redis grants after the policy answered is released as soon as its reply is seen.
+      const late = op === "acquire" ? (r: unknown) => Array.isArray(r) && Number(r[0]) === 1 && this.giveBack(redisKey, id) : undefined;
+      reply = await this.store.ask(this.script, [redisKey], args, late);
     } catch (e) {
-      if (op === "acquire") this.giveBack(redisKey, id);
       return this.failed(e, op, key, id, leaseMs, nowMs);
     }
     if (!Array.isArray(reply) || reply.length !== 4) {
@@ -101,9 +102,10 @@ export class RedisLeases implements BoundLeases {
   }
 
   /** A lease Redis may have granted after the caller was answered otherwise: remove it (best effort). */
-  private giveBack(redisKey: string, id: string): void {
+  private giveBack(redisKey: string, id: string): boolean {
     const args = ["x", "", this.limitArg, id, "0", String(this.store.minTtlMs)];
     this.store.ask(this.script, [redisKey], args).catch(() => undefined);
+    return true;
   }
 
   /** Redis did not answer: the failure policy does. */

@@ -1,4 +1,11 @@
-import { collectIssues, describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue, type RateLimitStoreError } from "../../core/errors.js";
+import {
+  collectIssues,
+  describeValue,
+  RateLimitConfigError,
+  unknownOptions,
+  type ConfigIssue,
+  type RateLimitStoreError,
+} from "../../core/errors.js";
 import type { Store } from "../../store.js";
 import { shimFor, type RedisClientLike, type RedisShim } from "./client.js";
 
@@ -166,7 +173,14 @@ export function resolveRedisOptions(options: RedisStoreOptions): ResolvedRedisOp
       message: `must be "degraded", "open", "closed", "throw" or { insurance: new MemoryStore() } (got ${describeValue(options.failure)})`,
     });
   }
-  const instances = wholeAtLeast(options.instances, 0, 1, "instances", "a whole number >= 1 (or leave it out to count live instances)", issues);
+  const instances = wholeAtLeast(
+    options.instances,
+    0,
+    1,
+    "instances",
+    "a whole number >= 1 (or leave it out to count live instances)",
+    issues,
+  );
   const maxPending = wholeAtLeast(options.maxPending, 10_000, 1, "maxPending", "a whole number >= 1", issues);
   for (const k of ["onError", "onStateChange", "onRoundTrip"] as const) {
     if (options[k] !== undefined && typeof options[k] !== "function") {
@@ -178,7 +192,20 @@ export function resolveRedisOptions(options: RedisStoreOptions): ResolvedRedisOp
   const minTtlMs = wholeAtLeast(options.minTtlMs, 0, 0, "minTtlMs", "a whole number of ms >= 0", issues);
   if (issues.length > 0 || shim === undefined) throw new RateLimitConfigError(issues, "RedisStore");
   const { onError, onStateChange, onRoundTrip } = options;
-  return { shim, prefix, timeoutMs, failure, instances, maxPending, onError, onStateChange, onRoundTrip, denialMaxKeys, maxBatch, minTtlMs };
+  return {
+    shim,
+    prefix,
+    timeoutMs,
+    failure,
+    instances,
+    maxPending,
+    onError,
+    onStateChange,
+    onRoundTrip,
+    denialMaxKeys,
+    maxBatch,
+    minTtlMs,
+  };
 }
 
 function isFailurePolicy(f: unknown): f is RedisFailurePolicy {
@@ -220,7 +247,10 @@ function batchSize(bo: RedisStoreOptions["batch"], shim: RedisShim | undefined, 
     issues.push({ path: "batch", message: `must be true, false or { maxBatch } (got ${describeValue(b)})` });
   }
   if (maxBatch > 0 && shim?.isCluster) {
-    issues.push({ path: "batch", message: "is not available with a Redis Cluster client (a script call may only touch one hash slot): set batch: false" });
+    issues.push({
+      path: "batch",
+      message: "is not available with a Redis Cluster client (a script call may only touch one hash slot): set batch: false",
+    });
   }
   return maxBatch;
 }

@@ -184,8 +184,8 @@ export class RedisStore implements Store {
    */
   async run(lane: Lane, script: LoadedScript, keys: string[], args: string[], buffers = false): Promise<unknown> {
     const shim = this.opts.shim;
-    const evalsha = buffers ? (shim.evalshaBuffer as RedisShim["evalsha"]) : shim.evalsha;
-    const evalScript = buffers ? (shim.evalBuffer as RedisShim["eval"]) : shim.eval;
+    const evalsha: RedisShim["evalsha"] = (sha, k, a) => (buffers ? shim.evalshaBuffer!(sha, k, a) : shim.evalsha(sha, k, a));
+    const evalScript: RedisShim["eval"] = (src, k, a) => (buffers ? shim.evalBuffer!(src, k, a) : shim.eval(src, k, a));
     try {
       return await evalsha(script.sha, keys, args);
     } catch (e) {
@@ -214,13 +214,14 @@ export class RedisStore implements Store {
 
   /**
    * @internal One script call outside a limiter's table (leases, quota blocks): on the lane of
-   * `keys[0]`, watched like every call; rejects at once while that lane's breaker is open.
+   * `keys[0]`, watched like every call; rejects at once while that lane's breaker is open. A reply
+   * that comes after the call was timed out goes to `onLate` (to undo what it did).
    */
-  ask(script: LoadedScript, keys: string[], args: string[]): Promise<unknown> {
+  ask(script: LoadedScript, keys: string[], args: string[], onLate?: (reply: unknown) => void): Promise<unknown> {
     const lane = this.lanes.of(keys[0] as string);
     if (lane.breaker.state !== "closed") return Promise.reject(new RedisDownError());
     lane.probeKey = keys[0] as string;
-    return this.exchange(lane, () => this.run(lane, script, keys, args), 1);
+    return this.exchange(lane, () => this.run(lane, script, keys, args), 1, onLate);
   }
 
   /**
@@ -336,7 +337,7 @@ export class RedisStore implements Store {
     const t = setTimeout(
       () => {
         lane.probing = false;
-        if (!lane.breaker.probe(performance.now())) return;
+        if (!lane.breaker.probe()) return;
         this.transition(lane, "half-open", "probing");
         const key = lane.probeKey || `${this.prefix}probe`;
         this.exchange(lane, () => this.opts.shim.eval(PROBE, [key], []), 0).then(

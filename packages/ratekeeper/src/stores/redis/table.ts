@@ -308,7 +308,12 @@ export class RedisTable implements BoundStore {
       return this.insurance;
     }
     if (f === "degraded") {
-      this.degraded ??= new DegradedLimiter(this.limits, this.namespace, () => this.store.localStore(), () => this.store.instances());
+      this.degraded ??= new DegradedLimiter(
+        this.limits,
+        this.namespace,
+        () => this.store.localStore(),
+        () => this.store.instances(),
+      );
       return this.degraded;
     }
     return undefined;
