@@ -44,9 +44,8 @@ describe("HttpRateLimiter options", () => {
             cost: { "GET /user": 0 },
             headers: ["ietf", "draft-7"],
             maxDelayMs: -1,
-            onStoreError: "maybe" as "allow",
+            failure: "maybe" as "open",
             trustedProxies: ["bogus"],
-            storeTimeoutMs: 0,
             countOnly: "some" as "failed",
             typo: true,
           } as never,
@@ -62,11 +61,18 @@ describe("HttpRateLimiter options", () => {
         'cost["GET /user"]',
         "headers",
         "maxDelayMs",
-        "onStoreError",
-        "storeTimeoutMs",
+        "failure",
         "countOnly",
       ]),
     );
+  });
+
+  it("the old store-failure options name what replaced them", () => {
+    const limits = [{ algorithm: "fixed-window" as const, limit: 1, window: "1m" }];
+    expect(() => new HttpRateLimiter({ limits, onStoreError: "deny" } as never, access)).toThrow(
+      /onStoreError: renamed: use failure: "open"/,
+    );
+    expect(() => new HttpRateLimiter({ limits, storeTimeoutMs: 50 } as never, access)).toThrow(/storeTimeoutMs: moved to the store/);
   });
 
   it("needs a policy, and not two", () => {

@@ -75,7 +75,7 @@ export class HttpRateLimiter<Req> {
   /**
    * Decides one request. Never throws or rejects: errors from the store or from user callbacks
    * go to `onError` and the request is let through (or refused with 503 when
-   * `onStoreError: "deny"`). Answers synchronously when it can (no `skip`, no key function, a
+   * `failure: "closed"`). Answers synchronously when it can (no `skip`, no key function, a
    * store that answers synchronously: the memory store), so adapters pass the request on
    * without a microtask; otherwise returns a promise.
    */
@@ -157,27 +157,11 @@ export class HttpRateLimiter<Req> {
     return this.o.storeDeny ? refusal(unavailable(), []) : PASS;
   }
 
-  /** Asks the limiter; a promised answer gets the `storeTimeoutMs` deadline (a synchronous one cannot hang). */
+  /** Asks the limiter (the store keeps its own timeout: RedisStore answers through its failure policy). */
   private consume(key: string, cost: number): Decision | Promise<Decision> {
     const l = this.limiter as RateLimiter;
     // consumeNow may be missing on a limiter from an older copy of the package.
-    const p = typeof l.consumeNow === "function" ? l.consumeNow(key, cost) : l.consume(key, cost);
-    if (!(p instanceof Promise)) return p;
-    const timeoutMs = this.o.timeoutMs;
-    return new Promise<Decision>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`rate limit store did not answer within ${timeoutMs} ms`)), timeoutMs);
-      t.unref?.();
-      p.then(
-        (d) => {
-          clearTimeout(t);
-          resolve(d);
-        },
-        (e: unknown) => {
-          clearTimeout(t);
-          reject(e instanceof Error ? e : new Error(String(e)));
-        },
-      );
-    });
+    return typeof l.consumeNow === "function" ? l.consumeNow(key, cost) : l.consume(key, cost);
   }
 
   private verdict(req: Req, key: string, cost: number, decision: Decision): RateLimitResult {

@@ -71,10 +71,15 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
   headers?: HeaderStyle | readonly HeaderStyle[] | false;
   /** Shaping (leaky-bucket `mode: "shape"`): the longest a request is held; a longer wait is a 429. @default 30_000 */
   maxDelayMs?: number;
-  /** When the store fails or times out: let the request through, or answer 503. @default "allow" */
-  onStoreError?: "allow" | "deny";
-  /** The longest to wait for a store that is not in-process. @default 2_000 */
-  storeTimeoutMs?: number;
+  /**
+   * When the store rejects a decision (a `RedisStore` with `failure: "throw"`, or a store of your
+   * own that fails): `"open"` lets the request through, `"closed"` answers 503. The same words as
+   * the store's `failure` option. Timeouts belong to the store (`RedisStore`'s `timeoutMs`): a
+   * RedisStore answers through its own failure policy (by default `"degraded"`) and never makes
+   * the middleware wait past it.
+   * @default "open"
+   */
+  failure?: "open" | "closed";
   /**
    * A request whose client address is unknown (no peer address: a server on a unix socket, a
    * socket already closed), when the key uses the address: `"deny"` refuses it with 403 and
@@ -110,7 +115,6 @@ export interface ResolvedHttpOptions<Req> {
   readonly storeDeny: boolean;
   /** Refuse requests without a client address when the key uses it (else let them through). */
   readonly noAddressDeny: boolean;
-  readonly timeoutMs: number;
   readonly onError: ((error: unknown, req: Req) => void) | undefined;
   readonly onDecision: ((event: RateLimitEvent<Req>) => void) | undefined;
   /** The clock headers that show absolute times read. */
@@ -135,8 +139,7 @@ const KNOWN_OPTIONS = new Set([
   "shadow",
   "headers",
   "maxDelayMs",
-  "onStoreError",
-  "storeTimeoutMs",
+  "failure",
   "noAddress",
   "onError",
   "onDecision",
@@ -144,6 +147,12 @@ const KNOWN_OPTIONS = new Set([
   "forwardedHeader",
   "ipv6Subnet",
 ]);
+
+/** Options that were renamed or moved, and what to write instead. */
+const RENAMED: Readonly<Record<string, string>> = {
+  onStoreError: 'renamed: use failure: "open" (was "allow") or "closed" (was "deny")',
+  storeTimeoutMs: "moved to the store: new RedisStore({ client, timeoutMs }) (the middleware no longer keeps a timer of its own)",
+};
 
 /** Options an adapter adds on top of {@link RateLimitOptions} (its custom handler); not validated here. */
 const ADAPTER_OPTIONS = new Set(["handler", "getRemoteAddress"]);
@@ -171,7 +180,7 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
   const issues: ConfigIssue[] = [];
   const o = options;
   for (const k of Object.keys(o)) {
-    if (!KNOWN_OPTIONS.has(k) && !ADAPTER_OPTIONS.has(k)) issues.push({ path: k, message: "unknown option" });
+    if (!KNOWN_OPTIONS.has(k) && !ADAPTER_OPTIONS.has(k)) issues.push({ path: k, message: RENAMED[k] ?? "unknown option" });
   }
   const concurrency = resolveConcurrency(o.concurrency, issues);
   const limiter = o.concurrency !== undefined && o.limiter === undefined && o.limits === undefined ? undefined : resolveLimiter(o, issues);
@@ -197,18 +206,14 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
   if (typeof maxDelayMs !== "number" || !Number.isSafeInteger(maxDelayMs) || maxDelayMs < 0) {
     issues.push({ path: "maxDelayMs", message: `must be a whole number of milliseconds >= 0 (got ${describeValue(o.maxDelayMs)})` });
   }
-  if (o.onStoreError !== undefined && o.onStoreError !== "allow" && o.onStoreError !== "deny") {
-    issues.push({ path: "onStoreError", message: `must be "allow" or "deny" (got ${describeValue(o.onStoreError)})` });
+  if (o.failure !== undefined && o.failure !== "open" && o.failure !== "closed") {
+    issues.push({
+      path: "failure",
+      message: `must be "open" (let the request through) or "closed" (503) (got ${describeValue(o.failure)})`,
+    });
   }
   if (o.noAddress !== undefined && o.noAddress !== "deny" && o.noAddress !== "allow") {
     issues.push({ path: "noAddress", message: `must be "deny" or "allow" (got ${describeValue(o.noAddress)})` });
-  }
-  const timeoutMs = o.storeTimeoutMs ?? 2_000;
-  if (typeof timeoutMs !== "number" || !Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
-    issues.push({
-      path: "storeTimeoutMs",
-      message: `must be a positive whole number of milliseconds (got ${describeValue(o.storeTimeoutMs)})`,
-    });
   }
   if (issues.length > 0 || (limiter === undefined && concurrency === undefined) || ips === undefined)
     throw new RateLimitConfigError(issues);
@@ -228,9 +233,8 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
     shadow: o.shadow === true,
     headerWriter: styles.length > 0 && limiter !== undefined ? new HeaderWriter(limiter.limits, styles) : undefined,
     maxDelayMs,
-    storeDeny: o.onStoreError === "deny",
+    storeDeny: o.failure === "closed",
     noAddressDeny: o.noAddress !== "allow",
-    timeoutMs,
     onError: o.onError,
     onDecision: o.onDecision,
     clock: clock ?? Date.now,

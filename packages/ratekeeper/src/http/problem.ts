@@ -77,7 +77,7 @@ export function noClientAddress(): ProblemDetails {
 }
 
 /**
- * The 503 body when the store failed and the middleware was told to deny (`onStoreError: "deny"`).
+ * The 503 body when the store failed and the middleware was told to deny (`failure: "closed"`).
  * @example JSON.stringify(unavailable())
  */
 export function unavailable(): ProblemDetails {
