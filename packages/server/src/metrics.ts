@@ -1,6 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { DecisionObserver } from "./service/types.js";
 
+const BREAKER = { closed: 0, "half-open": 1, open: 2 } as const;
+
 /**
  * The service's Prometheus metrics. Decisions are counted in a plain Map on the hot path and
  * flushed into prom-client at scrape time (`collect`): a labelled `inc()` per decision hashes
@@ -14,6 +16,12 @@ import type { DecisionObserver } from "./service/types.js";
  * - `ratekeeper_config_reloads_total{result}`: `ok` or `failed` (the last good rules stay).
  * - `ratekeeper_config_last_reload_success`: 1 if the last reload attempt succeeded.
  * - `ratekeeper_rules`: rules in force. Plus Node's default process metrics.
+ * - `ratekeeper_decision_reasons_total{reason}`: decisions with a reason: `limit`, `denial-cache`,
+ *   `overloaded` (backpressure), `degraded`, `store-error`, `insurance` (the last three: Redis was down).
+ * - With Redis: `ratekeeper_redis_breaker_state` (0 closed, 1 half-open, 2 open),
+ *   `ratekeeper_redis_pending` (decisions waiting for Redis: the queue depth),
+ *   `ratekeeper_redis_overloaded_total` (denied by backpressure), `ratekeeper_redis_instances`
+ *   (N for the degraded policy), `ratekeeper_redis_round_trip_seconds` (histogram of each call to Redis).
  * - With the in-memory store: `ratekeeper_memory_store_keys` and `ratekeeper_memory_store_bytes`
  *   (held now; bytes as the store estimates them), `ratekeeper_memory_store_max_keys` and
  *   `ratekeeper_memory_store_max_bytes` (the bounds: older keys are dropped to stay within them).
@@ -27,6 +35,9 @@ export class Metrics implements DecisionObserver {
   private readonly latency: Histogram;
   private readonly storeErrors: Counter<"kind">;
   private readonly reloads: Counter<"result">;
+  private readonly reasons: Counter<"reason">;
+  private readonly roundTrip: Histogram;
+  private breakerState: "closed" | "half-open" | "open" = "closed";
   private readonly lastReload: Gauge;
   readonly rules: Gauge;
 
@@ -72,6 +83,18 @@ export class Metrics implements DecisionObserver {
       registers: [this.registry],
     });
     this.rules = new Gauge({ name: "ratekeeper_rules", help: "Rules in force.", registers: [this.registry] });
+    this.reasons = new Counter({
+      name: "ratekeeper_decision_reasons_total",
+      help: "Decisions by reason: limit, denial-cache, overloaded (backpressure), degraded, store-error, insurance (Redis was down).",
+      labelNames: ["reason"],
+      registers: [this.registry],
+    });
+    this.roundTrip = new Histogram({
+      name: "ratekeeper_redis_round_trip_seconds",
+      help: "Time from sending a call to Redis to its reply (a batch counts once).",
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers: [this.registry],
+    });
     this.reloads.inc({ result: "ok" }, 0);
     this.reloads.inc({ result: "failed" }, 0);
     this.lastReload.set(1);
@@ -100,6 +123,45 @@ export class Metrics implements DecisionObserver {
         },
       });
     }
+  }
+
+  /** Reports a Redis store's breaker, queue depth, backpressure and instance count at each scrape. */
+  watchRedisStore(store: { stats(): { pending: number; overloaded: number; instances: number } }): void {
+    const breaker = () => BREAKER[this.breakerState];
+    const gauges: [string, string, () => number][] = [
+      ["ratekeeper_redis_breaker_state", "The Redis store's circuit breaker: 0 closed, 1 half-open, 2 open.", breaker],
+      ["ratekeeper_redis_pending", "Decisions waiting for Redis (queued or sent).", () => store.stats().pending],
+      [
+        "ratekeeper_redis_overloaded_total",
+        "Decisions denied by backpressure (reason overloaded) since start.",
+        () => store.stats().overloaded,
+      ],
+      ["ratekeeper_redis_instances", "Instances the degraded policy divides limits by.", () => store.stats().instances],
+    ];
+    for (const [name, help, read] of gauges) {
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(read());
+        },
+      });
+    }
+  }
+
+  /** The Redis store's breaker changed. */
+  breaker(state: "closed" | "half-open" | "open"): void {
+    this.breakerState = state;
+  }
+
+  /** One call to Redis took `seconds`. */
+  redisRoundTrip(seconds: number): void {
+    this.roundTrip.observe(seconds);
+  }
+
+  decisionReason(reason: string): void {
+    this.reasons.inc({ reason });
   }
 
   decision(domain: string, rule: string, outcome: string): void {

@@ -1,10 +1,8 @@
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
-import { Redis } from "ioredis";
 import { MemoryStore, type Store } from "ratekeeper";
 import type { HeaderStyle } from "ratekeeper/http";
-import { RedisStore } from "ratekeeper/redis";
 import { loadRulesFile } from "./config/load.js";
 import { checkRulesSize, watchRules } from "./config/reload.js";
 import { createDashboard, type Dashboard } from "./dashboard/routes.js";
@@ -12,6 +10,7 @@ import { DashboardStats, TeeObserver } from "./dashboard/stats.js";
 import type { StoreHealth } from "./dashboard/state.js";
 import { createLogger, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
+import { openServiceRedis, type RedisFailureName, type ServiceRedis } from "./redis-store.js";
 import type { OverrideLookup, OverrideStore } from "./overrides/types.js";
 import { DecisionService } from "./service/decide.js";
 import { bindGrpc, createGrpcServer } from "./transport/grpc.js";
@@ -32,14 +31,15 @@ export interface ServeOptions {
   /** `redis://...`: use the Redis store (shared by every instance); otherwise the memory store. */
   redisUrl?: string | undefined;
   /**
-   * What the Redis store does when Redis fails or times out (the library's `failure` option):
-   * `open` admits, `closed` denies, `insurance` decides with a per-process MemoryStore,
-   * `throw` fails the check (HTTP 503, gRPC UNAVAILABLE). /readyz reports not ready while Redis
-   * is unreachable unless `open`, `closed` or `insurance` was chosen explicitly.
-   * @default "open" (the library's default) for decisions
+   * What answers while Redis is down (the library's `failure` option): `degraded` keeps limiting
+   * in each instance at its share of every limit and charges Redis when it is back; `open`
+   * admits, `closed` denies, `insurance` decides with a per-process MemoryStore at the full
+   * limit, `throw` fails the check (HTTP 503, gRPC UNAVAILABLE). Whatever the policy, /readyz
+   * says not ready while Redis is down.
+   * @default "degraded"
    */
-  redisFailure?: "open" | "closed" | "insurance" | "throw" | undefined;
-  /** The most ms one Redis call may take before the failure policy decides (the library's `timeoutMs`). @default 50 */
+  redisFailure?: RedisFailureName | undefined;
+  /** How long Redis may stay silent with calls waiting before the failure policy answers (the library's `timeoutMs`; 0: no timeout). @default 1000 */
   redisTimeoutMs?: number | undefined;
   /** HTTP port (0: any free port). @default 8080 */
   port?: number | undefined;
@@ -97,26 +97,10 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   metrics.rules.set(rules.rules.length);
 
   let store: Store;
-  let redis: Redis | undefined;
+  let redis: ServiceRedis | undefined;
   if (options.redisUrl) {
-    redis = new Redis(options.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false });
-    redis.on("error", (e: Error) => logger.warn({ err: e.message }, "redis error"));
-    let lastLogMs = 0;
-    store = new RedisStore({
-      client: redis,
-      ...(options.redisTimeoutMs !== undefined ? { timeoutMs: options.redisTimeoutMs } : {}),
-      failure: options.redisFailure === "insurance" ? { insurance: new MemoryStore() } : (options.redisFailure ?? "open"),
-      onError: (e, ctx) => {
-        // Every failed call lands here; log at most one every 10 s (metrics count them all).
-        const now = Date.now();
-        if (now - lastLogMs < 10_000) return;
-        lastLogMs = now;
-        logger.warn(
-          { err: e.message, timedOut: ctx.timedOut, failure: options.redisFailure ?? "open" },
-          "redis store failed: the failure policy decides",
-        );
-      },
-    });
+    redis = openServiceRedis({ url: options.redisUrl, failure: options.redisFailure, timeoutMs: options.redisTimeoutMs, logger, metrics });
+    store = redis.store;
     await waitReady(redis, 5_000).catch((e: Error) => logger.warn({ err: e.message }, "redis not reachable yet"));
   } else {
     const memory = new MemoryStore(options.memoryMaxBytes !== undefined ? { maxBytes: options.memoryMaxBytes } : {});
@@ -133,7 +117,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     observer: stats ? new TeeObserver(metrics, stats) : metrics,
   });
   const storeHealth = (): StoreHealth =>
-    redis ? { kind: "redis", status: redis.status, breaker: null } : { kind: "memory", status: "ready", breaker: null };
+    redis ? { kind: "redis", status: redis.client.status, breaker: redis.state() } : { kind: "memory", status: "ready", breaker: null };
   let dashboard: Dashboard | undefined;
   if (stats) {
     stats.start();
@@ -149,10 +133,10 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   let closing = false;
   const readiness = (): { ready: boolean; reason?: string } => {
     if (closing) return { ready: false, reason: "shutting down" };
-    // Ready without Redis only when the operator chose what happens then (open, closed,
-    // insurance): with no choice made, or `throw`, a load balancer should route elsewhere.
-    if (redis && redis.status !== "ready" && (options.redisFailure === undefined || options.redisFailure === "throw"))
-      return { ready: false, reason: `redis is ${redis.status} and no --redis-failure policy (open, closed, insurance) was chosen` };
+    // Not ready while the Redis store's breaker is not closed: Redis unreachable, or silent
+    // (frozen) for its timeout; the pings in redis-store.ts notice that within about 2 s even
+    // without traffic. The failure policy still answers the checks that arrive meanwhile.
+    if (redis && redis.state() !== "closed") return { ready: false, reason: `redis is down (circuit breaker ${redis.state()})` };
     return { ready: true };
   };
 
@@ -234,7 +218,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
       await Promise.all([httpDone, grpcDone]);
       clearTimeout(force);
       await options.overrides?.close();
-      if (redis) await redis.quit().catch(() => redis?.disconnect());
+      if (redis) await redis.close();
       else (store as MemoryStore).close();
       logger.info("stopped");
     })();
@@ -244,12 +228,13 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   return { httpPort, grpcPort, service, metrics, logger, close };
 }
 
-function waitReady(redis: Redis, timeoutMs: number): Promise<void> {
-  if (redis.status === "ready") return Promise.resolve();
+function waitReady(redis: ServiceRedis, timeoutMs: number): Promise<void> {
+  const client = redis.client;
+  if (client.status === "ready") return Promise.resolve();
   return new Promise((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`redis not ready after ${timeoutMs} ms`)), timeoutMs);
     t.unref();
-    redis.once("ready", () => {
+    client.once("ready", () => {
       clearTimeout(t);
       resolve();
     });

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { freePort } from "../../../test-support/process.js";
+import { freePort, until } from "../../../test-support/process.js";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import {
   adaptNginxConf,
@@ -96,7 +96,7 @@ describeRedis("decision service with the Redis store", () => {
         let n = 0;
         for (let i = 0; i < perClient; i++) {
           const r = await postJson(lb, { domain: "lb", descriptors: [{ tenant: "acme" }] });
-          expect(r.status).toBe(200);
+          expect([r.status, r.json]).toEqual([200, expect.anything()]);
           if (r.json.allowed) n++;
         }
         return n;
@@ -153,29 +153,66 @@ describeRedis("decision service when Redis fails", () => {
   });
 
   afterAll(async () => {
+    redis?.resume();
     await Promise.all([closed?.stop(), thrower?.stop(), dflt?.stop()]);
     await redis?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("closed: denies with reason store-error and stays ready; throw: 503 and not ready; no policy: open but not ready", async () => {
+  /** Polls /readyz until it answers `status`; resolves how long that took (ms). */
+  async function readyzBecomes(s: ServiceProc, status: number): Promise<number> {
+    const t0 = Date.now();
+    for (;;) {
+      if ((await fetch(`${s.base}/readyz`)).status === status) return Date.now() - t0;
+      if (Date.now() - t0 > 15_000) throw new Error(`/readyz never answered ${status}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  it("a frozen Redis (SIGSTOP) with no traffic: /readyz says not ready within about 2 s, ready again after SIGCONT", async () => {
+    for (const s of [closed, thrower, dflt]) expect((await fetch(`${s.base}/readyz`)).status).toBe(200);
+    redis.pause();
+    const waited = await Promise.all([closed, thrower, dflt].map((s) => readyzBecomes(s, 503)));
+    // A ping every 500 ms, the 1 s timeout, the watchdog's quarter-timeout step; slack for a loaded machine.
+    for (const ms of waited) expect(ms).toBeLessThan(3_000);
+    const m = await (await fetch(`${dflt.base}/metrics`)).text();
+    expect(m).toMatch(/ratekeeper_redis_breaker_state [12]/); // open, or half-open while a probe is out
+    redis.resume();
+    for (const s of [closed, thrower, dflt]) await readyzBecomes(s, 200);
+  });
+
+  it("Redis stopped: each policy answers (closed denies, throw is 503, degraded limits locally); not ready; all recover", async () => {
     const body = { domain: "lb", descriptors: [{ user: "f1" }] };
     expect((await postJson(`${closed.base}/v1/check`, body)).json.allowed).toBe(true);
+    // Each instance counts the live ones at its heartbeat (every 5 s): wait until the default one has seen all three.
+    await until(
+      async () => /ratekeeper_redis_instances 3/.test(await (await fetch(`${dflt.base}/metrics`)).text()),
+      "3 live instances",
+      200,
+      50,
+    );
     await redis.stop();
     const c = await postJson(`${closed.base}/v1/check`, body);
     expect(c.status).toBe(200);
     expect(c.json.statuses[0]).toMatchObject({ allowed: false, reason: "store-error" });
-    expect((await fetch(`${closed.base}/readyz`)).status).toBe(200);
     const t = await postJson(`${thrower.base}/v1/check`, body);
     expect(t.status).toBe(503);
-    const ready = await fetch(`${thrower.base}/readyz`);
-    expect(ready.status).toBe(503);
-    expect(((await ready.json()) as { reason: string }).reason).toMatch(/redis is/);
-    // No policy chosen: decisions fail open (the library's default) but the instance is not ready.
-    const d = await postJson(`${dflt.base}/v1/check`, body);
-    expect(d.json.statuses[0]).toMatchObject({ allowed: true, reason: "store-error" });
-    expect((await fetch(`${dflt.base}/readyz`)).status).toBe(503);
-    const m = await (await fetch(`${closed.base}/metrics`)).text();
-    expect(m).toMatch(/ratekeeper_store_errors_total\{kind="failure_policy"\} [1-9]/);
+    // The default, degraded: this instance limits alone at its share (5 per hour / 3 live instances = 1).
+    const d1 = await postJson(`${dflt.base}/v1/check`, { domain: "lb", descriptors: [{ user: "f2" }] });
+    const d2 = await postJson(`${dflt.base}/v1/check`, { domain: "lb", descriptors: [{ user: "f2" }] });
+    expect(d1.json.statuses[0]).toMatchObject({ allowed: true, reason: "degraded", limit: 1 });
+    expect(d2.json.statuses[0]).toMatchObject({ allowed: false, reason: "degraded" });
+    for (const s of [closed, thrower, dflt]) {
+      const ready = await fetch(`${s.base}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as { reason: string }).reason).toMatch(/redis is down/);
+    }
+    const m = await (await fetch(`${dflt.base}/metrics`)).text();
+    expect(m).toMatch(/ratekeeper_decision_reasons_total\{reason="degraded"\} [1-9]/);
+    await redis.restart();
+    for (const s of [closed, thrower, dflt]) await readyzBecomes(s, 200);
+    // The degraded instance charged Redis with what it admitted alone: user f2 holds 1 of 5.
+    const after = await postJson(`${dflt.base}/v1/check`, { domain: "lb", descriptors: [{ user: "f2" }] });
+    expect(after.json.statuses[0]).toMatchObject({ allowed: true, remaining: 3 });
   });
 });

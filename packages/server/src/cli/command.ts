@@ -49,5 +49,14 @@ export function positive(text: string | undefined, name: string): number | undef
   return n;
 }
 
+/** A whole-number flag that may be 0 (e.g. a timeout, where 0 means none), or undefined when not given. */
+export function nonNegative(text: string | undefined, name: string): number | undefined {
+  if (text === undefined) return undefined;
+  const n = DECIMAL.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new UsageError(`${name}: must be a whole number >= 0 in decimal digits (got ${JSON.stringify(text)})`);
+  return n;
+}
+
 /** A string flag's value (parseArgs types every value loosely). */
 export const str = (v: Values[string]): string | undefined => (typeof v === "string" ? v : undefined);

@@ -4,7 +4,8 @@ import { OverrideCache } from "../overrides/cache.js";
 import { openOverrideStore } from "../overrides/open.js";
 import { startService, type ServiceOverrides } from "../server.js";
 import { chooseAdminToken } from "./admin-token.js";
-import { UsageError, port, positive, str, type Command } from "./command.js";
+import { REDIS_FAILURES, type RedisFailureName } from "../redis-store.js";
+import { UsageError, nonNegative, port, positive, str, type Command } from "./command.js";
 
 /** `ratekeeper serve`: the decision service, until SIGTERM or SIGINT. */
 export const SERVE_COMMAND: Command = {
@@ -36,8 +37,9 @@ export const SERVE_COMMAND: Command = {
     config: "FILE  rules file (YAML) [required]",
     redis: "URL  share state in Redis (redis://host:6379); default: in-memory store [env REDIS_URL]",
     "redis-failure":
-      "POLICY  when Redis fails or is slow (50 ms): open (admit), closed (deny), insurance (per-process memory store) or throw (503, and /readyz not ready) [default open]",
-    "redis-timeout": "MS  the most one Redis call may take before the failure policy decides [default 50]",
+      "POLICY  what answers while Redis is down: degraded (each instance limits at its share and charges Redis when it is back), open (admit), closed (deny), insurance (per-process memory store), throw (503) [default degraded]",
+    "redis-timeout":
+      "MS  how long Redis may stay silent with calls waiting before the failure policy answers; 0: no timeout [default 1000]",
     port: "N  HTTP port [env PORT, default 8080]",
     "grpc-port": "N  gRPC port (Envoy RLS) [env GRPC_PORT, default 8081]",
     host: "ADDR  interface to listen on [default 0.0.0.0]",
@@ -59,8 +61,8 @@ export const SERVE_COMMAND: Command = {
     const configFile = str(v.config);
     if (!configFile) throw new UsageError("--config: required (the rules file, e.g. examples/rules.yaml)");
     const redisFailure = str(v["redis-failure"]);
-    if (redisFailure !== undefined && !["open", "closed", "insurance", "throw"].includes(redisFailure)) {
-      throw new UsageError(`--redis-failure: must be open, closed, insurance or throw (got ${JSON.stringify(redisFailure)})`);
+    if (redisFailure !== undefined && !REDIS_FAILURES.includes(redisFailure as RedisFailureName)) {
+      throw new UsageError(`--redis-failure: must be ${REDIS_FAILURES.join(", ")} (got ${JSON.stringify(redisFailure)})`);
     }
     const headerStyles = (str(v.headers) ?? "ietf").split(",").map((x) => x.trim()) as HeaderStyle[];
     for (const h of headerStyles)
@@ -79,9 +81,9 @@ export const SERVE_COMMAND: Command = {
       running = await startService({
         configFile,
         redisUrl: str(v.redis) ?? process.env.REDIS_URL,
-        redisFailure: redisFailure as "open" | "closed" | "insurance" | "throw" | undefined,
+        redisFailure: redisFailure as RedisFailureName | undefined,
         port: port(str(v.port) ?? process.env.PORT, "--port", 8080),
-        redisTimeoutMs: positive(str(v["redis-timeout"]), "--redis-timeout"),
+        redisTimeoutMs: nonNegative(str(v["redis-timeout"]), "--redis-timeout"),
         grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
         host: str(v.host),
         watch: v["no-watch"] !== true,

@@ -205,4 +205,9 @@ export class TeeObserver implements DecisionObserver {
     this.a.storeError(kind);
     this.b.storeError(kind);
   }
+
+  decisionReason(reason: string): void {
+    this.a.decisionReason?.(reason);
+    this.b.decisionReason?.(reason);
+  }
 }

@@ -293,7 +293,10 @@ export class DecisionService {
       throw e;
     }
     this.observer?.storeLatency((performance.now() - t0) / 1000);
-    if (d.reason === "store-error" || d.reason === "insurance") this.observer?.storeError("failure_policy");
+    if (d.reason !== undefined) {
+      this.observer?.decisionReason?.(d.reason);
+      if (d.reason === "store-error" || d.reason === "insurance" || d.reason === "degraded") this.observer?.storeError("failure_policy");
+    }
     return d;
   }
 }

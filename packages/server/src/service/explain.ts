@@ -47,8 +47,9 @@ export function describeLimits(limits: readonly ResolvedLimit[]): string {
 
 /** The outcome in words: allowed with what is left, denied and when to retry, or decided by a failure policy. */
 export function describeOutcome(d: Decision, cost: number, shadow: boolean): string {
-  if (d.reason === "store-error" || d.reason === "insurance")
-    return `the store failed; its failure policy ${d.allowed ? "allowed" : "denied"} (${d.reason})`;
+  if (d.reason === "store-error" || d.reason === "insurance" || d.reason === "degraded")
+    return `the store was down; its failure policy ${d.allowed ? "allowed" : "denied"} (${d.reason})`;
+  if (d.reason === "overloaded") return "denied: too many decisions already waiting for the store (backpressure)";
   if (d.allowed) return `allowed cost ${cost}, ${d.remaining} left${d.delayMs > 0 ? `, after a ${d.delayMs} ms delay` : ""}`;
   const lim = `limit ${d.policyName} has no room for cost ${cost}; retry after ${d.retryAfterMs} ms`;
   return shadow ? `would deny (${lim}) but the rule is in shadow mode` : `denied: ${lim}`;

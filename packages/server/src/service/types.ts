@@ -91,4 +91,6 @@ export interface DecisionObserver {
   ): void;
   storeLatency(seconds: number): void;
   storeError(kind: "error" | "failure_policy"): void;
+  /** A decision came with a reason (`limit`, `denial-cache`, `overloaded`, `degraded`, `store-error`, `insurance`). */
+  decisionReason?(reason: string): void;
 }

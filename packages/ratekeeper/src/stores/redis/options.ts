@@ -69,8 +69,9 @@ export interface RedisStoreOptions {
   failure?: RedisFailurePolicy;
   /**
    * For `"degraded"`: how many instances share the limits (each limits at `limit / instances`).
-   * Unset: the count of live RedisStores with this prefix, which each keeps in Redis with a
-   * heartbeat (a sorted set `<prefix>instances`, entries expiring after 3 heartbeats).
+   * Unset: the count of live RedisStores with this prefix, which each keeps in Redis from its
+   * first use on, with a heartbeat every 5 s (a sorted set `<prefix>instances`, entries expiring
+   * after 3 heartbeats; `close()` removes this one's).
    * @default the live count (1 until it is first known)
    */
   instances?: number;

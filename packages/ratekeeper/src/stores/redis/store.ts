@@ -94,7 +94,7 @@ export class RedisStore implements Store {
   }
 
   bind(limits: readonly ResolvedLimit[], namespace: string, options?: BindOptions): BoundStore {
-    if (this.failure === "degraded" && this.opts.instances === 0) this.instanceRegistry().start();
+    this.joinRegistry();
     const table = new RedisTable(this, limits, namespace);
     const lease = options?.lease;
     if (lease === undefined) return table;
@@ -126,11 +126,41 @@ export class RedisStore implements Store {
   }
 
   /**
+   * Asks Redis whether it answers (a trivial script on the instance registry's key), through the
+   * same watchdog and breaker as decisions: resolves true on a reply; false when it fails, times
+   * out, or the breaker is open (an open breaker's own probe decides when it closes). Use it to
+   * notice a frozen Redis with no traffic (a readiness check calls it every half second).
+   * Never rejects.
+   */
+  async ping(): Promise<boolean> {
+    this.joinRegistry();
+    const key = `${this.prefix}instances`;
+    const lane = this.lanes.of(key);
+    if (lane.breaker.state !== "closed") return false;
+    lane.probeKey ||= key;
+    try {
+      await this.exchange(lane, () => this.opts.shim.eval(PROBE, [key], []), 0);
+      return true;
+    } catch (e) {
+      if (!(e instanceof RedisTimeoutError)) this.report(e, { op: "heartbeat", key: "", timedOut: false });
+      return false;
+    }
+  }
+
+  /**
    * Call when the process stops: gives back every unit held in leased blocks (RateLimiter option
    * `lease`), stops the instance heartbeat and leaves the registry. Never closes the client.
    */
   async close(): Promise<void> {
     await Promise.all([...[...this.leased].map((t) => t.close()), this.registry?.close()]);
+  }
+
+  /**
+   * Counts this process among the live instances (whatever its failure policy: every instance
+   * takes from the same limits while Redis answers), from first use on; not when `instances` is set.
+   */
+  private joinRegistry(): void {
+    if (this.opts.instances === 0) this.instanceRegistry().start();
   }
 
   /** @internal N for the `"degraded"` policy. */

@@ -1,0 +1,98 @@
+/**
+ * The service's Redis store: the client, the RedisStore with the operator's failure policy and
+ * timeout, and what operations need from it: metrics (breaker state, decisions waiting, the
+ * round trip to Redis), logs (each breaker change; failures at most once per interval, with a
+ * count), and a readiness check that notices a frozen or unreachable Redis within about 2 s even
+ * with no traffic (a ping every half second through the store's own watchdog and breaker).
+ */
+import { Redis } from "ioredis";
+import { MemoryStore } from "ratekeeper";
+import { RedisStore, type BreakerState } from "ratekeeper/redis";
+import type { Logger } from "./log.js";
+import type { Metrics } from "./metrics.js";
+
+/** The failure policies the service offers (the library's, with `insurance` meaning a per-process MemoryStore). */
+export type RedisFailureName = "degraded" | "open" | "closed" | "insurance" | "throw";
+export const REDIS_FAILURES: readonly RedisFailureName[] = ["degraded", "open", "closed", "insurance", "throw"];
+
+/** How often readiness pings Redis, and how often failures are logged at most. */
+const PING_MS = 500;
+const LOG_EVERY_MS = 10_000;
+
+export interface ServiceRedisOptions {
+  url: string;
+  /** @default "degraded" */
+  failure?: RedisFailureName | undefined;
+  /** The store's `timeoutMs` (0: none). @default the library's (1000) */
+  timeoutMs?: number | undefined;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/** A Redis store opened for the service. */
+export interface ServiceRedis {
+  readonly store: RedisStore;
+  readonly client: Redis;
+  /** The breaker's state (`closed` while Redis answers). */
+  state(): BreakerState;
+  /** Stops the pings, leaves the instance registry, closes the client. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the client and the store. The client fails commands at once while disconnected (no
+ * offline queue: the store's breaker answers instead) and reconnects every 50-500 ms, so the
+ * service follows Redis back within about a second.
+ */
+export function openServiceRedis(o: ServiceRedisOptions): ServiceRedis {
+  const { logger, metrics } = o;
+  const client = new Redis(o.url, {
+    lazyConnect: false,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: false,
+    retryStrategy: (times) => Math.min(times * 50, 500),
+  });
+  client.on("error", () => undefined); // connection errors reach the store as failed calls; logged below, rate-limited
+  const failure = o.failure ?? "degraded";
+  let failures = 0;
+  let firstFailure = "";
+  const store = new RedisStore({
+    client,
+    failure: failure === "insurance" ? { insurance: new MemoryStore() } : failure,
+    ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
+    onError: (e) => {
+      if (failures++ === 0) firstFailure = e.message;
+    },
+    onStateChange: (e) => {
+      metrics.breaker(e.to);
+      const log = e.to === "closed" ? logger.info.bind(logger) : logger.warn.bind(logger);
+      log({ from: e.from, to: e.to, cause: e.cause, failure }, e.to === "closed" ? "redis answers again" : "redis store breaker");
+    },
+    onRoundTrip: (ms) => metrics.redisRoundTrip(ms / 1000),
+  });
+  metrics.watchRedisStore(store);
+  const flushLog = setInterval(() => {
+    if (failures === 0) return;
+    logger.warn({ failures, first: firstFailure, failure, intervalMs: LOG_EVERY_MS }, "redis store failures: the failure policy decided");
+    failures = 0;
+  }, LOG_EVERY_MS);
+  flushLog.unref();
+  let pinging = false;
+  const ping = setInterval(() => {
+    if (pinging) return;
+    pinging = true;
+    void store.ping().finally(() => (pinging = false));
+  }, PING_MS);
+  ping.unref();
+  return {
+    store,
+    client,
+    state: () => store.state,
+    async close() {
+      clearInterval(ping);
+      clearInterval(flushLog);
+      await store.close();
+      await client.quit().catch(() => client.disconnect());
+    },
+  };
+}
