@@ -16,11 +16,6 @@
 // (MEMORY USAGE over a sample of keys). Then a hot denied key: one key far over its limit.
 // Medians of --runs rounds; the implementations take turns within each round.
 
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import net from "node:net";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { Redis } from "ioredis";
 import { RateLimiter } from "ratekeeper";
 import { RedisStore } from "ratekeeper/redis";
@@ -28,6 +23,7 @@ import { RateLimiterRedis } from "rate-limiter-flexible";
 import { RedisStore as RateLimitRedisStore } from "rate-limit-redis";
 import { RedisRateLimiter as RollingRedisRateLimiter } from "rolling-rate-limiter";
 import { fmtRate, fmtRatio, machineLine, table } from "./lib/format.js";
+import { startRedis } from "./lib/redis-server.js";
 import { median } from "./lib/stats.js";
 
 const args = process.argv.slice(2);
@@ -43,52 +39,6 @@ const MARKDOWN = args.includes("--markdown");
 const LIMIT = 100;
 const WINDOW_MS = 60_000;
 const KEYS = Array.from({ length: 50_000 }, (_, i) => `user:${100000 + i}`);
-
-// ------------------------------------------------------------------ redis-server
-async function freePort() {
-  return await new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
-async function startRedis() {
-  const port = await freePort();
-  const dir = mkdtempSync(path.join(tmpdir(), "rk-bench-"));
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning"],
-    {
-      stdio: ["ignore", "ignore", "inherit"],
-    },
-  );
-  const client = new Redis(port, "127.0.0.1", { lazyConnect: true, retryStrategy: () => 50 });
-  client.on("error", () => {}); // refused until redis-server listens: retried below
-  for (let i = 0; ; i++) {
-    try {
-      await client.connect();
-      await client.ping();
-      break;
-    } catch (e) {
-      if (i > 200) throw e;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-  return {
-    port,
-    admin: client,
-    async stop() {
-      client.disconnect();
-      child.kill("SIGTERM");
-      await new Promise((r) => child.once("exit", r));
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 async function redisCpuUs(admin) {
   const info = await admin.info("cpu");
