@@ -33,7 +33,7 @@
  * ```
  */
 import { z } from "zod";
-import { policyId, resolveLimits, RateLimitConfigError, type ConfigIssue, type LimitSpec, type ResolvedLimit } from "ratekeeper";
+import { collectIssues, policyId, resolveLimits, type ConfigIssue, type LimitSpec, type ResolvedLimit } from "ratekeeper";
 import { RulesError, type Level, type NamedPolicy, type Rule, type Rules, type TreeNode } from "./rules.js";
 
 /** Keys of a descriptor node that are structure, not policy. Everything else is the policy spec. */
@@ -197,17 +197,10 @@ function policySpecs(limitsField: unknown, inline: Record<string, unknown>, path
 }
 
 function resolve(specs: LimitSpec[], path: string, asList: boolean, issues: ConfigIssue[]): ResolvedLimit[] | undefined {
-  try {
-    // The library's own resolver: the same checks (and messages) as `new RateLimiter(spec)`.
-    return resolveLimits(specs, asList ? `${path}.limits` : "");
-  } catch (e) {
-    if (!(e instanceof RateLimitConfigError)) throw e;
-    for (const i of e.issues) {
-      // Inline specs were resolved as `[0]`: rewrite `[0].limit` to `<path>.limit`.
-      issues.push({ path: asList ? i.path : `${path}${i.path.replace(/^\[0\]/, "")}`, message: i.message });
-    }
-    return undefined;
-  }
+  // The library's own resolver: the same checks (and messages) as `new RateLimiter(spec)`.
+  // Inline specs are resolved as `[0]`: their issues' `[0].limit` becomes `<path>.limit`.
+  const inline = (i: ConfigIssue): ConfigIssue => ({ path: `${path}${i.path.replace(/^\[0\]/, "")}`, message: i.message });
+  return collectIssues(issues, () => resolveLimits(specs, asList ? `${path}.limits` : ""), asList ? undefined : inline);
 }
 
 function compileLevel(

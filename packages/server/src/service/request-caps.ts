@@ -4,7 +4,7 @@
  * before any work is done for it, with a message naming the field and the cap. Without them one
  * request of 100,000 descriptors did 100,000 decisions (and took hundreds of MB on the way).
  */
-import { RateLimitConfigError, resolveLimit } from "ratekeeper";
+import { collectIssues, resolveLimit, type ConfigIssue } from "ratekeeper";
 import { CheckError } from "./types.js";
 
 /** The caps, and where each applies. docs/security.md lists them. */
@@ -80,11 +80,10 @@ export function checkShape<D>(domain: unknown, descriptors: readonly D[], names:
  * @throws CheckError naming `<field>.requests_per_unit`
  */
 export function checkCallerLimit(field: string, requestsPerUnit: number, unitMs: number): void {
-  try {
-    resolveLimit({ algorithm: "fixed-window", limit: requestsPerUnit, window: unitMs });
-  } catch (e) {
-    if (!(e instanceof RateLimitConfigError)) throw e;
-    const why = e.issues.map((i) => i.message).join("; ");
+  const issues: ConfigIssue[] = [];
+  collectIssues(issues, () => resolveLimit({ algorithm: "fixed-window", limit: requestsPerUnit, window: unitMs }));
+  if (issues.length > 0) {
+    const why = issues.map((i) => i.message).join("; ");
     throw new CheckError(`${field}.requests_per_unit: ${requestsPerUnit} per ${unitMs} ms cannot be a limit (${why})`);
   }
 }
