@@ -1,7 +1,8 @@
 import type { Request } from "express";
 import { describe, expect, it } from "vitest";
 import { start } from "../../../examples/express/app.js";
-import { behaviourTable, httpRequest, realDriver, redisBehaviourTable } from "./http-table.js";
+import { httpRequest, realDriver } from "./http-support.js";
+import { behaviourTable, redisBehaviourTable } from "./http-table.js";
 
 const driver = realDriver("express", start, (req) => (req as Request).path);
 

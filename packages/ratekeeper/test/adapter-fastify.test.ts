@@ -1,7 +1,8 @@
 import type { FastifyRequest } from "fastify";
 import { describe, expect, it } from "vitest";
 import { createApp, start } from "../../../examples/fastify/app.js";
-import { behaviourTable, realDriver, redisBehaviourTable, type Driver, type Reply } from "./http-table.js";
+import { realDriver, type Driver, type Reply } from "./http-support.js";
+import { behaviourTable, redisBehaviourTable } from "./http-table.js";
 
 const pathOf = (req: unknown) => (req as FastifyRequest).url.split("?")[0] as string;
 

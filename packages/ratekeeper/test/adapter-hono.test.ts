@@ -1,7 +1,8 @@
 import type { Context } from "hono";
 import { describe, expect, it } from "vitest";
 import { createApp, start } from "../../../examples/hono/app.js";
-import { behaviourTable, realDriver, redisBehaviourTable, type Driver, type Reply } from "./http-table.js";
+import { realDriver, type Driver, type Reply } from "./http-support.js";
+import { behaviourTable, redisBehaviourTable } from "./http-table.js";
 
 const pathOf = (c: unknown) => (c as Context).req.path;
 

@@ -1,7 +1,8 @@
 import type { IncomingMessage } from "node:http";
 import { describe, expect, it } from "vitest";
 import { start } from "../../../examples/node/app.js";
-import { behaviourTable, httpRequest, realDriver, redisBehaviourTable } from "./http-table.js";
+import { httpRequest, realDriver } from "./http-support.js";
+import { behaviourTable, redisBehaviourTable } from "./http-table.js";
 
 const driver = realDriver("node:http", start, (req) => ((req as IncomingMessage).url ?? "/").split("?")[0] as string);
 
