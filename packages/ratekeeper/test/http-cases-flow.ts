@@ -118,4 +118,3 @@ function failingStore(): Store {
   const fail = () => Promise.reject(new RateLimitStoreError("store down", { cause: new Error("ECONNREFUSED") }));
   return { bind: () => ({ consume: fail, peek: fail, refund: fail, reset: fail }) };
 }
-

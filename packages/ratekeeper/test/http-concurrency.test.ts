@@ -14,7 +14,7 @@ import { ConcurrencyLimiter, MemoryStore, RateLimiter, type Store } from "rateke
 import { RedisStore } from "ratekeeper/redis";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { until } from "../../../test-support/process.js";
-import { httpAbandon, httpRequest } from "./http-table.js";
+import { httpAbandon, httpRequest } from "./http-support.js";
 
 /** Handlers of `/hold` wait here until the test opens the gate. */
 class Gate {

@@ -24,7 +24,14 @@ export {
 export { Metrics } from "./metrics.js";
 export { createHttpServer, type HttpOptions } from "./transport/http.js";
 export { limitHeaders, resultJson } from "./transport/render.js";
-export type { AdminContext, AdminHandler } from "./transport/admin.js";
+export {
+  createAdminHandler,
+  ADMIN_PREFIX,
+  type AdminContext,
+  type AdminHandler,
+  type AdminLimiters,
+  type AdminAuditEntry,
+} from "./transport/admin.js";
 export { createGrpcServer, loadRlsDefinition, PROTO_DIR, RLS_PROTO } from "./transport/grpc.js";
 export { startService, type ServeOptions, type RunningService, type ServiceOverrides } from "./server.js";
 // Per-key overrides: stores, cache, import/export, admin handler (owned by the overrides module).

@@ -4,7 +4,7 @@
  * (`--admin-token-file`, as Kubernetes mounts a secret) or the environment is preferred.
  */
 import { readFileSync, statSync } from "node:fs";
-import { MIN_ADMIN_TOKEN_CHARS } from "../transport/http-io.js";
+import { MIN_ADMIN_TOKEN_CHARS } from "../http-io.js";
 import { UsageError, str, type Values } from "./command.js";
 
 /** The token, and a warning to log when it came from the command line. */

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../log.js";
-import { HttpError, methodNotAllowed, sendError, sendJson, TokenCheck } from "../transport/http-io.js";
+import { HttpError, methodNotAllowed, sendError, sendJson, TokenCheck } from "../http-io.js";
 import { StateBuilder, type StateSources } from "./state.js";
 
 /** Where the page's static files are: packages/server/dashboard/ (shipped with the package, no build step). */

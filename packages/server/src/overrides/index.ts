@@ -33,4 +33,3 @@ export {
   type ImportSource,
   type ExportOptions,
 } from "./jsonl.js";
-export { createAdminHandler, ADMIN_PREFIX, type AdminLimiters, type AdminAuditEntry } from "../transport/admin.js";

@@ -3,7 +3,7 @@ import { parseOverride, toDocument } from "../overrides/schema.js";
 import type { CheckInput, CheckResult } from "../service/types.js";
 import { parseDescriptorKey } from "../service/descriptor-key.js";
 import { OverrideConflictError, type Override, type OverrideStore } from "../overrides/types.js";
-import { HttpError, methodNotAllowed, readJson as readBody, sendError, sendJson as send, TokenCheck } from "./http-io.js";
+import { HttpError, methodNotAllowed, readJson as readBody, sendError, sendJson as send, TokenCheck } from "../http-io.js";
 
 /** What the admin API needs from the decision service to peek at and reset a key's counters. */
 export interface AdminLimiters {

@@ -7,7 +7,7 @@ import type { DecisionService } from "../service/decide.js";
 import { CheckError, type CheckResult } from "../service/types.js";
 import { createAdminHandler, unauthorized } from "./admin.js";
 import { authInput, batchOf, keysInput, Query, toInput } from "./check-input.js";
-import { errorBody, HttpError, methodNotAllowed, readJson, sendError, sendJson, sendJsonText, TokenCheck } from "./http-io.js";
+import { errorBody, HttpError, methodNotAllowed, readJson, sendError, sendJson, sendJsonText, TokenCheck } from "../http-io.js";
 import { DEFAULT_STYLES, limitHeaders, resultJson } from "./render.js";
 
 /** Options of {@link createHttpServer}. */

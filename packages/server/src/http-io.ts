@@ -9,7 +9,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ConfigIssue } from "ratekeeper";
-import { CheckError } from "../service/types.js";
+import { CheckError } from "./service/types.js";
 
 /** The error codes, and the one status each is answered with. */
 export const ERROR_STATUS = {
