@@ -249,3 +249,20 @@ describe("HeaderWriter", () => {
     ]);
   });
 });
+
+describe("429 bodies", () => {
+  it("the body is the problem as JSON, for every retry time (bodies are kept and reused)", async () => {
+    let now = 1_700_000_000_000;
+    const limiter = new RateLimiter({ algorithm: "fixed-window", limit: 1, window: "1h", store: new MemoryStore(), clock: () => now });
+    const rl = new HttpRateLimiter({ limiter }, access);
+    now -= now % 3_600_000;
+    await rl.check(req());
+    for (let i = 0; i < 200; i++) {
+      now += 250;
+      const r = await rl.check(req());
+      expect(r.pass).toBe(false);
+      expect(JSON.parse(r.body as string)).toEqual(r.problem);
+      expect(r.problem?.["retry-after"]).toBe(Math.ceil((r.decision?.retryAfterMs as number) / 1000));
+    }
+  });
+});

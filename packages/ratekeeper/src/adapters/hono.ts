@@ -62,10 +62,14 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
     const result = r instanceof Promise ? await r : r;
     const h = result.headers;
     if (!result.pass) {
-      const res =
-        handler !== undefined
-          ? await handler(c, result)
-          : new Response(result.body, { status: result.status, headers: { "Content-Type": result.contentType } });
+      if (handler === undefined) {
+        // Every header in the constructor, as a plain object, and `res.headers` never read: on
+        // @hono/node-server this Response is written straight to the socket, no WHATWG Headers built.
+        const headers: Record<string, string> = { "Content-Type": result.contentType };
+        for (let i = 0; i < h.length; i++) headers[(h[i] as [string, string])[0]] = (h[i] as [string, string])[1];
+        return new Response(result.body, { status: result.status, headers });
+      }
+      const res = await handler(c, result);
       for (let i = 0; i < h.length; i++) res.headers.set((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
       return res;
     }

@@ -72,15 +72,26 @@ export function settleNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitRes
   });
 }
 
-/** Sets the headers and, for a refusal, sends the default problem+json body. */
+/**
+ * Sets the headers and, for a refusal, sends the default problem+json body. A refusal is written
+ * whole, with one `writeHead` (its headers as one flat list) and `end`: no `setHeader` per header,
+ * each of which validates, lower-cases and stores its name for a later `writeHead` to read back.
+ */
 export function writeNode(result: RateLimitResult, res: ServerResponse): void {
   const h = result.headers;
-  for (let i = 0; i < h.length; i++) res.setHeader((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
   if (!result.pass && result.body !== undefined) {
-    res.statusCode = result.status;
-    res.setHeader("Content-Type", result.contentType);
+    const flat: string[] = new Array<string>(2 * h.length + 2);
+    for (let i = 0; i < h.length; i++) {
+      flat[2 * i] = (h[i] as [string, string])[0];
+      flat[2 * i + 1] = (h[i] as [string, string])[1];
+    }
+    flat[2 * h.length] = "Content-Type";
+    flat[2 * h.length + 1] = result.contentType;
+    res.writeHead(result.status, flat);
     res.end(result.body);
+    return;
   }
+  for (let i = 0; i < h.length; i++) res.setHeader((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
 }
 
 /**

@@ -3,7 +3,7 @@ import type { RateLimiter } from "../limiter.js";
 import { toSeconds } from "./headers.js";
 import type { RequestAccess } from "./keys.js";
 import { resolveHttpOptions, type RateLimitOptions, type ResolvedHttpOptions } from "./options.js";
-import { forbidden, noClientAddress, tooManyRequests, unavailable } from "./problem.js";
+import { forbidden, noClientAddress, tooManyRequests, unavailable, type ProblemDetails } from "./problem.js";
 import { PASS, admission, refusal, type RateLimitResult } from "./result.js";
 import { LeaseGate } from "./leases.js";
 import { Shaper } from "./shaping.js";
@@ -41,6 +41,8 @@ export class HttpRateLimiter<Req> {
   private readonly syncPath: boolean;
   /** Whether a request's KeyInfo is needed (a key of more than the address, or a cost rule that reads the route). */
   private readonly needsInfo: boolean;
+  /** 429 bodies by policy and seconds (see bodyOf). */
+  private readonly bodies = new Map<string, string>();
 
   /**
    * @param options see {@link RateLimitOptions}
@@ -194,9 +196,27 @@ export class HttpRateLimiter<Req> {
     if (limited && !this.shadow) {
       const violated =
         d.limits === undefined || d.allowed !== decision.allowed ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
-      return refusal(tooManyRequests(toSeconds(d.retryAfterMs), violated), headers, d, key, cost);
+      const seconds = toSeconds(d.retryAfterMs);
+      const problem = tooManyRequests(seconds, violated);
+      return refusal(problem, headers, d, key, cost, violated.length === 1 ? this.bodyOf(problem, seconds) : JSON.stringify(problem));
     }
     return admission(headers, this.shadow || limited ? 0 : d.delayMs, d, key, cost, this.o.countOnly !== undefined && !limited);
+  }
+
+  /**
+   * The JSON of a 429 naming one policy (`problem`, whose `retry-after` is `seconds`): the same
+   * few bodies over and over under a flood, so they are kept (JSON.stringify was about a
+   * microsecond per denial). Keyed by policy and seconds; at most 64 kept.
+   */
+  private bodyOf(problem: ProblemDetails, seconds: number): string {
+    const id = `${(problem["violated-policies"] as string[])[0] as string} ${seconds}`;
+    let body = this.bodies.get(id);
+    if (body === undefined) {
+      if (this.bodies.size >= 64) this.bodies.clear();
+      body = JSON.stringify(problem);
+      this.bodies.set(id, body);
+    }
+    return body;
   }
 
   private writeHeaders(d: Decision, out: [string, string][]): void {

@@ -71,7 +71,8 @@ export function admission(
 /**
  * A refusal: `problem.status` with the problem as a JSON body. A 429 gets `Retry-After`
  * (RFC 9110 section 10.2.3, delay-seconds), rounded up so a client that obeys is never early;
- * it equals the `t` / `reset` of the limit that denied in every header style.
+ * it equals the `t` / `reset` of the limit that denied in every header style. `body` is the
+ * problem as JSON (given when the caller has it already).
  */
 export function refusal(
   problem: ProblemDetails,
@@ -79,6 +80,7 @@ export function refusal(
   decision?: Decision,
   key?: string,
   cost = 0,
+  body: string = JSON.stringify(problem),
 ): RateLimitResult {
   if (problem.status === 429 && problem["retry-after"] !== undefined) headers.push(["Retry-After", String(problem["retry-after"])]);
   return {
@@ -86,7 +88,7 @@ export function refusal(
     status: problem.status,
     headers,
     problem,
-    body: JSON.stringify(problem),
+    body,
     contentType: PROBLEM_CONTENT_TYPE,
     delayMs: 0,
     decision,
