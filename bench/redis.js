@@ -16,14 +16,18 @@
 // (MEMORY USAGE over a sample of keys). Then a hot denied key: one key far over its limit.
 // Medians of --runs rounds; the implementations take turns within each round.
 
+import { spawnSync } from "node:child_process";
 import { Redis } from "ioredis";
 import { RateLimiter } from "ratekeeper";
 import { RedisStore } from "ratekeeper/redis";
 import { RateLimiterRedis } from "rate-limiter-flexible";
 import { RedisStore as RateLimitRedisStore } from "rate-limit-redis";
 import { RedisRateLimiter as RollingRedisRateLimiter } from "rolling-rate-limiter";
+import { Ratelimit as UpstashRatelimit } from "@upstash/ratelimit";
+import { cpus } from "node:os";
+import { createHash } from "node:crypto";
 import { fmtRate, fmtRatio, machineLine, table } from "./lib/format.js";
-import { startRedis } from "./lib/redis-server.js";
+import { startRedis as startRedisServer } from "./lib/redis-server.js";
 import { median } from "./lib/stats.js";
 
 const args = process.argv.slice(2);
@@ -36,9 +40,21 @@ const SECONDS = Number(opt("--seconds", 1.5));
 const ONLY = opt("--only", "");
 const MARKDOWN = args.includes("--markdown");
 
+/** Two cores or more: redis-server on CPU 1 and this process on CPU 0 (taskset), so they never share one. */
+let PINNED = false;
+function pin() {
+  PINNED = cpus().length >= 2 && spawnSync("taskset", ["-cp", "0", String(process.pid)]).status === 0;
+}
+
 const LIMIT = 100;
 const WINDOW_MS = 60_000;
 const KEYS = Array.from({ length: 50_000 }, (_, i) => `user:${100000 + i}`);
+
+const startRedis = () => startRedisServer({ cpu: PINNED ? 1 : undefined });
+
+async function usedMemory(admin) {
+  return Number(/used_memory:(\d+)/.exec(await admin.info("memory"))[1]);
+}
 
 async function redisCpuUs(admin) {
   const info = await admin.info("cpu");
@@ -59,6 +75,7 @@ async function commandStats(admin) {
 const rk = (algorithm, extra = {}) => ({
   name: `ratekeeper ${algorithm}${extra.label ? ` ${extra.label}` : ""}${extra.batch === false ? " [batch: false]" : ""}`,
   ours: true,
+  algorithm: extra.label ? `${algorithm} ${extra.label}` : algorithm,
   prefix: "rk:",
   make: (client) => {
     const { label: _label, batch, ...spec } = extra;
@@ -73,6 +90,47 @@ const rk = (algorithm, extra = {}) => ({
   },
 });
 
+/**
+ * @upstash/ratelimit 2 against this Redis: its own scripts and commands, sent over ioredis through
+ * a small adapter instead of the Upstash REST client (which needs an Upstash endpoint). The
+ * Redis work per decision (commands, CPU, memory) is the library's; its decisions/s here are
+ * higher than over HTTPS. Its in-process "ephemeral cache" of blocked keys is turned off, as
+ * ratekeeper's denialCache is off by default.
+ */
+function upstash(label, algorithm) {
+  return {
+    name: `@upstash/ratelimit ${label}`,
+    prefix: `up-${label.replace(/ /g, "-")}`,
+    peerOf: { "fixed window": "fixed-window", "sliding window": "sliding-window", "token bucket": "token-bucket" }[label],
+    make: (client) => {
+      // Its scripts open with "#!lua flags=allow-key-locking", a flag Redis 7.0 refuses (newer
+      // Redis and Upstash accept it; it changes nothing here): load them without it, under their
+      // own SHA, so EVALSHA finds them as it would there.
+      const loaded = new Map();
+      const redis = {
+        evalsha: (sha, keys, argv) => {
+          const mine = loaded.get(sha);
+          if (mine === undefined) return Promise.reject(new Error("NOSCRIPT No matching script"));
+          return client.evalsha(mine, keys.length, ...keys, ...argv.map(String));
+        },
+        eval: async (script, keys, argv) => {
+          const mine = await client.script("LOAD", script.replace(/^#!lua flags=[^\n]*\n/, "#!lua\n"));
+          loaded.set(createHash("sha1").update(script).digest("hex"), mine);
+          return client.evalsha(mine, keys.length, ...keys, ...argv.map(String));
+        },
+      };
+      const l = new UpstashRatelimit({
+        redis,
+        limiter: algorithm(LIMIT, `${WINDOW_MS / 1000} s`),
+        prefix: `up-${label.replace(/ /g, "-")}`,
+        ephemeralCache: false,
+        analytics: false,
+      });
+      return async (key) => (await l.limit(key)).success;
+    },
+  };
+}
+
 const IMPLS = [
   rk("fixed-window"),
   rk("sliding-log"),
@@ -83,10 +141,13 @@ const IMPLS = [
   rk("gcra", { burst: 10 }),
   rk("fixed-window", { batch: false }),
   rk("sliding-log", { batch: false }),
+  rk("sliding-window", { batch: false }),
+  rk("token-bucket", { batch: false }),
   rk("gcra", { burst: 10, batch: false }),
   {
     name: "rate-limiter-flexible RateLimiterRedis (fixed window)",
     baseline: true,
+    peerOf: "fixed-window",
     prefix: "rlflx",
     make: (client) => {
       const l = new RateLimiterRedis({ storeClient: client, points: LIMIT, duration: WINDOW_MS / 1000, keyPrefix: "rlflx" });
@@ -102,6 +163,7 @@ const IMPLS = [
   },
   {
     name: "rate-limit-redis (express-rate-limit store, fixed window)",
+    peerOf: "fixed-window",
     prefix: "rl:",
     make: (client) => {
       const store = new RateLimitRedisStore({ sendCommand: (...a) => client.call(...a), prefix: "rl:" });
@@ -111,12 +173,16 @@ const IMPLS = [
   },
   {
     name: "rolling-rate-limiter (sorted-set sliding log)",
+    peerOf: "sliding-log",
     prefix: "rrl",
     make: (client) => {
       const l = new RollingRedisRateLimiter({ client, namespace: "rrl", interval: WINDOW_MS, maxInInterval: LIMIT });
       return async (key) => !(await l.limit(key));
     },
   },
+  upstash("fixed window", (l, w) => UpstashRatelimit.fixedWindow(l, w)),
+  upstash("sliding window", (l, w) => UpstashRatelimit.slidingWindow(l, w)),
+  upstash("token bucket", (l, w) => UpstashRatelimit.tokenBucket(l, w, l)),
   {
     // The least a fixed window can cost as a Lua script here: TIME, GET, compare, SET PX.
     name: "floor: hand-written fixed-window Lua (TIME+GET+SET), for scale",
@@ -179,12 +245,13 @@ async function drive(call, keys, inflight, ms) {
 
 async function main() {
   console.log(`\n=== redis: RedisStore vs peers (${await machineLine()})`);
+  pin();
   const server = await startRedis();
   stopServer = () => server.stop();
   const { admin } = server;
   const version = /redis_version:(\S+)/.exec(await admin.info("server"))[1];
   console.log(
-    `redis-server ${version} on 127.0.0.1:${server.port}; ${RUNS} runs x ${SECONDS}s per case; limit ${LIMIT} per ${WINDOW_MS / 1000}s; ${KEYS.length} keys round-robin`,
+    `redis-server ${version} on 127.0.0.1:${server.port}${PINNED ? " (pinned to CPU 1, this process to CPU 0)" : ""}; ${RUNS} runs x ${SECONDS}s per case; limit ${LIMIT} per ${WINDOW_MS / 1000}s; ${KEYS.length} keys round-robin`,
   );
 
   const clients = new Map();
@@ -264,41 +331,36 @@ async function main() {
     }
   }
 
-  // Bytes per key: MEMORY USAGE over a sample of each implementation's keys.
+  // Bytes per key, two ways, on 10,000 fresh keys per implementation that saw 3 requests each,
+  // alone in a flushed Redis (so no other key expires meanwhile): MEMORY USAGE (the key, its value
+  // and the main dict entry) and the growth of used_memory (also the expires entry and both dicts'
+  // bucket arrays: what a key really costs).
   const bytes = new Map();
+  const FRESH = 10_000;
   for (const impl of IMPLS) {
     if (impl.prefix === "none") continue;
-    const seen = [];
-    let cursor = "0";
-    do {
-      const [next, keys] = await admin.scan(cursor, "MATCH", `*${impl.prefix}*user:1*`, "COUNT", 5000);
-      cursor = next;
-      for (const k of keys) if (seen.length < 500) seen.push(k);
-    } while (cursor !== "0" && seen.length < 500);
-    // Only keys of this implementation (rk: keys of all our algorithms share the prefix: split by namespace).
-    const us = [];
-    for (const k of seen) us.push(Number(await admin.memory("USAGE", k)));
-    bytes.set(impl.prefix, { median: median(us), n: us.length, sample: seen[0] });
-  }
-  // Our algorithms share "rk:"; measure per algorithm on fresh keys with 3 requests each.
-  const perAlg = new Map();
-  for (const impl of IMPLS.filter((i) => i.ours)) {
     const call = calls.get(impl.name);
-    const us = [];
-    for (let i = 0; i < 50; i++) {
-      const key = `user:${900000 + i}`;
-      for (let j = 0; j < 3; j++) await call(key);
+    await admin.flushall();
+    await call("user:warm"); // scripts loaded, first key's dicts created
+    const before = await usedMemory(admin);
+    for (let i = 0; i < FRESH; i += 200) {
+      await Promise.all(
+        Array.from({ length: 200 }, async (_, j) => {
+          for (let r = 0; r < 3; r++) await call(`user:${2_000_000 + i + j}`);
+        }),
+      );
     }
+    const after = await usedMemory(admin);
     const found = [];
     let cursor = "0";
     do {
-      const [next, keys] = await admin.scan(cursor, "MATCH", "rk:*user:9000*", "COUNT", 5000);
+      const [next, keys] = await admin.scan(cursor, "MATCH", "*user:2*", "COUNT", 5000);
       cursor = next;
-      found.push(...keys);
-    } while (cursor !== "0");
+      for (const k of keys) if (found.length < 200) found.push(k);
+    } while (cursor !== "0" && found.length < 200);
+    const us = [];
     for (const k of found) us.push(Number(await admin.memory("USAGE", k)));
-    perAlg.set(impl.name, median(us));
-    for (const k of found) await admin.del(k);
+    bytes.set(impl.name, { usage: median(us), used: (after - before) / FRESH, sample: found[0] });
   }
   // Sliding log, full ring of 100 timestamps: bytes per stored timestamp.
   const logFull = new RateLimiter({
@@ -318,9 +380,16 @@ async function main() {
   const base = res.get(IMPLS.find((i) => i.baseline)?.name ?? "");
   const baseRate = base ? median(base.r256) : NaN;
   const fixedCpu = median(res.get("ratekeeper fixed-window")?.cpu ?? [NaN]);
+  // The best (least Redis CPU per decision) peer of each algorithm, for the "CPU vs best peer" column.
+  const bestPeerCpu = new Map();
+  for (const impl of IMPLS.filter((i) => i.peerOf)) {
+    const c = median(res.get(impl.name).cpu);
+    if (!(bestPeerCpu.get(impl.peerOf)?.cpu <= c)) bestPeerCpu.set(impl.peerOf, { cpu: c, name: impl.name });
+  }
   const rows = IMPLS.map((impl) => {
     const r = res.get(impl.name);
-    const b = impl.ours ? perAlg.get(impl.name) : bytes.get(impl.prefix)?.median;
+    const b = bytes.get(impl.name);
+    const peer = impl.ours ? bestPeerCpu.get(impl.algorithm) : undefined;
     return [
       impl.name,
       fmtRate(median(r.r1)),
@@ -329,8 +398,10 @@ async function main() {
       fmtRatio(median(r.r256), baseRate),
       `${median(r.p50_256).toFixed(2)}/${median(r.p99_256).toFixed(2)}`,
       median(r.cpu).toFixed(1),
+      peer ? `${(median(r.cpu) / peer.cpu).toFixed(2)}x` : "-",
       median(r.cmds).toFixed(2),
-      b === undefined || Number.isNaN(b) ? "-" : String(b),
+      b === undefined ? "-" : String(b.usage),
+      b === undefined ? "-" : b.used.toFixed(0),
     ];
   });
   const t = table(
@@ -342,12 +413,17 @@ async function main() {
       "vs rlflx",
       "p50/p99 ms @256",
       "Redis CPU us/dec",
+      "CPU vs best peer",
       "Redis cmds/dec",
-      "bytes/key",
+      "MEMORY USAGE B/key",
+      "used_memory B/key",
     ],
     rows,
   );
   console.log(`\nMany keys (${KEYS.length}, mostly admitted):\n${t.text}`);
+  console.log(
+    `"CPU vs best peer": Redis CPU per decision over that of the peer with the least for the same algorithm (${[...bestPeerCpu].map(([a, p]) => `${a}: ${p.name}`).join("; ")}); gcra has no peer here.`,
+  );
   const hotRows = IMPLS.map((impl) => {
     const r = res.get(impl.name);
     return [impl.name, fmtRate(median(r.hotRate)), median(r.hotCpu).toFixed(1), median(r.hotCmds).toFixed(2), r.hotNote ?? ""];

@@ -19,17 +19,32 @@ export async function freePort() {
   });
 }
 
-/** Starts redis-server; resolves { port, pid, admin, stop() }. */
-export async function startRedis() {
+/**
+ * Starts redis-server; resolves { port, pid, admin, stop() }.
+ * @param {{ cpu?: number }} [opts] pin the server to this CPU (`taskset -c`), e.g. to keep it off the client's core
+ */
+export async function startRedis(opts = {}) {
   const port = await freePort();
   const dir = mkdtempSync(path.join(tmpdir(), "rk-bench-"));
-  const child = spawn(
+  const server = [
     "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning"],
-    {
-      stdio: ["ignore", "ignore", "inherit"],
-    },
-  );
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--dir",
+    dir,
+    "--loglevel",
+    "warning",
+  ];
+  const argv = opts.cpu === undefined ? server : ["taskset", "-c", String(opts.cpu), ...server];
+  const child = spawn(argv[0], argv.slice(1), {
+    stdio: ["ignore", "ignore", "inherit"],
+  });
   const client = new Redis(port, "127.0.0.1", { lazyConnect: true, retryStrategy: () => 50 });
   client.on("error", () => {}); // refused until redis-server listens: retried below
   for (let i = 0; ; i++) {
