@@ -15,3 +15,4 @@ export { TrafficBuilder, type Traffic } from "./traffic.js";
 export { DEFAULT_ALGORITHMS, STATE_LABELS, algorithmLabel, type AlgorithmChoice } from "./algorithms.js";
 export type { RetrySummary, RetrySample } from "./retry.js";
 export { formatTable, formatMs } from "./table.js";
+export { worstCase, formatWorstCases, WORST_CASE_ALGORITHMS, type WorstCase, type WorstCaseOptions } from "./worst-case.js";
