@@ -143,6 +143,27 @@ export class ConcurrencyLimiter {
     return { remaining: a.remaining, retryAfterMs: a.retryAfterMs, reason: a.reason };
   }
 
+  /**
+   * Renews the lease `id` on `key` by its id, for a holder that kept only the id (a client of
+   * the decision service, another process): as {@link Lease.renew}.
+   * @returns false when the lease was no longer held
+   */
+  async renew(key: string, id: string): Promise<boolean> {
+    checkKey(key);
+    checkLeaseId(id);
+    return (await this.bound.renew(key, id, this.leaseMs, this.now())).ok;
+  }
+
+  /**
+   * Gives back the lease `id` on `key` by its id: as {@link Lease.release} (idempotent).
+   * @returns whether the lease was held until now (false: already released or expired)
+   */
+  async release(key: string, id: string): Promise<boolean> {
+    checkKey(key);
+    checkLeaseId(id);
+    return (await this.bound.release(key, id, this.now())).ok;
+  }
+
   /** @internal */
   renewLease(key: string, id: string): LeaseAnswer | Promise<LeaseAnswer> {
     return this.bound.renew(key, id, this.leaseMs, this.now());
@@ -158,6 +179,15 @@ export class ConcurrencyLimiter {
     const t = this.clock();
     if (!Number.isFinite(t)) throw new RangeError(`clock: must return finite milliseconds since the epoch (got ${describeValue(t)})`);
     return Math.floor(t);
+  }
+}
+
+/** A lease id as {@link ConcurrencyLimiter.acquire} makes them (base64url, a dot): anything else cannot be held. */
+const LEASE_ID = /^[A-Za-z0-9_-]{12,40}\.[A-Za-z0-9_-]{8}$/;
+
+function checkLeaseId(id: string): void {
+  if (typeof id !== "string" || !LEASE_ID.test(id)) {
+    throw new RangeError(`lease id: must be the id of an acquired lease (got ${describeValue(id)})`);
   }
 }
 
@@ -203,18 +233,33 @@ class HeldLease implements Lease {
 }
 
 /**
- * Lease ids: a random prefix per process (72 bits) and a counter, so ids are unique over every
- * process sharing a store without a random draw per lease. 12 + a few characters.
+ * Lease ids: a random prefix per process (72 bits), a counter, and 48 random bits per lease, so
+ * ids are unique over every process sharing a store, and a holder who knows its own id cannot
+ * guess another's (a service that hands ids to clients lets them release only their own). The
+ * random bits come from a pool refilled 4 KiB at a time: no crypto call per lease.
  */
-const PREFIX = (() => {
-  const bytes = new Uint8Array(9);
+const PREFIX = base64url(randomBytes(9));
+let counter = 0;
+let pool: Uint8Array = new Uint8Array(0);
+let at = 0;
+
+function randomBytes(n: number): Uint8Array {
+  const bytes = new Uint8Array(n);
   globalThis.crypto.getRandomValues(bytes);
+  return bytes;
+}
+
+function base64url(bytes: Uint8Array): string {
   let s = "";
   for (const b of bytes) s += String.fromCharCode(b);
   return btoa(s).replace(/\+/g, "-").replace(/\//g, "_");
-})();
-let counter = 0;
+}
 
 function newLeaseId(): string {
-  return PREFIX + (++counter).toString(36);
+  if (at + 6 > pool.length) {
+    pool = randomBytes(4096);
+    at = 0;
+  }
+  at += 6;
+  return `${PREFIX}${(++counter).toString(36)}.${base64url(pool.subarray(at - 6, at))}`;
 }

@@ -86,6 +86,27 @@ export function concurrencyContract(target: ContractTarget): void {
       expect((await pool.acquire("k")).acquired).toBe(true);
     });
 
+    it("renew and release by id (a holder that kept only the id, in another process); ids cannot be guessed from another's", async () => {
+      const { pool, make, clock } = setup(target, 2, 5_000);
+      const a = await pool.acquire("k");
+      const b = await pool.acquire("k");
+      const elsewhere = make(); // another process sharing the store, holding only the ids
+      clock.now += 4_000;
+      expect(await elsewhere.renew("k", a.id)).toBe(true);
+      clock.now += 4_000; // a renewed 4 s ago; b acquired 8 s ago and expired
+      expect(await elsewhere.renew("k", b.id)).toBe(false);
+      expect(await pool.peek("k")).toMatchObject({ remaining: 1 });
+      expect(await elsewhere.release("other", a.id)).toBe(false); // the id is per key
+      expect(await elsewhere.release("k", a.id)).toBe(true);
+      expect(await elsewhere.release("k", a.id)).toBe(false); // idempotent
+      expect(await pool.peek("k")).toMatchObject({ remaining: 2 });
+      // Consecutive ids share the process's prefix but differ in 48 random bits as well as the counter.
+      const [x, y] = [await pool.acquire("z"), await pool.acquire("z")];
+      expect(x.id.split(".")[1]).not.toBe(y.id.split(".")[1]);
+      await expect(pool.release("k", "guess")).rejects.toThrow(/lease id: must be the id of an acquired lease/);
+      await expect(pool.renew("k", "")).rejects.toThrow(/lease id/);
+    });
+
     it("limiters with the same namespace and limit share leases; other namespaces do not", async () => {
       const { make } = setup(target, 1);
       const first = await make().acquire("k");

@@ -27,8 +27,8 @@ describeRedis("ConcurrencyLimiter when Redis does not answer", () => {
     await redis?.stop();
   });
 
-  function pool(failure: RedisFailurePolicy, limit = 2) {
-    const store = new RedisStore({ client, failure, timeoutMs: 200 });
+  function pool(failure: RedisFailurePolicy, limit = 2, instances?: number) {
+    const store = new RedisStore({ client, failure, timeoutMs: 200, ...(instances === undefined ? {} : { instances }) });
     return new ConcurrencyLimiter({ limit, leaseMs: 60_000, store, namespace: uniq() });
   }
 
@@ -51,6 +51,9 @@ describeRedis("ConcurrencyLimiter when Redis does not answer", () => {
         pools[f] = pool(f === "insurance" ? { insurance: new MemoryStore() } : f);
         held[f] = await pools[f].acquire("k");
       }
+      // The default policy, with 3 instances sharing a limit of 7: this process's share is 2.
+      pools.degraded = pool("degraded", 7, 3);
+      held.degraded = await pools.degraded.acquire("k");
       await redis.stop();
     });
     afterAll(async () => {
@@ -100,6 +103,21 @@ describeRedis("ConcurrencyLimiter when Redis does not answer", () => {
       await a.release();
       expect(await a.renew()).toBe(false);
       expect(await p.acquire("k")).toMatchObject({ acquired: true, reason: "insurance" });
+    });
+
+    it('"degraded" (the default): this process\'s share of the limit, floor(limit / N), held locally', async () => {
+      const p = pools.degraded as ConcurrencyLimiter;
+      const got = await Promise.all([p.acquire("k"), p.acquire("k"), p.acquire("k")]);
+      expect(got.map((l) => [l.acquired, l.reason])).toEqual([
+        [true, "degraded"],
+        [true, "degraded"],
+        [false, "limit"],
+      ]);
+      expect(await p.peek("k")).toMatchObject({ remaining: 0, reason: "degraded" });
+      expect(await got[0]?.renew()).toBe(true);
+      await got[0]?.release();
+      expect(await p.acquire("k")).toMatchObject({ acquired: true, reason: "degraded" });
+      expect(await held.degraded?.renew()).toBe(true); // a Redis lease: the holder goes on
     });
   });
 });

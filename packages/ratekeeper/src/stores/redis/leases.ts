@@ -1,7 +1,6 @@
 import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { LeaseReason } from "../../core/lease-reason.js";
 import type { BoundLeases, LeaseAnswer } from "../../store.js";
-import { MemoryStore } from "../memory.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
 import type { RedisStore } from "./store.js";
 
@@ -23,7 +22,8 @@ type Op = "acquire" | "renew" | "release" | "count";
  * - `"open"`: acquires are granted without a lease (`reason: "store-error"`); their release and
  *   renew do nothing (renew says true).
  * - `{ insurance }`, and `"degraded"`: a local lease table answers (the insurance store's, at the
- *   full limit; or this process's share, `limit / N`, for `"degraded"`); those leases are
+ *   full limit, `reason: "insurance"`; or this process's share, `floor(limit / N)`, for
+ *   `"degraded"`, `reason: "degraded"`); those leases are
  *   released and renewed there. A renew of a lease held in Redis says true (the holder goes on;
  *   the lease may expire in Redis meanwhile).
  * An acquire whose reply did not come in time is released in the background: on the same
@@ -34,9 +34,13 @@ export class RedisLeases implements BoundLeases {
   private readonly script: LoadedScript = loadScript("concurrency", []);
   private readonly head: string;
   private readonly limitArg: string;
-  private local: BoundLeases | undefined;
-  /** Ids of leases the failure policy granted locally (or, for "open", without any lease): their release and renew stay local. */
-  private readonly localIds = new Map<string, "local" | "none">();
+  /** The failure policy's local lease table, and the instance count N it was made for ("degraded"). */
+  private local: { table: BoundLeases; n: number } | undefined;
+  /**
+   * Ids of leases the failure policy granted locally (with the table that holds them) or, for
+   * "open", without any lease: their release and renew stay where they were granted.
+   */
+  private readonly localIds = new Map<string, BoundLeases | "none">();
 
   constructor(
     private readonly store: RedisStore,
@@ -54,7 +58,7 @@ export class RedisLeases implements BoundLeases {
   renew(key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
     const where = this.localIds.get(id);
     if (where === "none") return Promise.resolve(this.plain(true, "store-error"));
-    if (where === "local") return Promise.resolve(this.localLeases().renew(key, id, leaseMs, nowMs)).then((a) => this.tag(a));
+    if (where !== undefined) return Promise.resolve(where.renew(key, id, leaseMs, nowMs)).then((a) => this.tag(a));
     return this.call("renew", key, id, leaseMs, nowMs);
   }
 
@@ -63,7 +67,7 @@ export class RedisLeases implements BoundLeases {
     if (where !== undefined) {
       this.localIds.delete(id);
       if (where === "none") return Promise.resolve(this.plain(true, "store-error"));
-      return Promise.resolve(this.localLeases().release(key, id, nowMs)).then((a) => this.tag(a));
+      return Promise.resolve(where.release(key, id, nowMs)).then((a) => this.tag(a));
     }
     return this.call("release", key, id, 0, nowMs);
   }
@@ -127,7 +131,7 @@ export class RedisLeases implements BoundLeases {
     switch (op) {
       case "acquire": {
         const a = this.tag(await local.acquire(key, id, leaseMs, nowMs));
-        if (a.ok) this.remember(id, "local");
+        if (a.ok) this.remember(id, local);
         return a;
       }
       case "count":
@@ -139,19 +143,25 @@ export class RedisLeases implements BoundLeases {
     }
   }
 
-  /** The local lease table of the failure policy (the insurance store's), made on first need. */
+  /**
+   * The local lease table of the failure policy, made on first need: the insurance store's, at
+   * the full limit; or, for "degraded", this process's share, `floor(limit / N)` (at least 1) with
+   * N the live instances, so N processes answering alone hold at most the limit between them.
+   * When N changes a new table is made; leases already granted stay in the table that holds them.
+   */
   private localLeases(): BoundLeases {
-    if (this.local === undefined) {
-      const f = this.store.failure;
-      const store = typeof f === "object" ? f.insurance : new MemoryStore({ maxKeys: 100_000 });
+    const f = this.store.failure;
+    const n = typeof f === "object" ? 1 : Math.max(1, this.store.instances());
+    if (this.local === undefined || this.local.n !== n) {
+      const store = typeof f === "object" ? f.insurance : this.store.localStore();
       if (store.bindLeases === undefined) throw new RateLimitStoreError("RedisStore: the insurance store cannot hold leases");
-      this.local = store.bindLeases(this.limit, this.namespace);
+      this.local = { table: store.bindLeases(Math.max(1, Math.floor(this.limit / n)), this.namespace), n };
     }
-    return this.local;
+    return this.local.table;
   }
 
   private policyReason(): LeaseReason {
-    return "insurance";
+    return typeof this.store.failure === "object" ? "insurance" : "degraded";
   }
 
   /** A local answer, with the policy's reason (a refusal of a full key stays "limit"). */
@@ -163,7 +173,7 @@ export class RedisLeases implements BoundLeases {
     return { ok, remaining: 0, retryAfterMs: full ? RETRY_WHEN_DOWN_MS : 0, reason };
   }
 
-  private remember(id: string, where: "local" | "none"): void {
+  private remember(id: string, where: BoundLeases | "none"): void {
     if (this.localIds.size >= MAX_LOCAL_IDS) {
       const first = this.localIds.keys().next();
       if (!first.done) this.localIds.delete(first.value);
