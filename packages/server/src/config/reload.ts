@@ -120,7 +120,7 @@ export function watchRules(file: string, options: WatchRulesOptions): () => void
   };
 
   const apply = (sig: string, text: string, rules: Rules): void => {
-    if (!options.allowEmpty && rules.rules.length === 0 && rules.policies.size === 0) {
+    if (!options.allowEmpty && rules.rules.length === 0 && rules.policies.size === 0 && rules.pools.size === 0) {
       refuse(
         sig,
         "has no rules and no policies: refused, the last good rules stay (a file cut short looks like this; allow it with --allow-empty-rules)",

@@ -2,6 +2,7 @@
  * Compiled rules: the immutable model the decision service matches and decides with, built from
  * a rules file by `schema.ts` (and rebuilt whole on every reload).
  */
+import type { ConcurrencyPool } from "./pools.js";
 import type { ConfigIssue, LimitSpec, ResolvedLimit } from "ratekeeper";
 
 /**
@@ -60,6 +61,8 @@ export interface Rules {
   readonly source: string;
   readonly domains: ReadonlyMap<string, Level>;
   readonly policies: ReadonlyMap<string, NamedPolicy>;
+  /** Concurrency limits (`concurrency:`), by name: leases taken with `POST /v1/leases/acquire`. */
+  readonly pools: ReadonlyMap<string, ConcurrencyPool>;
   /** Every rule, in file order. */
   readonly rules: readonly Rule[];
 }

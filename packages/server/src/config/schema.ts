@@ -34,6 +34,7 @@
  */
 import { z } from "zod";
 import { collectIssues, policyId, resolveLimits, type ConfigIssue, type LimitSpec, type ResolvedLimit } from "ratekeeper";
+import { compilePools } from "./pools.js";
 import { RulesError, type Level, type NamedPolicy, type Rule, type Rules, type TreeNode } from "./rules.js";
 
 /** Keys of a descriptor node that are structure, not policy. Everything else is the policy spec. */
@@ -112,6 +113,7 @@ const Node: z.ZodType<NodeInput> = z.lazy(() =>
 );
 
 const Root = z.strictObject({
+  concurrency: z.record(z.string(), z.looseObject({})).optional(),
   policies: z
     .record(z.string().regex(NAME_RE, "policy names must be 1-64 letters, digits, '_', '.', ':' or '-'"), z.looseObject({}))
     .optional(),
@@ -178,8 +180,9 @@ export function compileRules(doc: unknown, file: string): Rules {
     const limits = resolve(specs, path, r.limits !== undefined, issues);
     if (limits) policies.set(name, { name, specs, limits, policyId: limiterId(limits), cost: cost as number, shadow: r.shadow === true });
   }
+  const pools = compilePools(parsed.data.concurrency, issues);
   if (issues.length > 0) throw new RulesError(file, issues);
-  return { source: file, domains, policies, rules };
+  return { source: file, domains, policies, rules, pools };
 }
 
 function policySpecs(limitsField: unknown, inline: Record<string, unknown>, path: string, issues: ConfigIssue[]): LimitSpec[] | undefined {

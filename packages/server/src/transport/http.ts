@@ -4,6 +4,7 @@ import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { HeaderStyle } from "ratekeeper/http";
 import type { DecisionService } from "../service/decide.js";
+import { LeaseService } from "../service/leases.js";
 import { CheckError, type CheckResult } from "../service/types.js";
 import { createAdminHandler, unauthorized } from "./admin.js";
 import { authInput, batchOf, keysInput, Query, toInput } from "./check-input.js";
@@ -43,6 +44,8 @@ const MAX_BATCH = 1000;
  *   batch (`{checks: [...]}` or a JSON array). 200 with the decision and limit headers.
  * - `GET /v1/keys/<domain>/<descriptor key>` (or `...?policy=<name>` for a plain key): peek.
  * - `GET /v1/auth`: for nginx `auth_request`; 204 or 429 (or `deny_status`) with headers.
+ * - `POST /v1/leases/acquire|renew|release`: concurrency leases of the rules' `concurrency:` pools
+ *   (`{pool, key}`, then `{pool, key, id}`); a refused acquire is 429 with `Retry-After`.
  * - `GET /v1/rules`: the rules in force. `/healthz`, `/readyz`, `/metrics`. `/v1/admin/*`: see {@link AdminContext}.
  * - `/dashboard`: the live dashboard and its JSON (`/dashboard/api/state`, `/dashboard/api/events`).
  * Errors: `{"error": code, "message": ...}` with the status of its code (transport/http-io.ts).
@@ -53,6 +56,7 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
   const maxBody = options.maxBodyBytes ?? 65_536;
   const styles = options.headerStyles ?? DEFAULT_STYLES;
   const token = options.adminToken;
+  const leases = new LeaseService(service.store, () => service.rules);
   // The admin API (/v1/admin/*) is on only with a token; this file checks the token before handing a request over.
   const admin = token
     ? createAdminHandler({
@@ -100,6 +104,10 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
       const result = await service.peek(keysInput(path.slice("/v1/keys/".length), query));
       return sendJsonText(res, 200, resultJson(result), limitHeaders(result.statuses, styles));
     }
+    if (path.startsWith("/v1/leases/")) {
+      if (method !== "POST") throw methodNotAllowed("POST");
+      return lease(path.slice("/v1/leases/".length), await readJson(req, maxBody), res);
+    }
     if (path === "/healthz") return sendJson(res, 200, { status: "ok" });
     if (path === "/readyz") {
       const r = options.readiness();
@@ -117,6 +125,7 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
         source: rules.source,
         domains: [...rules.domains.keys()],
         policies: Object.fromEntries([...rules.policies.values()].map((p) => [p.name, p.specs])),
+        concurrency: Object.fromEntries([...rules.pools.values()].map((p) => [p.name, { limit: p.limit, leaseMs: p.leaseMs }])),
         rules: rules.rules.map((r) => ({
           id: r.id,
           path: r.path,
@@ -167,6 +176,18 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
       text += (i === 0 ? "" : ",") + ("error" in r ? JSON.stringify(r) : resultJson(r));
     }
     return sendJsonText(res, 200, `${text}]}`);
+  }
+
+  /** Concurrency leases: acquire (200, or 429 with Retry-After when every slot is held), renew, release. */
+  async function lease(op: string, body: unknown, res: ServerResponse): Promise<void> {
+    if (op === "acquire") {
+      const grant = await leases.acquire(body);
+      const headers = grant.acquired ? undefined : { "retry-after": String(Math.max(1, Math.ceil(grant.retryAfterMs / 1000))) };
+      return sendJson(res, grant.acquired ? 200 : 429, grant, headers);
+    }
+    if (op === "renew") return sendJson(res, 200, { renewed: await leases.renew(body) });
+    if (op === "release") return sendJson(res, 200, { released: await leases.release(body) });
+    throw new HttpError("not_found", `no route POST /v1/leases/${op.slice(0, 32)} (acquire, renew, release)`);
   }
 
   async function auth(req: IncomingMessage, res: ServerResponse, query: Query): Promise<void> {
