@@ -8,7 +8,7 @@
 // - ratekeeper per decision (the default store: batched EVALSHA), and with `batch: false`;
 // - rate-limiter-flexible's RateLimiterRedis on the same key (one call per decision).
 // Reported: decisions/s over the 4 processes, the ratio to per-decision ratekeeper, and Redis
-// calls per decision (INFO commandstats on the server, every command counted).
+// commands per decision (INFO commandstats on the server: every command, those run inside scripts too).
 //
 // Usage: node bench/lease.js [--runs 3] [--seconds 2] [--markdown]   (or `npm run bench -- lease`)
 
@@ -120,7 +120,7 @@ async function main() {
       fmtRatio(median(results[k].rate), base),
       median(results[k].perDecision).toFixed(4),
     ]);
-    const t = table(["mode", "decisions/s on one key", "vs per decision", "Redis calls per decision"], rows);
+    const t = table(["mode", "decisions/s on one key", "vs per decision", "Redis commands per decision (inside scripts too)"], rows);
     console.log(args.includes("--markdown") ? t.markdown : t.text);
   } finally {
     await server.stop();
