@@ -1,11 +1,12 @@
 import type { NextFunction, Request, RequestHandler, Response } from "express";
-import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
+import { HttpRateLimiter, type FrameworkTrust, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
 import { applyNode, nodeAccess } from "./node.js";
 
 /**
  * `ratekeeper/express`: rate-limiting middleware for Express 4 and 5. Imports only Express's
- * types; the client address is resolved by ratekeeper (`trustedProxies`), not by Express's
- * `trust proxy` setting, so one policy behaves the same under every framework.
+ * types. The client address: through `trustedProxies` when given; otherwise through the app's
+ * own `app.set("trust proxy", ...)` (Express's `req.ip`), with a one-time warning
+ * (`RK_PERMISSIVE_TRUST_PROXY`) when that trusts every hop; otherwise the socket's peer.
  * @example
  * import express from "express";
  * import { rateLimit } from "ratekeeper/express";
@@ -20,7 +21,38 @@ const expressAccess: RequestAccess<Request> = {
   route: (req) => (req.route !== undefined ? `${req.baseUrl}${(req.route as { path: string }).path}` : undefined),
   remoteAddress: (req) => req.socket.remoteAddress,
   header: (req, name) => nodeAccess.header(req, name),
+  frameworkTrust: (req) => expressTrust(req.app as TrustApp | undefined),
+  frameworkIp: (req) => req.ip,
 };
+
+/** The part of an Express app read for its `trust proxy` setting. */
+interface TrustApp {
+  get(setting: "trust proxy"): unknown;
+}
+
+/** The app's `trust proxy` setting as ratekeeper reads it, by app and value (a setting changed later is seen). */
+const trustCache = new WeakMap<object, { value: unknown; trust: FrameworkTrust | undefined }>();
+
+/**
+ * Express's `trust proxy` (https://expressjs.com/en/guide/behind-proxies.html): `false` (the
+ * default) trusts nobody; `true` every hop; a number the nearest N hops; addresses, CIDR ranges,
+ * `loopback`/`linklocal`/`uniquelocal`, or a function, those proxies. `req.ip` applies it.
+ */
+function expressTrust(app: TrustApp | undefined): FrameworkTrust | undefined {
+  if (app === undefined || typeof app.get !== "function") return undefined;
+  const value = app.get("trust proxy");
+  const cached = trustCache.get(app);
+  if (cached !== undefined && cached.value === value) return cached.trust;
+  const none = value === undefined || value === false || value === 0 || value === "" || (Array.isArray(value) && value.length === 0);
+  const trust = none
+    ? undefined
+    : {
+        setting: `app.set("trust proxy", ${typeof value === "function" ? "<function>" : JSON.stringify(value)})`,
+        permissive: value === true,
+      };
+  trustCache.set(app, { value, trust });
+  return trust;
+}
 
 /** Options of the Express middleware. */
 export interface ExpressRateLimitOptions extends RateLimitOptions<Request> {

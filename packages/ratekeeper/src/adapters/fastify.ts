@@ -1,12 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from "fastify";
-import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
+import { HttpRateLimiter, type FrameworkTrust, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
 import { holdNode, settleNode } from "./node.js";
 
 /**
  * `ratekeeper/fastify`: rate limiting for Fastify 4 and 5, as a plugin (applies to every route
  * of the instance it is registered on, parent included) or as an `onRequest` hook for one route.
- * Imports only Fastify's types. The client address is resolved by ratekeeper (`trustedProxies`),
- * not by Fastify's `trustProxy`, so one policy behaves the same under every framework.
+ * Imports only Fastify's types. The client address: through `trustedProxies` when given;
+ * otherwise through the server's own `trustProxy` (Fastify's `req.ip`), with a one-time warning
+ * (`RK_PERMISSIVE_TRUST_PROXY`) when that is `true`; otherwise the socket's peer.
  * @example
  * import Fastify from "fastify";
  * import { rateLimitPlugin } from "ratekeeper/fastify";
@@ -27,7 +28,38 @@ const fastifyAccess: RequestAccess<FastifyRequest> = {
     const v = req.headers[name];
     return Array.isArray(v) ? v.join(", ") : v;
   },
+  frameworkTrust: (req) => fastifyTrust(req),
+  frameworkIp: (req) => req.ip,
 };
+
+/** "No trustProxy", cached like a setting. */
+const NO_TRUST: FrameworkTrust = Object.freeze({ setting: "", permissive: false });
+const trustCache = new WeakMap<object, FrameworkTrust>();
+
+/**
+ * Fastify's `trustProxy` server option. Fastify builds its request class per server and gives it
+ * `ips` (and a proxy-aware `ip`) only when `trustProxy` is set, so that is how it is seen; whether
+ * it is `true` (trust every hop) is read from the server's options, found by their symbol's name.
+ */
+function fastifyTrust(req: FastifyRequest): FrameworkTrust | undefined {
+  const proto = Object.getPrototypeOf(req) as object;
+  let t = trustCache.get(proto);
+  if (t === undefined) {
+    t = Object.prototype.hasOwnProperty.call(proto, "ips") ? readTrustProxy(req.server) : NO_TRUST;
+    trustCache.set(proto, t);
+  }
+  return t === NO_TRUST ? undefined : t;
+}
+
+function readTrustProxy(server: object): FrameworkTrust {
+  let value: unknown;
+  for (let o: object | null = server; o !== null && value === undefined; o = Object.getPrototypeOf(o) as object | null) {
+    const sym = Object.getOwnPropertySymbols(o).find((x) => x.description === "fastify.options");
+    if (sym !== undefined) value = ((o as Record<symbol, { trustProxy?: unknown } | undefined>)[sym] ?? {}).trustProxy;
+  }
+  const shown = value === undefined ? "<set>" : typeof value === "function" ? "<function>" : JSON.stringify(value);
+  return { setting: `Fastify({ trustProxy: ${shown} })`, permissive: value === true };
+}
 
 /** Options of the Fastify plugin and hook. */
 export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest> {

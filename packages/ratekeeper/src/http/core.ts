@@ -1,6 +1,7 @@
 import type { Decision } from "../core/decision.js";
 import type { RateLimiter } from "../limiter.js";
 import { toSeconds } from "./headers.js";
+import { normalizeIp } from "./ip.js";
 import type { RequestAccess } from "./keys.js";
 import { resolveHttpOptions, type RateLimitOptions, type ResolvedHttpOptions } from "./options.js";
 import { forbidden, noClientAddress, tooManyRequests, unavailable, type ProblemDetails } from "./problem.js";
@@ -16,6 +17,7 @@ const NO_ADDRESS =
 export type { RequestAccess, KeyInfo, KeyPart } from "./keys.js";
 export type { CostOption } from "./cost.js";
 export type { RateLimitOptions, RateLimitEvent } from "./options.js";
+export type { RateLimitWarning, ValidateOption, ValidationCode, FrameworkTrust } from "./validations.js";
 export type { RateLimitResult } from "./result.js";
 
 /**
@@ -69,9 +71,48 @@ export class HttpRateLimiter<Req> {
     return ip === undefined ? undefined : this.o.ips.group(ip);
   }
 
+  /**
+   * The client address: through `trustedProxies` when given; else through the framework's own
+   * proxy-trust setting when it has one (Express `trust proxy`, Fastify `trustProxy`); else the
+   * socket's peer. The validations watch the way (see validations.ts).
+   */
   private resolveIp(req: Req): string | undefined {
     const ips = this.o.ips;
-    return ips.resolve(this.access.remoteAddress(req), ips.trustsProxies ? this.access.header(req, ips.header) : undefined);
+    const a = this.access;
+    if (ips.trustsProxies) {
+      const ip = ips.resolve(a.remoteAddress(req), a.header(req, ips.header));
+      if (this.o.validations.watchTrust && a.frameworkTrust !== undefined) this.compareTrust(req, ip);
+      return ip;
+    }
+    if (this.o.ownTrust) return ips.resolve(a.remoteAddress(req), undefined);
+    if (a.frameworkTrust !== undefined) {
+      const t = a.frameworkTrust(req);
+      if (t !== undefined) {
+        if (t.permissive && this.o.validations.watchTrust) this.o.validations.permissive(t);
+        return normalizeIp((a.frameworkIp as (req: Req) => string | undefined)(req));
+      }
+    }
+    const peer = ips.resolve(a.remoteAddress(req), undefined);
+    if (this.o.validations.watchForwarded) {
+      const header =
+        a.header(req, "x-forwarded-for") !== undefined
+          ? "X-Forwarded-For"
+          : a.header(req, "forwarded") !== undefined
+            ? "Forwarded"
+            : undefined;
+      if (header !== undefined) this.o.validations.forwardedIgnored(header, peer);
+    }
+    return peer;
+  }
+
+  /** With `trustedProxies` and a framework setting both given: warn once if they disagree on a request. */
+  private compareTrust(req: Req, ours: string | undefined): void {
+    const v = this.o.validations;
+    const t = (this.access.frameworkTrust as (req: Req) => ReturnType<NonNullable<RequestAccess<Req>["frameworkTrust"]>>)(req);
+    if (t === undefined) return;
+    if (--v.overrideChecks <= 0) v.watchTrust = false;
+    const theirs = normalizeIp((this.access.frameworkIp as (req: Req) => string | undefined)(req));
+    if (theirs !== ours) v.overridden(t, ours, theirs);
   }
 
   /**

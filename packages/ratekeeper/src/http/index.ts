@@ -15,6 +15,10 @@ export {
   type KeyInfo,
   type KeyPart,
   type CostOption,
+  type RateLimitWarning,
+  type ValidateOption,
+  type ValidationCode,
+  type FrameworkTrust,
 } from "./core.js";
 export { HeaderWriter, HEADER_STYLES, toSeconds, type HeaderStyle } from "./headers.js";
 export { AddressSet, ClientIpResolver, expandIpv6, ipv6Prefix, normalizeIp, parseForwardedChain, type ClientIpOptions } from "./ip.js";

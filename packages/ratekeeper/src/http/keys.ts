@@ -1,4 +1,5 @@
 import { describeValue, type ConfigIssue } from "../core/errors.js";
+import type { FrameworkTrust } from "./validations.js";
 
 /**
  * How an adapter reads its framework's request. Defined once per framework, so the core never
@@ -14,6 +15,14 @@ export interface RequestAccess<Req> {
   remoteAddress(req: Req): string | undefined;
   /** A header by lower-case name; several lines joined by ", ". */
   header(req: Req, name: string): string | undefined;
+  /**
+   * The framework's own proxy-trust setting, when it has one and it trusts some proxy for this
+   * request (Express `app.set("trust proxy", ...)`, Fastify's `trustProxy`); then
+   * {@link RequestAccess.frameworkIp} is the client address the framework resolved with it.
+   */
+  frameworkTrust?(req: Req): FrameworkTrust | undefined;
+  /** The client address as the framework resolves it through its proxy-trust setting (`req.ip`). */
+  frameworkIp?(req: Req): string | undefined;
 }
 
 /** What a key function is told about the request, besides the request itself. */

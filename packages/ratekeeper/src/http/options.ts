@@ -8,6 +8,7 @@ import { compileCost, type CostOption, type CostRule } from "./cost.js";
 import { HEADER_STYLES, HeaderWriter, type HeaderStyle } from "./headers.js";
 import { AddressSet, ClientIpResolver, type ClientIpOptions } from "./ip.js";
 import { KeyBuilder, type KeyPart, type RequestAccess } from "./keys.js";
+import { resolveValidate, Validations, type RateLimitWarning, type ValidateOption } from "./validations.js";
 
 /** What happened to one request, for `onDecision`. */
 export interface RateLimitEvent<Req> {
@@ -94,6 +95,16 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
   onError?: (error: unknown, req: Req) => void;
   /** Told about every decision, allowed or not (metrics, logs, shadow-mode reports). */
   onDecision?: (event: RateLimitEvent<Req>) => void;
+  /**
+   * Checks on live requests about how the client address is found (a forwarding header from an
+   * untrusted peer, a framework that trusts every proxy), each warning once with a code and what
+   * to do (docs/middleware.md#validations). `false` turns them all off.
+   * @default true
+   * @example validate: { forwardedHeader: false } // clients reach this server directly
+   */
+  validate?: ValidateOption;
+  /** Receives the validations' warnings instead of `console.warn`. */
+  onWarning?: (warning: RateLimitWarning) => void;
 }
 
 /** {@link RateLimitOptions} checked and compiled: what the middleware core runs on. */
@@ -119,6 +130,9 @@ export interface ResolvedHttpOptions<Req> {
   readonly onDecision: ((event: RateLimitEvent<Req>) => void) | undefined;
   /** The clock headers that show absolute times read. */
   readonly clock: () => number;
+  readonly validations: Validations;
+  /** `trustedProxies` was given (even empty: "trust nobody"), so the framework's own setting is not read. */
+  readonly ownTrust: boolean;
 }
 
 const KNOWN_OPTIONS = new Set([
@@ -146,12 +160,39 @@ const KNOWN_OPTIONS = new Set([
   "trustedProxies",
   "forwardedHeader",
   "ipv6Subnet",
+  "validate",
+  "onWarning",
 ]);
 
-/** Options that were renamed or moved, and what to write instead. */
+/**
+ * Options that were renamed or moved, and options of other limiters (express-rate-limit,
+ * @fastify/rate-limit, rate-limiter-flexible) with what to write instead. The Express adapter
+ * accepts express-rate-limit's options as they are (`ratekeeper/express`'s `compat.ts`).
+ */
 const RENAMED: Readonly<Record<string, string>> = {
   onStoreError: 'renamed: use failure: "open" (was "allow") or "closed" (was "deny")',
   storeTimeoutMs: "moved to the store: new RedisStore({ client, timeoutMs }) (the middleware no longer keeps a timer of its own)",
+  trustProxy:
+    "not an option here: name the proxies in front of the app with trustedProxies: [addresses or CIDR ranges] " +
+    '(e.g. ["10.0.0.0/8"] or ["loopback"]); Express\'s app.set("trust proxy", ...) and Fastify({ trustProxy }) are read from the app',
+  windowMs:
+    'express-rate-limit\'s option: ratekeeper/express accepts it; elsewhere write limits: [{ algorithm: "fixed-window", limit, window: "15m" }] (docs/migrating-from-express-rate-limit.md)',
+  max: 'express-rate-limit\'s option: write limits: [{ algorithm: "fixed-window", limit: <max>, window: "1m" }]',
+  timeWindow:
+    '@fastify/rate-limit\'s option: write limits: [{ algorithm: "fixed-window", limit: <max>, window: "1m" }] (docs/migrating-from-fastify-rate-limit.md)',
+  points:
+    'rate-limiter-flexible\'s option: write limits: [{ algorithm: "fixed-window", limit: <points>, window: "<duration>s" }] (docs/migrating-from-rate-limiter-flexible.md)',
+  duration: 'rate-limiter-flexible\'s option: write window: "<duration>s" inside limits: [{ algorithm, limit, window }]',
+  keyGenerator: "write key: (req) => string (a function part of the key; it may return a promise)",
+  allow: "write allowList: [addresses or CIDR ranges] (never limited), or skip: (req) => boolean",
+  standardHeaders: 'write headers: "draft-6" | "draft-7" | "ietf" (the default), or false',
+  legacyHeaders: 'write headers: ["x-ratelimit", "ietf"] to add X-RateLimit-* headers',
+  skipFailedRequests: 'write countOnly: "successful" (failed responses are given back)',
+  skipSuccessfulRequests: 'write countOnly: "failed" (successful responses are given back)',
+  limit:
+    'belongs to a limit: limits: [{ algorithm: "sliding-window", limit: 100, window: "1m" }] (ratekeeper/express also takes express-rate-limit\'s windowMs + limit)',
+  window: 'belongs to a limit: limits: [{ algorithm: "sliding-window", limit: 100, window: "1m" }]',
+  algorithm: 'belongs to a limit: limits: [{ algorithm: "sliding-window", limit: 100, window: "1m" }]',
 };
 
 /** Options an adapter adds on top of {@link RateLimitOptions} (its custom handler); not validated here. */
@@ -180,7 +221,12 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
   const issues: ConfigIssue[] = [];
   const o = options;
   for (const k of Object.keys(o)) {
-    if (!KNOWN_OPTIONS.has(k) && !ADAPTER_OPTIONS.has(k)) issues.push({ path: k, message: RENAMED[k] ?? "unknown option" });
+    if (!KNOWN_OPTIONS.has(k) && !ADAPTER_OPTIONS.has(k)) {
+      issues.push({
+        path: k,
+        message: RENAMED[k] ?? `unknown option; the options are ${[...KNOWN_OPTIONS].join(", ")} (docs/middleware.md#options)`,
+      });
+    }
   }
   const concurrency = resolveConcurrency(o.concurrency, issues);
   const limiter = o.concurrency !== undefined && o.limiter === undefined && o.limits === undefined ? undefined : resolveLimiter(o, issues);
@@ -190,7 +236,8 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
     issues.push({ path: "keyPrefix", message: `must be a string (got ${describeValue(o.keyPrefix)})` });
   }
   const cost = compileCost(o.cost, issues);
-  for (const k of ["skip", "isFailed", "onError", "onDecision"] as const) {
+  const checks = resolveValidate(o.validate, issues);
+  for (const k of ["skip", "isFailed", "onError", "onDecision", "onWarning"] as const) {
     if (o[k] !== undefined && typeof o[k] !== "function")
       issues.push({ path: k, message: `must be a function (got ${describeValue(o[k])})` });
   }
@@ -238,6 +285,8 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
     onError: o.onError,
     onDecision: o.onDecision,
     clock: clock ?? Date.now,
+    validations: new Validations(checks, o.onWarning),
+    ownTrust: o.trustedProxies !== undefined,
   };
 }
 

@@ -1,0 +1,130 @@
+import { describeValue, type ConfigIssue } from "../core/errors.js";
+
+/**
+ * Checks the middleware makes on live requests, about how the client address is found, each
+ * with a code, a docs entry (docs/middleware.md#validations) and what to do. Like
+ * express-rate-limit's validations: each warns once per middleware (on `console.warn`, or
+ * `onWarning`), never throws, and can be turned off with the `validate` option.
+ *
+ * - `RK_FORWARDED_HEADER_IGNORED` (`validate.forwardedHeader`): a request carried
+ *   `X-Forwarded-For` or `Forwarded` while no proxy is trusted. Behind a proxy every client then
+ *   has the proxy's address: one bucket for everybody.
+ * - `RK_PERMISSIVE_TRUST_PROXY` (`validate.trustProxy`): the framework trusts every hop
+ *   (Express `app.set("trust proxy", true)`, `Fastify({ trustProxy: true })`), so any client
+ *   picks its own key by writing `X-Forwarded-For`.
+ * - `RK_TRUST_PROXY_OVERRIDDEN` (`validate.trustProxy`): `trustedProxies` and the framework's
+ *   own setting found different clients for a request; `trustedProxies` wins.
+ */
+export type ValidationCode = "RK_FORWARDED_HEADER_IGNORED" | "RK_PERMISSIVE_TRUST_PROXY" | "RK_TRUST_PROXY_OVERRIDDEN";
+
+/** A validation's warning, for `onWarning`. */
+export interface RateLimitWarning {
+  readonly code: ValidationCode;
+  readonly message: string;
+}
+
+/** The `validate` option: `false` turns every check off; an object turns single checks off. @default true */
+export type ValidateOption = boolean | { readonly forwardedHeader?: boolean; readonly trustProxy?: boolean };
+
+/** Where each code is explained. */
+const DOCS = "ratekeeper's docs/middleware.md#validations";
+
+/** A framework's own proxy-trust setting, as an adapter reads it from a request. */
+export interface FrameworkTrust {
+  /** How the user wrote it, for messages: `app.set("trust proxy", true)`. */
+  readonly setting: string;
+  /** It trusts every hop: any client can choose the address. */
+  readonly permissive: boolean;
+}
+
+/** The `validate` option checked; its switches. */
+export function resolveValidate(v: unknown, issues: ConfigIssue[]): { forwardedHeader: boolean; trustProxy: boolean } {
+  if (v === undefined || v === true) return { forwardedHeader: true, trustProxy: true };
+  if (v === false) return { forwardedHeader: false, trustProxy: false };
+  if (typeof v === "object" && v !== null && !Array.isArray(v)) {
+    const o = v as Record<string, unknown>;
+    for (const k of Object.keys(o)) {
+      if (k !== "forwardedHeader" && k !== "trustProxy" && k !== "default") {
+        issues.push({ path: `validate.${k}`, message: `unknown check: the checks are forwardedHeader and trustProxy (or default)` });
+      } else if (typeof o[k] !== "boolean") {
+        issues.push({ path: `validate.${k}`, message: `must be true or false (got ${describeValue(o[k])})` });
+      }
+    }
+    const def = o.default !== false;
+    return { forwardedHeader: (o.forwardedHeader ?? def) !== false, trustProxy: (o.trustProxy ?? def) !== false };
+  }
+  issues.push({
+    path: "validate",
+    message: `must be true, false or { forwardedHeader?: boolean, trustProxy?: boolean } (got ${describeValue(v)})`,
+  });
+  return { forwardedHeader: true, trustProxy: true };
+}
+
+/** Emits each validation's warning at most once per middleware. */
+export class Validations {
+  /** Still watching for a forwarding header from an untrusted peer. */
+  watchForwarded: boolean;
+  /** Still checking the framework's trust setting. */
+  watchTrust: boolean;
+  /** Requests left to compare `trustedProxies` with the framework's answer (a bounded cost). */
+  overrideChecks = 1000;
+  private readonly warned = new Set<ValidationCode>();
+
+  constructor(
+    checks: { forwardedHeader: boolean; trustProxy: boolean },
+    private readonly onWarning: ((w: RateLimitWarning) => void) | undefined,
+  ) {
+    this.watchForwarded = checks.forwardedHeader;
+    this.watchTrust = checks.trustProxy;
+  }
+
+  /** A forwarding header arrived from `peer` while no proxy is trusted. */
+  forwardedIgnored(header: string, peer: string | undefined): void {
+    this.watchForwarded = false;
+    this.warn(
+      "RK_FORWARDED_HEADER_IGNORED",
+      `a request carried ${header} but no proxy is trusted, so it was ignored and the client was keyed by the ` +
+        `connection's address (${peer ?? "unknown"}). Behind a proxy or load balancer every client then shares the ` +
+        `proxy's address and one bucket: name the proxies with trustedProxies (e.g. trustedProxies: ["10.0.0.0/8"] or ` +
+        `["loopback"]), or set Express's app.set("trust proxy", <number of proxies or their addresses>) or ` +
+        `Fastify({ trustProxy }). If clients reach this server directly the header is theirs and rightly ignored: ` +
+        `turn this check off with validate: { forwardedHeader: false }.`,
+    );
+  }
+
+  /** The framework trusts every hop. */
+  permissive(t: FrameworkTrust): void {
+    this.watchTrust = false;
+    this.warn(
+      "RK_PERMISSIVE_TRUST_PROXY",
+      `${t.setting} trusts every proxy, so any client can choose its rate-limit key by sending ` +
+        `X-Forwarded-For: <any address> and never be limited. Set it to the number of proxies in front of the app ` +
+        `(app.set("trust proxy", 1)) or to their addresses, or give ratekeeper trustedProxies (which then wins). ` +
+        `If you accept the risk, turn this check off with validate: { trustProxy: false }.`,
+    );
+  }
+
+  /** `trustedProxies` and the framework's setting disagree about a request's client. */
+  overridden(t: FrameworkTrust, ours: string | undefined, theirs: string | undefined): void {
+    this.watchTrust = false;
+    this.warn(
+      "RK_TRUST_PROXY_OVERRIDDEN",
+      `trustedProxies found the client ${ours ?? "unknown"} where ${t.setting} finds ${theirs ?? "unknown"}; ` +
+        `rate-limit keys use trustedProxies. Make the two name the same proxies, or drop trustedProxies to use ` +
+        `the app's setting. Turn this check off with validate: { trustProxy: false }.`,
+    );
+  }
+
+  private warn(code: ValidationCode, text: string): void {
+    if (this.warned.has(code)) return;
+    this.warned.add(code);
+    const message = `ratekeeper [${code}]: ${text} See ${DOCS}`;
+    if (this.onWarning !== undefined) {
+      try {
+        this.onWarning({ code, message });
+      } catch {
+        // A throwing warning handler must not take the request down.
+      }
+    } else console.warn(message);
+  }
+}
