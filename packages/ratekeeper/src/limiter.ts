@@ -105,15 +105,19 @@ export class RateLimiter {
    * Charges `cost` to `key` if every limit has room (all-or-nothing) and says whether the
    * request may proceed.
    * @param cost cost units of this request (say `GET /user` 1, `POST /user` 2, from one allowance) @default 1
-   * @throws RangeError (as a rejected promise) when `key` or `cost` is bad
+   * @param maxDelayMs shaping (leaky bucket `mode: "shape"`): the longest you will hold the
+   * request. A longer wait is a denial, charging nothing, with `retryAfterMs` the time until the
+   * wait fits. Limits that do not shape ignore it. @default no bound
+   * @throws RangeError (as a rejected promise) when `key`, `cost` or `maxDelayMs` is bad
+   * @example const d = await limiter.consume("user:42", 1, 2_000); // hold at most 2 s: if (d.allowed) await sleep(d.delayMs)
    */
-  consume(key: string, cost = 1): Promise<Decision> {
+  consume(key: string, cost = 1, maxDelayMs?: number): Promise<Decision> {
     // A plain function, not an `async` one: as fast on the memory store (measured, see
     // docs/benchmarks/memory.md), and a store's promise (Redis) is returned as is, two microtask
     // turns sooner than an async function's `return promise`. The try/catch keeps the async
     // contract: bad input, a bad clock reading or a throwing store give a rejected promise.
     try {
-      const d = this.consumeNow(key, cost);
+      const d = this.consumeNow(key, cost, maxDelayMs);
       // A store's promise (Redis) goes back as is. Reading a field of a decision first also lets
       // V8 know its shape, and then Promise.resolve skips the generic lookup of a "then" method
       // that resolving a promise with an object otherwise makes (~15 ns per decision).
@@ -129,12 +133,13 @@ export class RateLimiter {
    * Like {@link RateLimiter.consume}, but returns the decision itself when the store answers
    * synchronously (the memory store), and the store's promise otherwise. For hot paths such as
    * the HTTP middleware (`ratekeeper/http`), which then pass a request on without a microtask.
-   * @throws RangeError synchronously when `key` or `cost` is bad
+   * @throws RangeError synchronously when `key`, `cost` or `maxDelayMs` is bad
    * @example const d = limiter.consumeNow("user:42"); const decision = d instanceof Promise ? await d : d;
    */
-  consumeNow(key: string, cost = 1): Decision | Promise<Decision> {
+  consumeNow(key: string, cost = 1, maxDelayMs?: number): Decision | Promise<Decision> {
     this.validate(key, cost);
-    return this.bound.consume(key, cost, this.now());
+    if (maxDelayMs !== undefined) checkMaxDelay(maxDelayMs);
+    return this.bound.consume(key, cost, this.now(), maxDelayMs);
   }
 
   /** The decision a request of `cost` (default 1) would get now, changing nothing. */
@@ -181,5 +186,14 @@ export class RateLimiter {
     if (cost > this.maxCost) {
       throw new RangeError(`cost: ${cost} is more than this policy could ever admit (at most ${this.maxCost})`);
     }
+  }
+}
+
+/** Throws a RangeError naming `maxDelayMs` unless it is a whole number of milliseconds >= 0. */
+function checkMaxDelay(maxDelayMs: unknown): void {
+  if (typeof maxDelayMs !== "number" || !Number.isSafeInteger(maxDelayMs) || maxDelayMs < 0) {
+    throw new RangeError(
+      `maxDelayMs: must be a whole number of milliseconds >= 0, or undefined for no bound (got ${describeValue(maxDelayMs)})`,
+    );
   }
 }

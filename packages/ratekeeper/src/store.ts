@@ -38,8 +38,14 @@ export interface BindOptions {
  * Redis's `TIME` for Redis). Answers may be synchronous (memory) or promises (Redis).
  */
 export interface BoundStore {
-  /** Decides `cost` for `key` and charges every limit when admitted (all-or-nothing). */
-  consume(key: string, cost: number, nowMs: number | undefined): Decision | Promise<Decision>;
+  /**
+   * Decides `cost` for `key` and charges every limit when admitted (all-or-nothing).
+   * `maxDelayMs` (shaping: leaky bucket `mode: "shape"`): the longest the caller will hold the
+   * request. A store must deny a request whose wait would be longer, in the same step and
+   * charging nothing, with `retryAfterMs` the time until the wait fits (`Algorithm.check` in
+   * core does this; the contract suite checks it). Undefined: no bound.
+   */
+  consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision | Promise<Decision>;
   /** The decision `consume` would give, changing nothing. */
   peek(key: string, cost: number, nowMs: number | undefined): Decision | Promise<Decision>;
   /** Gives back `cost` units admitted earlier. */

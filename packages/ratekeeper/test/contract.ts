@@ -109,6 +109,41 @@ export function storeContract(target: ContractTarget): void {
     });
   });
 
+  describe("shaping with a longest wait (consume's maxDelayMs)", () => {
+    // 4 per second, capacity 4: each queued unit makes the next request wait 250 ms more.
+    const spec = CONTRACT_SPECS["leaky-bucket shape"] as LimitSpec;
+
+    it("denies a longer wait in the same step, charging nothing, with retryAfterMs when it fits", async () => {
+      const { limiter, clock } = setup(target, spec);
+      expect((await limiter.consume("k", 1, 300)).delayMs).toBe(0);
+      expect((await limiter.consume("k", 1, 300)).delayMs).toBe(250);
+      const before = await limiter.peek("k");
+      expect(before.delayMs).toBe(500);
+      const denied = await limiter.consume("k", 1, 300);
+      expect(denied).toMatchObject({ allowed: false, reason: "limit", delayMs: 0, retryAfterMs: 200, remaining: 2 });
+      // Nothing was charged: the queue is as it was, and a request willing to wait is admitted.
+      expect(await limiter.peek("k")).toEqual(before);
+      clock.now += 199;
+      expect((await limiter.consume("k", 1, 300)).allowed).toBe(false);
+      clock.now += 1;
+      expect((await limiter.consume("k", 1, 300)).delayMs).toBe(300);
+      expect((await limiter.consume("k", 1)).delayMs).toBe(550);
+    });
+
+    it("is the later of the two waits when the queue is also full", async () => {
+      const { limiter } = setup(target, spec);
+      expect((await limiter.consume("k", 4)).allowed).toBe(true);
+      // Full: 250 ms until one unit drains; the wait behind the queue is 1000 ms, 900 past the bound.
+      expect((await limiter.consume("k", 1, 100)).retryAfterMs).toBe(900);
+      expect((await limiter.consume("k", 1)).retryAfterMs).toBe(250);
+    });
+
+    it("is ignored by limits that do not shape", async () => {
+      const { limiter } = setup(target, CONTRACT_SPECS["leaky-bucket"] as LimitSpec);
+      for (let i = 0; i < 4; i++) expect((await limiter.consume("k", 1, 0)).allowed).toBe(true);
+    });
+  });
+
   describe("shared state and namespaces", () => {
     if (target.sharedNamespaces !== false) {
       it("two limiters with the same policy and namespace share a key's state", async () => {

@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { RateLimiter } from "../src/limiter.js";
 import { MemoryStore } from "../src/stores/memory.js";
+import type { Store } from "../src/store.js";
 import { RateLimitConfigError } from "../src/core/errors.js";
 import type { LimitSpec } from "../src/core/options.js";
 import { HttpRateLimiter, type RequestAccess } from "../src/http/core.js";
@@ -264,5 +265,49 @@ describe("429 bodies", () => {
       expect(JSON.parse(r.body as string)).toEqual(r.problem);
       expect(r.problem?.["retry-after"]).toBe(Math.ceil((r.decision?.retryAfterMs as number) / 1000));
     }
+  });
+});
+
+describe("shaping beyond maxDelayMs", () => {
+  /** A MemoryStore whose bound stores count their calls. */
+  function countingStore(): { store: Store; calls: string[] } {
+    const inner = new MemoryStore();
+    const calls: string[] = [];
+    const store: Store = {
+      bind(limits, namespace) {
+        const b = inner.bind(limits, namespace);
+        return {
+          consume: (key, cost, nowMs, maxDelayMs) => (calls.push(`consume ${maxDelayMs}`), b.consume(key, cost, nowMs, maxDelayMs)),
+          peek: (key, cost, nowMs) => (calls.push("peek"), b.peek(key, cost, nowMs)),
+          refund: (key, cost, nowMs) => (calls.push("refund"), b.refund(key, cost, nowMs)),
+          reset: (key) => (calls.push("reset"), b.reset(key)),
+        };
+      },
+    };
+    return { store, calls };
+  }
+
+  it("a wait longer than maxDelayMs is refused in the store's one step: no refund, the queue unchanged", async () => {
+    const { store, calls } = countingStore();
+    const now = 1_700_000_000_000;
+    const limits: LimitSpec[] = [{ algorithm: "leaky-bucket", mode: "shape", limit: 10, window: "1s", capacity: 10 }];
+    const rl = new HttpRateLimiter({ limits, store, clock: () => now, maxDelayMs: 150 }, access);
+    expect((await rl.check(req())).delayMs).toBe(0);
+    expect((await rl.check(req())).delayMs).toBe(100);
+    const over = await rl.check(req());
+    expect(over.pass).toBe(false);
+    expect(over.decision).toMatchObject({ allowed: false, reason: "limit", retryAfterMs: 50, remaining: 8 });
+    expect(over.problem?.["violated-policies"]).toEqual(["10-per-1s"]);
+    expect(calls).toEqual(["consume 150", "consume 150", "consume 150"]);
+    expect((await (rl.limiter as RateLimiter).peek(req().peer as string)).delayMs).toBe(200);
+  });
+
+  it("shadow mode holds no request, so it passes no bound and charges every request", async () => {
+    const { store, calls } = countingStore();
+    const now = 1_700_000_000_000;
+    const limits: LimitSpec[] = [{ algorithm: "leaky-bucket", mode: "shape", limit: 10, window: "1s", capacity: 10 }];
+    const rl = new HttpRateLimiter({ limits, store, clock: () => now, maxDelayMs: 0, shadow: true }, access);
+    for (let i = 0; i < 3; i++) expect(await rl.check(req())).toMatchObject({ pass: true, delayMs: 0 });
+    expect(calls).toEqual(["consume undefined", "consume undefined", "consume undefined"]);
   });
 });

@@ -61,7 +61,10 @@ export function redisBehaviourTable(drivers: readonly Driver[]): void {
       await redis?.stop();
     });
     // A generous timeout: the machine is shared; a timeout here would turn into a silent fail-open.
-    const factory = (): Store => new RedisStore({ client: client as Redis, timeoutMs: 5_000, failure: "closed" });
+    // The cases' clock stands still while Redis expires keys in real time: a key written with a
+    // 100 ms TTL could vanish between two requests on a busy machine. A long minimum TTL keeps
+    // every key for the run and changes no decision (an expired state equals a fresh one).
+    const factory = (): Store => new RedisStore({ client: client as Redis, timeoutMs: 5_000, failure: "closed", minTtlMs: 600_000 });
     for (const d of drivers) behaviourTable(d, factory, "redis");
   });
 }

@@ -33,10 +33,10 @@ class NoExpiryStore implements Store {
     const ev = new Evaluator(limits);
     const keys = new Map<string, LimitState[]>();
     return {
-      consume: (key, cost, now): Decision => {
+      consume: (key, cost, now, maxDelayMs): Decision => {
         // A Redis key exists once a consume was admitted (a denial writes nothing).
         const s = keys.get(key) ?? ev.init();
-        const d = ev.run(s, now as number, cost, true);
+        const d = ev.run(s, now as number, cost, true, maxDelayMs);
         if (d.allowed) keys.set(key, s);
         return d;
       },
@@ -73,7 +73,16 @@ interface Op {
   dt: number;
   key: number;
   cost: number;
+  /** A consume's shaping bound (the caller's longest wait); undefined: none. */
+  maxDelayMs?: number | undefined;
 }
+
+/** Mostly no bound; else bounds around the waits a shaping bucket of the arbitraries makes. */
+const maxDelayArb = fc.oneof(
+  { weight: 2, arbitrary: fc.constant(undefined) },
+  { weight: 1, arbitrary: fc.constantFrom(0, 1, 50, 250, 1000) },
+  { weight: 1, arbitrary: fc.integer({ min: 0, max: 5000 }) },
+);
 
 const opArb: fc.Arbitrary<Op> = fc.record({
   kind: fc.constantFrom("consume", "consume", "consume", "consume", "consume", "peek", "refund", "reset"),
@@ -85,6 +94,7 @@ const opArb: fc.Arbitrary<Op> = fc.record({
   ),
   key: fc.integer({ min: 0, max: 2 }),
   cost: fc.oneof({ weight: 4, arbitrary: fc.constant(1) }, { weight: 2, arbitrary: fc.integer({ min: 1, max: 1000 }) }),
+  maxDelayMs: maxDelayArb,
 });
 
 /**
@@ -159,8 +169,12 @@ describeRedis("RedisStore vs MemoryStore: identical decisions", () => {
       const where = `step ${step} ${op.kind}(${key}, ${cost}) at t=${clock.now}`;
       switch (op.kind) {
         case "consume":
+          expect(await red.consume(key, cost, op.maxDelayMs), `${where} maxDelayMs ${op.maxDelayMs}`).toEqual(
+            await mem.consume(key, cost, op.maxDelayMs),
+          );
+          break;
         case "peek":
-          expect(await red[op.kind](key, cost), where).toEqual(await mem[op.kind](key, cost));
+          expect(await red.peek(key, cost), where).toEqual(await mem.peek(key, cost));
           break;
         case "refund":
           await Promise.all([red.refund(key, cost), mem.refund(key, cost)]);
@@ -202,6 +216,7 @@ describeRedis("RedisStore vs MemoryStore: identical decisions", () => {
           dt: fc.oneof(fc.integer({ min: -20, max: -1 }), fc.integer({ min: 0, max: 40 })),
           key: fc.integer({ min: 0, max: 1 }),
           cost: fc.integer({ min: 1, max: 8 }),
+          maxDelayMs: maxDelayArb,
         }),
         { minLength: 1, maxLength: 40 },
       ),
@@ -229,9 +244,12 @@ describeRedis("RedisStore vs MemoryStore: identical decisions", () => {
           clock.now += op.dt;
           const key = `k${op.key}`;
           const cost = 1 + ((op.cost - 1) % maxCost);
-          if (op.kind === "consume" || op.kind === "peek") {
-            pending.push(red[op.kind](key, cost));
-            expected.push(await mem[op.kind](key, cost));
+          if (op.kind === "consume") {
+            pending.push(red.consume(key, cost, op.maxDelayMs));
+            expected.push(await mem.consume(key, cost, op.maxDelayMs));
+          } else if (op.kind === "peek") {
+            pending.push(red.peek(key, cost));
+            expected.push(await mem.peek(key, cost));
           } else if (op.kind === "refund") {
             pending.push(red.refund(key, cost));
             expected.push(await mem.refund(key, cost));

@@ -187,6 +187,21 @@ describe("per-call input", () => {
   });
 
   it.each([
+    ["negative", -1],
+    ["fractional", 0.5],
+    ["NaN", NaN],
+    ["Infinity", Infinity],
+    ["a string", "100"],
+    ["null", null],
+  ])("maxDelayMs %s is a RangeError naming maxDelayMs and the value", async (_label, maxDelayMs) => {
+    const p = limiter.consume("k", 1, maxDelayMs as number);
+    await expect(p).rejects.toThrow(RangeError);
+    await expect(p).rejects.toThrow(/^maxDelayMs: /);
+    await expect(p).rejects.toThrow(String(typeof maxDelayMs === "string" ? JSON.stringify(maxDelayMs) : maxDelayMs));
+    expect(() => limiter.consumeNow("k", 1, maxDelayMs as number)).toThrow(/^maxDelayMs: /);
+  });
+
+  it.each([
     ["empty", ""],
     ["not a string", 42],
     ["too long", "k".repeat(1025)],

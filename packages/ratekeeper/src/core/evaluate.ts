@@ -33,10 +33,19 @@ function kindOf(alg: Algorithm): number {
 }
 
 /** `alg.check(...)` through the kind switch: one monomorphic call site per algorithm. */
-function checkKind(kind: number, alg: Algorithm, st: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome): void {
+function checkKind(
+  kind: number,
+  alg: Algorithm,
+  st: LimitState,
+  nowMs: number,
+  cost: number,
+  lim: ResolvedLimit,
+  out: Outcome,
+  maxDelayMs: number | undefined,
+): void {
   switch (kind) {
     case KIND_BUCKET:
-      return bucket.check(st, nowMs, cost, lim, out);
+      return bucket.check(st, nowMs, cost, lim, out, maxDelayMs);
     case KIND_FIXED:
       return fixedWindow.check(st, nowMs, cost, lim, out);
     case KIND_SLIDING:
@@ -44,7 +53,7 @@ function checkKind(kind: number, alg: Algorithm, st: LimitState, nowMs: number, 
     case KIND_LOG:
       return slidingLog.check(st, nowMs, cost, lim, out);
     default:
-      return alg.check(st, nowMs, cost, lim, out);
+      return alg.check(st, nowMs, cost, lim, out, maxDelayMs);
   }
 }
 
@@ -123,9 +132,10 @@ export class Evaluator {
   /**
    * Decides `cost` at `nowMs`; when `commit` and allowed, charges every limit.
    * `this.ttlMs` is left holding how long the states matter after this call.
+   * @param maxDelayMs shaping: a longer wait is a denial (see {@link Algorithm.check}); undefined: no bound
    */
-  run(states: LimitState[], nowMs: number, cost: number, commit: boolean): Decision {
-    if (this.single) return this.run1(states[0] as LimitState, nowMs, cost, commit);
+  run(states: LimitState[], nowMs: number, cost: number, commit: boolean, maxDelayMs?: number): Decision {
+    if (this.single) return this.run1(states[0] as LimitState, nowMs, cost, commit, maxDelayMs);
     let allowed = true;
     const n = this.limits.length;
     for (let i = 0; i < n; i++) {
@@ -138,6 +148,7 @@ export class Evaluator {
         cost,
         this.limits[i] as ResolvedLimit,
         out,
+        maxDelayMs,
       );
       if (!out.allowed) allowed = false;
     }
@@ -163,8 +174,8 @@ export class Evaluator {
    * {@link Evaluator.run} for a limiter with exactly one limit, given that limit's state: the
    * memory store's hot path. Same decision, same `ttlMs`.
    */
-  run1(st: LimitState, nowMs: number, cost: number, commit: boolean): Decision {
-    return commit ? this.consume1(st, nowMs, cost) : this.peek1(st, nowMs, cost);
+  run1(st: LimitState, nowMs: number, cost: number, commit: boolean, maxDelayMs?: number): Decision {
+    return commit ? this.consume1(st, nowMs, cost, maxDelayMs) : this.peek1(st, nowMs, cost, maxDelayMs);
   }
 
   /**
@@ -176,12 +187,12 @@ export class Evaluator {
    * boxed into a heap number for a call and the Decision's shape is known where it is wrapped in
    * a promise. Branches for algorithms a process never runs get no type feedback and cost nothing.
    */
-  consume1(st: LimitState, nowMs: number, cost: number): Decision {
+  consume1(st: LimitState, nowMs: number, cost: number, maxDelayMs?: number): Decision {
     const out = this.out0;
     const lim = this.lim0;
     switch (this.kind0) {
       case KIND_BUCKET:
-        bucket.consume(st, nowMs, cost, lim, out);
+        bucket.consume(st, nowMs, cost, lim, out, maxDelayMs);
         break;
       case KIND_FIXED:
         fixedWindow.consume(st, nowMs, cost, lim, out);
@@ -193,14 +204,14 @@ export class Evaluator {
         slidingLog.consume(st, nowMs, cost, lim, out);
         break;
       default:
-        this.alg0.consume(st, nowMs, cost, lim, out);
+        this.alg0.consume(st, nowMs, cost, lim, out, maxDelayMs);
     }
     return this.decide1();
   }
 
   /** `run1(st, nowMs, cost, false)`: the decision, changing nothing. */
-  peek1(st: LimitState, nowMs: number, cost: number): Decision {
-    checkKind(this.kind0, this.alg0, st, nowMs, cost, this.lim0, this.out0);
+  peek1(st: LimitState, nowMs: number, cost: number, maxDelayMs?: number): Decision {
+    checkKind(this.kind0, this.alg0, st, nowMs, cost, this.lim0, this.out0, maxDelayMs);
     return this.decide1();
   }
 

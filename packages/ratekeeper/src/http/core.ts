@@ -34,6 +34,11 @@ export class HttpRateLimiter<Req> {
   readonly limiter: RateLimiter | undefined;
   readonly shadow: boolean;
   readonly maxDelayMs: number;
+  /**
+   * The longest wait the limiter may admit with (`maxDelayMs`), or undefined in shadow mode,
+   * which never holds a request and so charges it whatever its wait.
+   */
+  private readonly delayBound: number | undefined;
   private readonly o: ResolvedHttpOptions<Req>;
   private readonly access: RequestAccess<Req>;
   private readonly shaper: Shaper<Req>;
@@ -58,6 +63,7 @@ export class HttpRateLimiter<Req> {
     this.limiter = o.limiter;
     this.shadow = o.shadow;
     this.maxDelayMs = o.maxDelayMs;
+    this.delayBound = o.shadow ? undefined : o.maxDelayMs;
     const report = (e: unknown, req: Req) => this.report(e, req);
     this.shaper = new Shaper(o.limiter, o.countOnly, o.isFailed, report);
     this.leases = o.concurrency === undefined ? undefined : new LeaseGate(o.concurrency, o.limiter, o.shadow, o.storeDeny, report);
@@ -200,30 +206,19 @@ export class HttpRateLimiter<Req> {
     return this.o.storeDeny ? refusal(unavailable(), []) : PASS;
   }
 
-  /** Asks the limiter (the store keeps its own timeout: RedisStore answers through its failure policy). */
+  /**
+   * Asks the limiter (the store keeps its own timeout: RedisStore answers through its failure
+   * policy). A shaping wait longer than `maxDelayMs` comes back as a denial, decided by the store
+   * in the same step (nothing charged, `retryAfterMs` when the wait fits).
+   */
   private consume(key: string, cost: number): Decision | Promise<Decision> {
     const l = this.limiter as RateLimiter;
     // consumeNow may be missing on a limiter from an older copy of the package.
-    return typeof l.consumeNow === "function" ? l.consumeNow(key, cost) : l.consume(key, cost);
+    return typeof l.consumeNow === "function" ? l.consumeNow(key, cost, this.delayBound) : l.consume(key, cost, this.delayBound);
   }
 
-  private verdict(req: Req, key: string, cost: number, decision: Decision): RateLimitResult {
+  private verdict(req: Req, key: string, cost: number, d: Decision): RateLimitResult {
     const headers: [string, string][] = [];
-    let d = decision;
-    if (d.allowed && d.delayMs > this.maxDelayMs && !this.shadow) {
-      // Shaping with a queue longer than the caller will wait: give the place back and refuse.
-      // The wait shrinks by 1 ms per ms, so after (delay - max) the same request fits: a truthful Retry-After.
-      this.limiter?.refund(key, cost).catch((e: unknown) => this.report(e, req));
-      const retryAfterMs = d.delayMs - this.maxDelayMs;
-      d = {
-        ...d,
-        allowed: false,
-        remaining: d.limits === undefined ? d.remaining + cost : d.remaining,
-        retryAfterMs,
-        delayMs: 0,
-        reason: "limit",
-      };
-    }
     const limited = !d.allowed;
     const onDecision = this.o.onDecision;
     if (onDecision !== undefined) {
@@ -235,8 +230,7 @@ export class HttpRateLimiter<Req> {
     }
     this.writeHeaders(d, headers);
     if (limited && !this.shadow) {
-      const violated =
-        d.limits === undefined || d.allowed !== decision.allowed ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
+      const violated = d.limits === undefined ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
       const seconds = toSeconds(d.retryAfterMs);
       const problem = tooManyRequests(seconds, violated);
       return refusal(problem, headers, d, key, cost, violated.length === 1 ? this.bodyOf(problem, seconds) : JSON.stringify(problem));

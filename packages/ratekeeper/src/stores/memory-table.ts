@@ -76,7 +76,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     this.ev = new Evaluator(limits);
   }
 
-  abstract consume(key: string, cost: number, nowMs: number | undefined): Decision;
+  abstract consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision;
   abstract peek(key: string, cost: number, nowMs: number | undefined): Decision;
   abstract refund(key: string, cost: number, nowMs: number | undefined): void;
   /** A fresh entry. */
@@ -212,7 +212,7 @@ export class SingleTable extends Table<Slot> {
     this.grows = (limits[0] as ResolvedLimit).algorithm === "sliding-log";
   }
 
-  consume(key: string, cost: number, nowMs: number | undefined): Decision {
+  consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
     const now = nowMs ?? loopNowMs();
     let e = this.lastSlot;
     if (key !== this.lastKey || e === undefined) {
@@ -222,7 +222,7 @@ export class SingleTable extends Table<Slot> {
     }
     if (e.exp <= now - this.base) clearState(e);
     if (this.grows) return this.consumeGrowing(e, now, cost);
-    const d = this.ev.consume1(e, now, cost);
+    const d = this.ev.consume1(e, now, cost, maxDelayMs);
     if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
     return d;
   }
@@ -275,13 +275,13 @@ export class MultiTable extends Table<Entry> {
     this.grows = limits.some((l) => l.algorithm === "sliding-log");
   }
 
-  consume(key: string, cost: number, nowMs: number | undefined): Decision {
+  consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
     const now = nowMs ?? loopNowMs();
     let e = this.young.get(key);
     if (e === undefined) e = this.adopt(key, now);
     else if (e.exp <= now - this.base) this.ev.clear(e.s);
     const before = this.grows ? slotsBytes(e.s) : 0;
-    const d = this.ev.run(e.s, now, cost, true);
+    const d = this.ev.run(e.s, now, cost, true, maxDelayMs);
     if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
     if (this.grows) {
       const after = slotsBytes(e.s);

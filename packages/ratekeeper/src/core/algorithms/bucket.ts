@@ -13,7 +13,9 @@ import type { Algorithm, LimitState } from "./types.js";
  * - token bucket: tokens = capacity - level; starts full (level 0), refills `limit` per window.
  * - leaky bucket as a meter (`police`): the same bucket, seen from the other side.
  * - leaky bucket as a queue (`shape`): admits the same requests; a request waits `level / limit`
- *   ms, the time for the first-in-first-out queue ahead of it to drain.
+ *   ms, the time for the first-in-first-out queue ahead of it to drain. A caller that will not
+ *   hold a request that long passes `maxDelayMs`: a longer wait is then a denial, decided in the
+ *   same step (nothing charged, `retryAfterMs` = how long until the wait fits).
  * - GCRA: the virtual-scheduling form of the same bucket (ITU-T I.371) with capacity `burst + 1`;
  *   a level of `x` is a theoretical arrival time `x / limit` ms ahead of now (as in redis-cell).
  *
@@ -22,12 +24,12 @@ import type { Algorithm, LimitState } from "./types.js";
 export const bucket: Algorithm = {
   init: () => ({ a: 0, b: 0, ring: null }),
 
-  check(s, nowMs, cost, lim, out) {
-    decide(s, nowMs, cost, lim, out, false);
+  check(s, nowMs, cost, lim, out, maxDelayMs) {
+    decide(s, nowMs, cost, lim, out, false, maxDelayMs);
   },
 
-  consume(s, nowMs, cost, lim, out) {
-    decide(s, nowMs, cost, lim, out, true);
+  consume(s, nowMs, cost, lim, out, maxDelayMs) {
+    decide(s, nowMs, cost, lim, out, true, maxDelayMs);
   },
 
   commit(s, nowMs, cost, lim) {
@@ -42,19 +44,31 @@ export const bucket: Algorithm = {
 };
 
 /** `check`, and when `commit` and allowed, `commit` too. */
-function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
+function decide(
+  s: LimitState,
+  nowMs: number,
+  cost: number,
+  lim: ResolvedLimit,
+  out: Outcome,
+  commit: boolean,
+  maxDelayMs: number | undefined,
+): void {
   const level = levelAt(s, nowMs, lim);
   // A clock that stepped back (before the last update): decide as at the last update, and
   // count the waits from this earlier reading, so that they stay truthful on this clock.
   const behind = s.a > nowMs ? s.a - nowMs : 0;
   const full = lim.capacity * lim.windowMs;
   const after = level + cost * lim.windowMs;
-  if (after <= full) {
+  // Shaping: the wait for the queue ahead to drain. It shrinks by 1 ms per ms whatever the cost,
+  // so a request over the caller's longest wait fits again `over` ms later.
+  const delay = lim.shape ? Math.ceil(level / lim.limit) + behind : 0;
+  const over = maxDelayMs === undefined ? 0 : delay - maxDelayMs;
+  if (after <= full && over <= 0) {
     out.allowed = true;
     out.remaining = Math.floor((full - after) / lim.windowMs);
     out.retryAfterMs = 0;
     out.resetAfterMs = Math.ceil(after / lim.limit) + behind;
-    out.delayMs = lim.shape ? Math.ceil(level / lim.limit) + behind : 0;
+    out.delayMs = delay;
     if (commit) {
       s.b = after;
       if (behind === 0) s.a = nowMs;
@@ -62,7 +76,7 @@ function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, 
   } else {
     out.allowed = false;
     out.remaining = Math.floor((full - level) / lim.windowMs);
-    out.retryAfterMs = Math.ceil((after - full) / lim.limit) + behind;
+    out.retryAfterMs = Math.max(after > full ? Math.ceil((after - full) / lim.limit) + behind : 0, over);
     out.resetAfterMs = Math.ceil(level / lim.limit) + behind;
     out.delayMs = 0;
   }

@@ -28,13 +28,15 @@ export interface Algorithm {
   /**
    * Would `cost` be admitted at `nowMs`? Fills `out` as the decision would read if it were
    * (remaining and resetAfterMs after the admission) or was not. Changes nothing.
+   * `maxDelayMs` (shaping only: leaky bucket `mode: "shape"`; the others ignore it): the longest
+   * the caller will hold the request; a longer wait is a denial. Undefined: no bound.
    */
-  check(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome): void;
+  check(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, maxDelayMs?: number): void;
   /**
    * `check`, then `commit` if allowed, computed once: the single-limit hot path. Leaves `out` and
    * the state exactly as `check` followed by `commit` would.
    */
-  consume(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome): void;
+  consume(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, maxDelayMs?: number): void;
   /** Applies an admitted `cost`. Only call after `check` said allowed. */
   commit(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit): void;
   /** Gives back up to `cost` units admitted earlier (a request that should not count after all). */

@@ -4,6 +4,8 @@ export interface Pending {
   readonly key: string;
   readonly cost: number;
   readonly nowMs: number | undefined;
+  /** Consumes of a shaping limiter: the longest wait the caller accepts (undefined: no bound). */
+  readonly maxDelayMs: number | undefined;
   /** The decision's slice of the script reply: 5 integers per limit. */
   resolve(outcome: readonly unknown[]): void;
   reject(error: unknown): void;

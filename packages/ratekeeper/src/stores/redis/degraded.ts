@@ -51,10 +51,10 @@ export class DegradedLimiter {
     return this.ledger.size > 0;
   }
 
-  async consume(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
+  async consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Promise<Decision> {
     const b = this.table();
     if (cost > b.minCapacity) return this.noShare();
-    const d = await b.table.consume(key, cost, nowMs);
+    const d = await b.table.consume(key, cost, nowMs, maxDelayMs);
     if (d.allowed) this.record(key, cost);
     return { ...d, reason: "degraded" };
   }

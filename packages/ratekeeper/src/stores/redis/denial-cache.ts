@@ -1,9 +1,14 @@
 import type { Decision } from "../../core/decision.js";
 
-/** A remembered denial: until when (ms, the store's clock) requests costing >= cost are denied. */
+/**
+ * A remembered denial: until when (ms, the store's clock) requests costing >= cost, and willing
+ * to wait no longer than `maxDelayMs` when shaping, are denied.
+ */
 interface Denial {
   untilMs: number;
   cost: number;
+  /** The shaping bound the denial was decided with (undefined: none, a denial for every bound). */
+  maxDelayMs: number | undefined;
   atMs: number;
   d: Decision;
 }
@@ -19,8 +24,11 @@ export class DenialCache {
 
   constructor(private readonly maxKeys: number) {}
 
-  /** The cached denial for `key` at `nowMs`, or undefined (then ask Redis). */
-  get(key: string, cost: number, nowMs: number): Decision | undefined {
+  /**
+   * The cached denial for `key` at `nowMs`, or undefined (then ask Redis).
+   * @param maxDelayMs the request's shaping bound: a denial decided under a stricter one does not answer it
+   */
+  get(key: string, cost: number, nowMs: number, maxDelayMs?: number): Decision | undefined {
     const hit = this.m.get(key);
     if (hit === undefined) return undefined;
     if (nowMs >= hit.untilMs || nowMs < hit.atMs) {
@@ -28,6 +36,7 @@ export class DenialCache {
       return undefined;
     }
     if (cost < hit.cost) return undefined;
+    if (hit.maxDelayMs !== undefined && (maxDelayMs === undefined || maxDelayMs > hit.maxDelayMs)) return undefined;
     const elapsed = nowMs - hit.atMs;
     return {
       ...hit.d,
@@ -37,8 +46,8 @@ export class DenialCache {
     };
   }
 
-  /** Remembers a denial Redis gave at `nowMs`. */
-  remember(key: string, cost: number, nowMs: number, d: Decision): void {
+  /** Remembers a denial Redis gave at `nowMs` (to a request with the shaping bound `maxDelayMs`). */
+  remember(key: string, cost: number, nowMs: number, d: Decision, maxDelayMs?: number): void {
     if (d.retryAfterMs <= 0) return;
     this.m.delete(key);
     if (this.m.size >= this.maxKeys) {
@@ -46,7 +55,7 @@ export class DenialCache {
       const first = this.m.keys().next();
       if (!first.done) this.m.delete(first.value);
     }
-    this.m.set(key, { untilMs: nowMs + d.retryAfterMs, cost, atMs: nowMs, d });
+    this.m.set(key, { untilMs: nowMs + d.retryAfterMs, cost, maxDelayMs, atMs: nowMs, d });
   }
 
   /** Forgets `key` (a refund or reset changed its state). */

@@ -13,7 +13,7 @@ export const FAST_ALGORITHMS: ReadonlySet<string> = new Set(["fixed-window", "to
  * time and cost gives the very numbers the general path's reply would carry.
  * @throws Error when the value is not a state the script writes
  */
-export function fastOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome): void {
+export function fastOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome, maxDelayMs?: number): void {
   const s: LimitState = { a: 0, b: 0, ring: null };
   if (raw !== null && raw !== undefined) {
     if (!Buffer.isBuffer(raw)) throw new Error(`expected the state as bytes, got ${typeof raw}`);
@@ -25,5 +25,5 @@ export function fastOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cos
       s.b = raw.readDoubleLE(8);
     } else throw new Error(`a state of ${raw.length} bytes`);
   }
-  ALGORITHM_IMPLS[lim.algorithm].check(s, nowMs, cost, lim, out);
+  ALGORITHM_IMPLS[lim.algorithm].check(s, nowMs, cost, lim, out, maxDelayMs);
 }

@@ -33,8 +33,14 @@ export class RedisTable implements BoundStore {
   readonly script: LoadedScript;
   /** Whether lone decisions take the script's fast path (ratekeeper.lua, modes "C"/"P"). */
   private readonly fast: boolean;
-  /** The fast path's ARGV[4..8]: limit, windowMs, kind (f / F / b), capacity, minTtlMs. */
+  /** The fast path's ARGV[4..8]: limit, windowMs, kind (f / F / b / s), capacity, minTtlMs. */
   private readonly fastTail: string[];
+  /**
+   * Whether a limit shapes (leaky bucket `mode: "shape"`): then each consume carries the caller's
+   * longest wait (`maxDelayMs`) to the script, one more ARGV per decision. Otherwise the bound
+   * cannot matter and is dropped here.
+   */
+  private readonly shapes: boolean;
 
   constructor(
     private readonly store: RedisStore,
@@ -64,7 +70,8 @@ export class RedisTable implements BoundStore {
     const l0 = limits[0] as ResolvedLimit;
     this.fast = this.single && FAST_ALGORITHMS.has(l0.algorithm) && o.shim.evalshaBuffer !== undefined;
     this.script = loadScript("ratekeeper", [...limits.flatMap((l) => SECTIONS_OF[l.algorithm] ?? []), ...(this.fast ? ["fast-pair"] : [])]);
-    const kind = l0.algorithm !== "fixed-window" ? "b" : l0.alignFirst ? "F" : "f";
+    this.shapes = limits.some((l) => l.shape);
+    const kind = l0.algorithm !== "fixed-window" ? (l0.shape ? "s" : "b") : l0.alignFirst ? "F" : "f";
     this.fastTail = [String(l0.limit), String(l0.windowMs), kind, String(l0.capacity), String(o.minTtlMs)];
     this.denials = o.denialMaxKeys > 0 ? new DenialCache(o.denialMaxKeys) : undefined;
     if (o.maxBatch > 0) {
@@ -91,16 +98,17 @@ export class RedisTable implements BoundStore {
     return keys;
   }
 
-  consume(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
-    const hit = this.denials?.get(key, cost, nowMs ?? Date.now());
+  consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Promise<Decision> {
+    const bound = this.shapes ? maxDelayMs : undefined;
+    const hit = this.denials?.get(key, cost, nowMs ?? Date.now(), bound);
     if (hit !== undefined) return Promise.resolve(hit);
-    return this.decide("c", key, cost, nowMs);
+    return this.decide("c", key, cost, nowMs, bound);
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
     const hit = this.denials?.get(key, cost, nowMs ?? Date.now());
     if (hit !== undefined) return Promise.resolve(hit);
-    return this.decide("p", key, cost, nowMs);
+    return this.decide("p", key, cost, nowMs, undefined);
   }
 
   async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
@@ -148,26 +156,38 @@ export class RedisTable implements BoundStore {
     }
   }
 
-  private async decide(mode: "c" | "p", key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
+  private async decide(
+    mode: "c" | "p",
+    key: string,
+    cost: number,
+    nowMs: number | undefined,
+    maxDelayMs: number | undefined,
+  ): Promise<Decision> {
     this.store.checkConnection();
     if (!this.store.enter()) return this.denied("overloaded");
     let outcome: readonly unknown[];
     try {
-      outcome = await this.call(mode, key, cost, nowMs);
+      outcome = await this.call(mode, key, cost, nowMs, maxDelayMs);
     } catch (e) {
-      return this.failed(e, mode === "c" ? "consume" : "peek", key, cost, nowMs);
+      return this.failed(e, mode === "c" ? "consume" : "peek", key, cost, nowMs, maxDelayMs);
     } finally {
       this.store.leave();
     }
     const d = this.toDecision(outcome, cost);
-    if (mode === "c" && !d.allowed && this.denials !== undefined) this.denials.remember(key, cost, nowMs ?? Date.now(), d);
+    if (mode === "c" && !d.allowed && this.denials !== undefined) this.denials.remember(key, cost, nowMs ?? Date.now(), d, maxDelayMs);
     return d;
   }
 
   /** One decision's 5 integers per limit, from a script call of its own or a batch; rejects at once when its lane is down. */
-  private call(mode: Pending["mode"], key: string, cost: number, nowMs: number | undefined): Promise<readonly unknown[]> {
+  private call(
+    mode: Pending["mode"],
+    key: string,
+    cost: number,
+    nowMs: number | undefined,
+    maxDelayMs?: number,
+  ): Promise<readonly unknown[]> {
     return new Promise<readonly unknown[]>((resolve, reject) => {
-      const p: Pending = { mode, key, cost, nowMs, resolve, reject };
+      const p: Pending = { mode, key, cost, nowMs, maxDelayMs, resolve, reject };
       if (this.batcher !== undefined) this.batcher.submit(p);
       else void this.send([p]);
     });
@@ -199,6 +219,7 @@ export class RedisTable implements BoundStore {
     for (const p of batch) {
       if (p.nowMs === undefined) server ??= String(clock.now() ?? "");
       args.push(p.mode, p.nowMs === undefined ? (server as string) : String(p.nowMs), String(p.cost));
+      if (this.shapes) args.push(p.maxDelayMs === undefined ? "" : String(p.maxDelayMs));
     }
     const sentAt = clock.mark();
     const n = 5 * this.n * batch.length;
@@ -235,9 +256,10 @@ export class RedisTable implements BoundStore {
   private async sendFast(p: Pending, now: number, keys: string[], lane: Lane): Promise<void> {
     const lim = this.limits[0] as ResolvedLimit;
     const args = [p.mode === "c" ? "C" : "P", String(now), String(p.cost), ...this.fastTail];
+    if (this.shapes) args.push(p.maxDelayMs === undefined ? "" : String(p.maxDelayMs));
     const outcome = (raw: unknown): number[] => {
       const out = this.ev.outcomes[0] as Outcome;
-      fastOutcome(raw, lim, now, p.cost, out);
+      fastOutcome(raw, lim, now, p.cost, out, p.maxDelayMs);
       return [out.allowed ? 1 : 0, out.remaining, out.retryAfterMs, out.resetAfterMs, out.delayMs];
     };
     let raw: unknown;
@@ -320,14 +342,21 @@ export class RedisTable implements BoundStore {
   }
 
   /** A consume or peek that Redis did not answer: the failure policy decides. */
-  private async failed(e: unknown, op: "consume" | "peek", key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
+  private async failed(
+    e: unknown,
+    op: "consume" | "peek",
+    key: string,
+    cost: number,
+    nowMs: number | undefined,
+    maxDelayMs: number | undefined,
+  ): Promise<Decision> {
     // While the breaker is open no call is made; the change of state was reported once.
     const err = e instanceof RedisDownError ? new RateLimitStoreError(e.message, { cause: e }) : this.report(e, op, key);
     const f = this.store.failure;
     if (f === "throw") throw err;
     if (f === "open" || f === "closed") return this.denied("store-error", f === "open");
     const local = this.fallbackStore() as BoundStore | DegradedLimiter;
-    const d = await (op === "consume" ? local.consume(key, cost, nowMs) : local.peek(key, cost, nowMs));
+    const d = await (op === "consume" ? local.consume(key, cost, nowMs, maxDelayMs) : local.peek(key, cost, nowMs));
     if (local === this.degraded) {
       if (op === "consume" && d.allowed) this.store.holdsLedger(this);
       return d;

@@ -18,7 +18,7 @@ ARGV[3..] per limit i, 8 entries from 3 + (i-1)*8 (ResolvedLimit in core/options
           algorithmId (index in ALGORITHMS: 0 fixed-window, 1 sliding-log, 2 sliding-window,
           3 token-bucket, 4 leaky-bucket, 5 gcra), limit (units), windowMs (ms),
           capacity (units), buckets (sub-windows), weighted (0/1), alignFirst (0/1), shape (0/1)
-then per decision d, 3 entries from 3 + 8N + (d-1)*3:
+then per decision d, E entries from 3 + 8N + (d-1)*E, E = 4 when a limit shapes (shape 1), else 3:
           mode: "c" consume (check every limit; if all admit, charge all), "p" peek (no
           writes), "r" refund (give back cost on every limit whose key still exists; keeps the
           TTLs), "x" reset (delete the keys; in the script so that it keeps its place in a
@@ -26,6 +26,8 @@ then per decision d, 3 entries from 3 + 8N + (d-1)*3:
           per call); cost: integer cost units, 1 <= cost <= the smallest capacity
           (The store sends Redis's time as nowMs: a clock it keeps calibrated against TIME, see
           server-clock.ts; "" only for the call that takes a new reading.)
+          E = 4 only: maxDelayMs: integer ms, the longest the caller will hold the request, or ""
+          for no bound; a shaping limit whose wait is longer denies (see bucket.ts decide()).
 (One decision on one two-number limit may instead take the fast path, with its own compact
 ARGV: see "fast path" below.)
 Reply     5*N integers per decision, per limit in order: allowed (0/1), remaining (units),
@@ -57,8 +59,9 @@ Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fr
 -- with the time given. Its own compact ARGV, told apart by ARGV[1] (a mode letter, where the
 -- general layout has a number):
 --   ARGV[1] "C" consume or "P" peek; ARGV[2] nowMs; ARGV[3] cost; ARGV[4] limit; ARGV[5] windowMs;
---   ARGV[6] "f" fixed-window (clock-aligned), "F" fixed-window (first-request), "b" bucket;
---   ARGV[7] capacity (units; buckets); ARGV[8] minTtlMs.
+--   ARGV[6] "f" fixed-window (clock-aligned), "F" fixed-window (first-request), "b" bucket,
+--   "s" shaping bucket (leaky bucket, mode "shape"); ARGV[7] capacity (units; buckets);
+--   ARGV[8] minTtlMs; with "s" only, ARGV[9] maxDelayMs (integer ms, or "" for no bound).
 -- Decides and writes exactly as fixed-window.ts / bucket.ts decide() and the general code below,
 -- but inline: no per-call closures or tables. It replies with the state it decided on: the key's
 -- raw value before this call, or nil for a fresh key. The store computes the decision's numbers
@@ -75,7 +78,7 @@ if fastMode == "C" or fastMode == "P" then
     if #raw == 12 then a, b = struct.unpack("<i6i6", raw) else a, b = struct.unpack("<dd", raw) end
   end
   local ok, nb, resetMs
-  if kind == "b" then
+  if kind == "b" or kind == "s" then
     -- bucket.ts decide()
     local level
     local elapsed = now - a
@@ -90,6 +93,10 @@ if fastMode == "C" or fastMode == "P" then
     if a > now then behind = a - now else a = now end
     nb = level + cost * W
     ok = nb <= tonumber(ARGV[7]) * W
+    if ok and kind == "s" then
+      local maxDelay = tonumber(ARGV[9])
+      ok = maxDelay == nil or math.ceil(level / limit) + behind <= maxDelay
+    end
     resetMs = math.ceil(nb / limit) + behind
   else
     -- fixed-window.ts decide()
@@ -122,7 +129,8 @@ end
 --[[@end]]
 
 -- The decision being made: the algorithms below read these (set for each decision of the call).
-local now, cost
+-- maxDelay: the caller's longest wait for shaping limits, nil for no bound.
+local now, cost, maxDelay
 local minTtl = tonumber(ARGV[1])
 local fmod, floor, ceil, max, min = math.fmod, math.floor, math.ceil, math.max, math.min
 local pack, unpack_ = struct.pack, struct.unpack
@@ -203,16 +211,22 @@ local function bkCheck(s, L, out)
   if s.a > now then behind = s.a - now end
   local full = L.capacity * L.windowMs
   local after = level + cost * L.windowMs
-  if after <= full then
+  local delay = 0
+  if L.shape then delay = ceil(level / L.limit) + behind end
+  local over = 0
+  if maxDelay then over = delay - maxDelay end
+  if after <= full and over <= 0 then
     out[1] = 1
     out[2] = floor((full - after) / L.windowMs)
     out[3] = 0
     out[4] = ceil(after / L.limit) + behind
-    if L.shape then out[5] = ceil(level / L.limit) + behind else out[5] = 0 end
+    out[5] = delay
   else
     out[1] = 0
     out[2] = floor((full - level) / L.windowMs)
-    out[3] = ceil((after - full) / L.limit) + behind
+    local wait = 0
+    if after > full then wait = ceil((after - full) / L.limit) + behind end
+    out[3] = max(wait, over)
     out[4] = ceil(level / L.limit) + behind
     out[5] = 0
   end
@@ -506,6 +520,7 @@ end
 -- (Branches for algorithms whose section was left out of this build of the script never run.)
 local N = tonumber(ARGV[2])
 local limits = {}
+local E = 3
 for i = 1, N do
   local o = 3 + (i - 1) * 8
   limits[i] = {
@@ -518,6 +533,7 @@ for i = 1, N do
     alignFirst = ARGV[o + 6] == "1",
     shape = ARGV[o + 7] == "1",
   }
+  if limits[i].shape then E = 4 end
 end
 
 local function load(key, L)
@@ -576,15 +592,15 @@ local function save(s, L, ttlMs)
 end
 
 local base = 3 + 8 * N
-local D = (#ARGV - base + 1) / 3
+local D = (#ARGV - base + 1) / E
 local serverNow, serverUs
 -- Preallocated for one decision of one limit (growing a table field by field reallocates it).
 local reply = { 0, 0, 0, 0, 0 }
 local out = { 0, 0, 0, 0, 0 }
 local states = {}
 for d = 0, D - 1 do
-  local mode = ARGV[base + 3 * d]
-  local nowArg = ARGV[base + 3 * d + 1]
+  local mode = ARGV[base + E * d]
+  local nowArg = ARGV[base + E * d + 1]
   if nowArg == "" then
     if serverNow == nil then
       -- Server time, so app servers with skewed clocks agree. Writing after TIME needs effects
@@ -597,7 +613,8 @@ for d = 0, D - 1 do
   else
     now = tonumber(nowArg)
   end
-  cost = tonumber(ARGV[base + 3 * d + 2])
+  cost = tonumber(ARGV[base + E * d + 2])
+  if E == 4 then maxDelay = tonumber(ARGV[base + E * d + 3]) end
   local o = d * 5 * N
   if mode == "x" then
     for i = 1, N do redis.call("DEL", KEYS[d * N + i]) end
