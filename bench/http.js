@@ -4,7 +4,9 @@
 //   - Fastify 5: bare | ratekeeper/fastify (plugin) | @fastify/rate-limit (its in-memory store)
 //   - node:http and Hono on @hono/node-server: bare | ratekeeper (no common peer)
 // plus ratekeeper with `headers: false`, to separate the limiter's own cost from the cost of
-// sending two more response headers (which every limiter that sends headers pays).
+// sending two more response headers (which every limiter that sends headers pays), and the
+// denied rows: ratekeeper (and the peer) with a limit of 1 per hour, so every request after the
+// first warm-up request is refused with 429, against the same bare app serving "hello".
 //
 // Every limiter is keyed by the client IP, keeps state in process memory, sends its default
 // headers, and has a limit far above the load, so every request is allowed and the cost measured
@@ -42,7 +44,14 @@ const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).s
 const HUGE = 1_000_000_000;
 const POLICY = { algorithm: "fixed-window", limit: HUGE, window: "1m" };
 /** ratekeeper's options per variant: its defaults, or with the limit headers turned off (to show what they cost). */
-const RK = { ratekeeper: { limiter: POLICY }, "ratekeeper-noheaders": { limiter: POLICY, headers: false } };
+const RK = {
+  ratekeeper: { limiter: POLICY },
+  "ratekeeper-noheaders": { limiter: POLICY, headers: false },
+  // Every request refused: a limit of 1 per hour, spent by the first warm-up request.
+  "ratekeeper-denied": { limiter: { ...POLICY, limit: 1, window: "1h" } },
+};
+/** Variants whose requests are all refused (429) once the first request has spent the limit. */
+const DENIED = new Set(["ratekeeper-denied", "peer-denied"]);
 
 async function serveExpress(variant) {
   const express = (await import("express")).default;
@@ -51,9 +60,9 @@ async function serveExpress(variant) {
   if (RK[variant]) {
     const { rateLimit } = await import("ratekeeper/express");
     app.use(rateLimit(RK[variant]));
-  } else if (variant === "peer") {
+  } else if (variant === "peer" || variant === "peer-denied") {
     const { rateLimit } = await import("express-rate-limit");
-    app.use(rateLimit({ windowMs: 60_000, limit: HUGE }));
+    app.use(rateLimit({ windowMs: 3_600_000, limit: variant === "peer" ? HUGE : 1 }));
   }
   app.get("/", (_req, res) => res.send("hello"));
   const server = app.listen(0, "127.0.0.1");
@@ -67,8 +76,8 @@ async function serveFastify(variant) {
   if (RK[variant]) {
     const { rateLimitPlugin } = await import("ratekeeper/fastify");
     await app.register(rateLimitPlugin, RK[variant]);
-  } else if (variant === "peer") {
-    await app.register((await import("@fastify/rate-limit")).default, { max: HUGE, timeWindow: 60_000 });
+  } else if (variant === "peer" || variant === "peer-denied") {
+    await app.register((await import("@fastify/rate-limit")).default, { max: variant === "peer" ? HUGE : 1, timeWindow: 3_600_000 });
   }
   app.get("/", async () => "hello");
   await app.listen({ port: 0, host: "127.0.0.1" });
@@ -104,10 +113,18 @@ async function serveHono(variant) {
 }
 
 const FRAMEWORKS = {
-  express: { serve: serveExpress, variants: ["bare", "ratekeeper", "peer", "ratekeeper-noheaders"], peer: "express-rate-limit 8" },
-  fastify: { serve: serveFastify, variants: ["bare", "ratekeeper", "peer", "ratekeeper-noheaders"], peer: "@fastify/rate-limit 11" },
-  node: { serve: serveNode, variants: ["bare", "ratekeeper", "ratekeeper-noheaders"] },
-  hono: { serve: serveHono, variants: ["bare", "ratekeeper", "ratekeeper-noheaders"] },
+  express: {
+    serve: serveExpress,
+    variants: ["bare", "ratekeeper", "peer", "ratekeeper-noheaders", "ratekeeper-denied", "peer-denied"],
+    peer: "express-rate-limit 8",
+  },
+  fastify: {
+    serve: serveFastify,
+    variants: ["bare", "ratekeeper", "peer", "ratekeeper-noheaders", "ratekeeper-denied", "peer-denied"],
+    peer: "@fastify/rate-limit 11",
+  },
+  node: { serve: serveNode, variants: ["bare", "ratekeeper", "ratekeeper-noheaders", "ratekeeper-denied"] },
+  hono: { serve: serveHono, variants: ["bare", "ratekeeper", "ratekeeper-noheaders", "ratekeeper-denied"] },
 };
 
 // Server mode: `node bench/http.js --serve <framework> <variant>` prints its port and serves until killed.
@@ -160,7 +177,13 @@ async function load(autocannon, server, durationS, connections, overallRate) {
     ...(overallRate ? { overallRate } : {}),
   });
   const cpu = cpuMs(server.pid) - c0;
-  return { rps: r.requests.average, cpuUsPerReq: (cpu * 1000) / r.requests.total, non2xx: r.non2xx, errors: r.errors + r.timeouts };
+  return {
+    rps: r.requests.average,
+    cpuUsPerReq: (cpu * 1000) / r.requests.total,
+    non2xx: r.non2xx,
+    ok2xx: r["2xx"],
+    errors: r.errors + r.timeouts,
+  };
 }
 
 async function main() {
@@ -210,7 +233,8 @@ async function main() {
           const r = await load(autocannon, servers[v], DURATION, CONNECTIONS);
           // The same variant again at a fixed rate every variant sustains: CPU per request at equal load.
           const f = await load(autocannon, servers[v], DURATION, 10, RATE[fw]);
-          problems += r.non2xx + r.errors + f.non2xx + f.errors;
+          // A denied variant must refuse everything (its first warm-up request spent the limit).
+          problems += DENIED.has(v) ? r.ok2xx + f.ok2xx + r.errors + f.errors : r.non2xx + r.errors + f.non2xx + f.errors;
           got[v] = r.rps;
           gotCpu[v] = f.cpuUsPerReq;
         }
@@ -228,7 +252,9 @@ async function main() {
       for (const s of Object.values(servers)) s.stop();
     }
     if (problems > 0)
-      console.log(`  WARNING: ${fw}: ${problems} non-2xx responses or errors (a limiter denied or failed: the comparison is void)`);
+      console.log(
+        `  WARNING: ${fw}: ${problems} responses with the wrong status, or errors (a limiter denied, admitted or failed unexpectedly: the comparison is void)`,
+      );
     for (const v of spec.variants) {
       const r = summarize(rps[v]);
       const q = summarize(ratio[v]);
@@ -239,6 +265,8 @@ async function main() {
         ratekeeper: `${fw} + ratekeeper`,
         "ratekeeper-noheaders": `${fw} + ratekeeper, headers: false`,
         peer: `${fw} + ${spec.peer}`,
+        "ratekeeper-denied": `${fw} + ratekeeper, every request refused (429)`,
+        "peer-denied": `${fw} + ${spec.peer}, every request refused (429)`,
       }[v];
       const pct = (x) => `${(x * 100).toFixed(1)}%`;
       rows.push([

@@ -110,6 +110,28 @@ describe("ClientIpResolver", () => {
     expect(new ClientIpResolver().group("203.0.113.9")).toBe("203.0.113.9");
   });
 
+  it("remembers peers and groups without changing an answer, and stays bounded under a flood of addresses", () => {
+    const r = new ClientIpResolver();
+    for (let round = 0; round < 2; round++) {
+      // The second round answers from the memos: the same results, bad addresses included.
+      expect(r.resolve("::ffff:198.51.100.1", undefined)).toBe("198.51.100.1");
+      expect(r.resolve("not an address", undefined)).toBeUndefined();
+      expect(r.resolve("", undefined)).toBeUndefined();
+      expect(r.group("2001:db8:1:2:3:4:5:6")).toBe("2001:db8:1:2::/64");
+    }
+    // 50,000 distinct peers (IPv4 and IPv6): every answer still right, and the memos stay small.
+    for (let i = 0; i < 25_000; i++) {
+      expect(r.resolve(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, undefined)).toBe(
+        `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
+      );
+      const v6 = `2001:db8:${i.toString(16)}::1`;
+      expect(r.group(r.resolve(v6, undefined) as string)).toBe(ipv6Prefix(v6, 64));
+    }
+    const memo = r as unknown as { peers: Map<string, unknown>; groups: Map<string, unknown> };
+    expect(memo.peers.size).toBeLessThanOrEqual(4096);
+    expect(memo.groups.size).toBeLessThanOrEqual(4096);
+  });
+
   it("rejects bad options by name", () => {
     expect(() => new ClientIpResolver({ ipv6Subnet: 0 })).toThrow(/ipv6Subnet/);
     expect(() => new ClientIpResolver({ forwardedHeader: "x-real-ip" as "forwarded" })).toThrow(/forwardedHeader/);

@@ -2,7 +2,7 @@
  * Rules (schema + matching) and decide() in-process, with a manual clock: no transport.
  */
 import { describe, expect, it } from "vitest";
-import { MemoryStore } from "ratekeeper";
+import { MemoryStore, type Store } from "ratekeeper";
 import {
   CheckError,
   DecisionService,
@@ -165,6 +165,32 @@ describe("decide() with overrides", () => {
   it("a bad request is a CheckError, not a denial", async () => {
     await expect(svc.decide({ domain: "d", descriptors: [e({ k: "u9" })], cost: 0 })).rejects.toBeInstanceOf(CheckError);
     await expect(svc.decide({ key: "x", policy: "missing" })).rejects.toThrow(/no policy named "missing" \(known: p\)/);
+  });
+
+  it("decideNow answers in the same call on the memory store, with what decide() gives; a store's promise is passed on", async () => {
+    const now = svc.decideNow({ domain: "d", descriptors: [e({ k: "sync1" })] });
+    expect(now).not.toBeInstanceOf(Promise);
+    expect(now).toMatchObject({ allowed: true, statuses: [{ limit: 3, remaining: 2 }] });
+    expect(await one("sync1")).toMatchObject({ limit: 3, remaining: 1 });
+    expect(() => svc.decideNow({ domain: "d", descriptors: [e({ k: "sync1" })], cost: 0 })).toThrow(CheckError);
+    // Several descriptors: a promise, each decided (charged) even when another cannot be.
+    const several = svc.decideNow({ domain: "d", descriptors: [e({ k: "sync2" }), e({ k: "sync3" })] });
+    expect(several).toBeInstanceOf(Promise);
+    expect((await several).statuses.map((st) => st.remaining)).toEqual([2, 2]);
+    // A store that answers with promises (as RedisStore does): decideNow returns one.
+    const mem = new MemoryStore();
+    const slow: Store = {
+      ...mem,
+      bind: (limits, ns) => {
+        const b = mem.bind(limits, ns);
+        return { ...b, consume: (k, c, t) => Promise.resolve(b.consume(k, c, t)), peek: (k, c, t) => Promise.resolve(b.peek(k, c, t)) };
+      },
+    };
+    const viaPromise = new DecisionService({ store: slow, rules, clock: () => nowMs, injectClock: true });
+    const p = viaPromise.decideNow({ domain: "d", descriptors: [e({ k: "x" })] });
+    expect(p).toBeInstanceOf(Promise);
+    expect(await p).toMatchObject({ allowed: true, statuses: [{ remaining: 2 }] });
+    await expect(viaPromise.decide({ domain: "d", descriptors: [e({ k: "x" })], cost: 99 })).rejects.toBeInstanceOf(CheckError);
   });
 
   it("the hand-written JSON of a result is exactly JSON.stringify's, for every kind of status", async () => {

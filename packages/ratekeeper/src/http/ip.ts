@@ -240,6 +240,9 @@ export interface ClientIpOptions {
   ipv6Subnet?: number;
 }
 
+/** Entries of each of ClientIpResolver's memos. */
+const MEMO_SIZE = 4096;
+
 /**
  * Resolves the client's address from the socket's peer and, behind trusted proxies, the
  * forwarding header read from the right.
@@ -251,6 +254,15 @@ export class ClientIpResolver {
   private readonly trusted: AddressSet | undefined;
   readonly header: "x-forwarded-for" | "forwarded";
   readonly ipv6Subnet: number;
+  /**
+   * Socket peers already normalised (`null`: not an address) and IPv6 addresses already grouped.
+   * A keep-alive connection sends its peer address with every request, and normalizeIp's
+   * isIP() regular expression was the largest single cost of the middleware's own work in a
+   * CPU profile (docs/benchmarks/http.md); a Map lookup of the same string is a few ns. At most
+   * {@link MEMO_SIZE} entries each, emptied when full, so a flood of addresses costs memory O(1).
+   */
+  private readonly peers = new Map<string, string | null>();
+  private readonly groups = new Map<string, string>();
 
   constructor(options: ClientIpOptions = {}) {
     const issues: ConfigIssue[] = [];
@@ -285,7 +297,7 @@ export class ClientIpResolver {
    * @param forwarded the forwarding header's value (several header lines joined by ","), if any
    */
   resolve(peer: string | undefined, forwarded: string | undefined): string | undefined {
-    let hop = normalizeIp(peer);
+    let hop = this.normalizePeer(peer);
     if (hop === undefined || this.trusted === undefined || forwarded === undefined || !this.trusted.has(hop)) return hop;
     const chain = parseForwardedChain(forwarded, this.header);
     for (let i = chain.length - 1; i >= 0; i--) {
@@ -298,9 +310,26 @@ export class ClientIpResolver {
     return hop;
   }
 
+  /** {@link normalizeIp} of a socket's peer, remembered. */
+  private normalizePeer(peer: string | undefined): string | undefined {
+    if (peer === undefined) return undefined;
+    const known = this.peers.get(peer);
+    if (known !== undefined) return known === null ? undefined : known;
+    const hop = normalizeIp(peer);
+    if (this.peers.size >= MEMO_SIZE) this.peers.clear();
+    this.peers.set(peer, hop === undefined ? null : hop);
+    return hop;
+  }
+
   /** The rate-limit identity of an address: IPv4 as is, IPv6 as its prefix (`2001:db8::/64`). */
   group(ip: string): string {
     if (!ip.includes(":") || this.ipv6Subnet === 128) return ip;
-    return ipv6Prefix(ip, this.ipv6Subnet);
+    let g = this.groups.get(ip);
+    if (g === undefined) {
+      g = ipv6Prefix(ip, this.ipv6Subnet);
+      if (this.groups.size >= MEMO_SIZE) this.groups.clear();
+      this.groups.set(ip, g);
+    }
+    return g;
   }
 }

@@ -99,9 +99,27 @@ export class DecisionService {
    * Decides every descriptor of a check (or its plain key), charging each that is admitted.
    * Like Envoy's ratelimit service, descriptors are charged independently: the request is
    * allowed only when all allow, but one descriptor's denial does not undo another's charge.
-   * @throws CheckError for a request that cannot be decided (unknown policy, bad cost, bad key)
+   * @throws CheckError (as a rejected promise) for a request that cannot be decided (unknown policy, bad cost, bad key)
    */
-  async decide(input: CheckInput): Promise<CheckResult> {
+  decide(input: CheckInput): Promise<CheckResult> {
+    try {
+      const r = this.decideNow(input);
+      return r instanceof Promise ? r : Promise.resolve(r);
+    } catch (e) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the thrown value, as an async function would reject with
+      return Promise.reject(e);
+    }
+  }
+
+  /**
+   * {@link DecisionService.decide}, answering synchronously when it can: a store that decides
+   * synchronously (the memory store) and no override with its own policy or several descriptors
+   * to wait for. The transports' hot paths use it: each `async` layer between the request and the
+   * store cost a promise and a microtask turn per check (five of them were about 0.5 us of a
+   * `GET /v1/auth`, docs/benchmarks/service.md).
+   * @throws CheckError synchronously (or as a rejected promise) as {@link decide}
+   */
+  decideNow(input: CheckInput): CheckResult | Promise<CheckResult> {
     const check: Check = { rules: this.rulesNow, nowMs: this.clock(), cost: requestCost(input.cost), peek: false };
     if (input.key !== undefined) return this.decidePlain(check, input);
     const domain = input.domain;
@@ -110,13 +128,17 @@ export class DecisionService {
     if (!descriptors || descriptors.length === 0)
       throw new CheckError("descriptors: must be a non-empty list (or give a key and a policy)");
     if (descriptors.length === 1) {
-      const s = await this.decideOne(check, domain, descriptors[0] as readonly DescriptorEntry[], input.descriptorLimits?.[0]);
-      return { allowed: s.allowed, domain, statuses: [s] };
+      const s = this.decideOne(check, domain, descriptors[0] as readonly DescriptorEntry[], input.descriptorLimits?.[0]);
+      return s instanceof Promise ? s.then((x) => single(domain, x)) : single(domain, s);
     }
-    const statuses = await Promise.all(descriptors.map((d, i) => this.decideOne(check, domain, d, input.descriptorLimits?.[i])));
-    let allowed = true;
-    for (const s of statuses) if (!s.allowed) allowed = false;
-    return { allowed, domain, statuses };
+    // Every descriptor is decided even when one of them cannot be (a CheckError): as they were
+    // when each was an async call of its own.
+    const each = descriptors.map(async (d, i) => this.decideOne(check, domain, d, input.descriptorLimits?.[i]));
+    return Promise.all(each).then((statuses) => {
+      let allowed = true;
+      for (const st of statuses) if (!st.allowed) allowed = false;
+      return { allowed, domain, statuses };
+    });
   }
 
   /**
@@ -125,10 +147,10 @@ export class DecisionService {
    */
   async peek(input: CheckInput): Promise<CheckResult> {
     const check: Check = { rules: this.rulesNow, nowMs: this.clock(), cost: requestCost(input.cost), peek: true };
-    if (input.key !== undefined) return this.decidePlain(check, input);
+    if (input.key !== undefined) return await this.decidePlain(check, input);
     const domain = input.domain ?? "";
     const statuses = await Promise.all(
-      (input.descriptors ?? []).map((d, i) => this.decideOne(check, domain, d, input.descriptorLimits?.[i])),
+      (input.descriptors ?? []).map(async (d, i) => this.decideOne(check, domain, d, input.descriptorLimits?.[i])),
     );
     return { allowed: statuses.every((s) => s.allowed), domain, statuses };
   }
@@ -174,13 +196,13 @@ export class DecisionService {
   }
 
   /** A plain key under a named policy. */
-  private async decidePlain(check: Check, input: CheckInput): Promise<CheckResult> {
+  private decidePlain(check: Check, input: CheckInput): CheckResult | Promise<CheckResult> {
     const key = input.key;
     if (typeof key !== "string" || key.length === 0 || key.length > 512) throw new CheckError("key: must be a string of 1-512 characters");
     const np = namedPolicy(check.rules, input.policy);
     const domain = input.domain ?? np.name;
     // Metrics label plain-key checks "(policy)": their domain is whatever the client sent.
-    const status = await this.apply({
+    const status = this.apply({
       check,
       label: "(policy)",
       domain,
@@ -189,16 +211,19 @@ export class DecisionService {
       policy: np,
       matched: `policy ${np.name}`,
     });
-    return { allowed: status.allowed, domain, statuses: [status] };
+    return status instanceof Promise ? status.then((x) => single(domain, x)) : single(domain, status);
   }
 
-  /** One descriptor: its caller-sent limit, or the rule it matches, or an override, or nothing. */
-  private async decideOne(
+  /**
+   * One descriptor: its caller-sent limit, or the rule it matches, or an override, or nothing.
+   * Synchronous unless the store or an override's limiter answers with a promise.
+   */
+  private decideOne(
     check: Check,
     domain: string,
     entries: readonly DescriptorEntry[],
     callerLimit: CallerLimit | undefined,
-  ): Promise<DescriptorStatus> {
+  ): DescriptorStatus | Promise<DescriptorStatus> {
     if (!Array.isArray(entries) || entries.length === 0) throw new CheckError("descriptors: each descriptor needs at least one entry");
     const key = descriptorKey(entries);
     if (key.length > 512) throw new CheckError("descriptors: a descriptor's key=value entries must stay under 512 characters");
@@ -233,7 +258,7 @@ export class DecisionService {
   }
 
   /** Decides one descriptor under a policy (or the override in force for its key). */
-  private async apply(a: Application): Promise<DescriptorStatus> {
+  private apply(a: Application): DescriptorStatus | Promise<DescriptorStatus> {
     const { check, policy } = a;
     const cost = policy.cost * check.cost;
     const o = this.overrides?.get(a.domain, a.key, check.nowMs);
@@ -242,9 +267,14 @@ export class DecisionService {
     if (cost > limiter.maxCost)
       throw new CheckError(`cost: ${cost} is more than rule ${a.ruleId} could ever admit (at most ${limiter.maxCost})`);
     const stateKey = `${a.domain}|${a.key}`;
-    const d = await this.run(limiter, stateKey, cost, check.peek);
-    const shadow = policy.shadow;
-    if (!check.peek) {
+    const d = this.run(limiter, stateKey, cost, check.peek);
+    return d instanceof Promise ? d.then((x) => this.decided(a, limiter, stateKey, cost, x)) : this.decided(a, limiter, stateKey, cost, d);
+  }
+
+  /** The status of a descriptor decided under its policy's limiter (`apply`'s second half). */
+  private decided(a: Application, limiter: RateLimiter, stateKey: string, cost: number, d: Decision): DescriptorStatus {
+    const shadow = a.policy.shadow;
+    if (!a.check.peek) {
       const outcome = d.allowed ? "ok" : shadow ? "shadow_over_limit" : "over_limit";
       this.observer?.decision(a.label, a.ruleId, outcome, d.allowed || shadow ? undefined : stateKey);
     }
@@ -282,16 +312,38 @@ export class DecisionService {
     return decidedStatus(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
   }
 
-  private async run(limiter: RateLimiter, stateKey: string, cost: number, peek: boolean): Promise<Decision> {
+  /**
+   * Asks the limiter, timing the store call for the metrics; the decision itself when the store
+   * answers synchronously (the memory store), else its promise.
+   * @throws CheckError for a bad key or cost; the store's own error otherwise
+   */
+  private run(limiter: RateLimiter, stateKey: string, cost: number, peek: boolean): Decision | Promise<Decision> {
     const t0 = performance.now();
-    let d: Decision;
+    let d: Decision | Promise<Decision>;
     try {
-      d = peek ? await limiter.peek(stateKey, cost) : await limiter.consume(stateKey, cost);
+      d = peek ? limiter.peek(stateKey, cost) : limiter.consumeNow(stateKey, cost);
     } catch (e) {
-      this.observer?.storeError("error");
-      if (e instanceof RangeError) throw new CheckError(e.message);
-      throw e;
+      throw this.storeFailed(e);
     }
+    if (d instanceof Promise) {
+      return d.then(
+        (x) => this.ran(x, t0),
+        (e: unknown) => {
+          throw this.storeFailed(e);
+        },
+      );
+    }
+    return this.ran(d, t0);
+  }
+
+  /** Counts a store call that threw; a RangeError (bad key or cost) becomes the caller's CheckError. */
+  private storeFailed(e: unknown): unknown {
+    this.observer?.storeError("error");
+    return e instanceof RangeError ? new CheckError(e.message) : e;
+  }
+
+  /** Reports a decision's store latency and reason. */
+  private ran(d: Decision, t0: number): Decision {
     this.observer?.storeLatency((performance.now() - t0) / 1000);
     if (d.reason !== undefined) {
       this.observer?.decisionReason?.(d.reason);
@@ -299,6 +351,11 @@ export class DecisionService {
     }
     return d;
   }
+}
+
+/** The result of a check with one descriptor. */
+function single(domain: string, s: DescriptorStatus): CheckResult {
+  return { allowed: s.allowed, domain, statuses: [s] };
 }
 
 /** A named policy of the rules file, or a CheckError naming the ones there are. */

@@ -5,7 +5,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import type { Logger } from "../log.js";
 import type { DecisionService } from "../service/decide.js";
 import { checkCallerLimit, checkShape, GRPC_SHAPE, REQUEST_CAPS } from "../service/request-caps.js";
-import { CheckError, type DescriptorStatus } from "../service/types.js";
+import { CheckError, type CheckInput, type CheckResult, type DescriptorStatus } from "../service/types.js";
 import { limitHeaders } from "./render.js";
 
 /** The directory holding Envoy's (trimmed) protos: packages/server/proto. */
@@ -124,47 +124,61 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
       call: grpc.ServerUnaryCall<RateLimitRequest, RateLimitResponse>,
       callback: grpc.sendUnaryData<RateLimitResponse>,
     ): void {
-      const req = call.request;
-      const decide = async () => {
-        checkShape(req.domain, req.descriptors ?? [], GRPC_SHAPE);
-        const descriptors = (req.descriptors ?? []).map((d, i) =>
-          (d.entries ?? []).map((e, j) => {
-            if (!e.key || !e.value) throw new CheckError(`descriptors[${i}].entries[${j}]: key and value must be non-empty`);
-            return { key: e.key, value: e.value };
-          }),
-        );
-        // Envoy's per-descriptor limit (RateLimitDescriptor.limit) replaces the rules for that descriptor.
-        const descriptorLimits = (req.descriptors ?? []).map((d, i) => {
-          if (!d.limit) return undefined;
-          const unitMs = UNIT_MS[d.limit.unit ?? ""];
-          if (unitMs === undefined) throw new CheckError(`descriptors[${i}].limit.unit: must be SECOND, MINUTE, HOUR or DAY`);
-          checkCallerLimit(`descriptors[${i}].limit`, d.limit.requests_per_unit ?? 0, unitMs);
-          return { requestsPerUnit: d.limit.requests_per_unit ?? 0, unitMs };
-        });
-        return service.decide({
-          domain: req.domain ?? "",
-          descriptors,
-          cost: req.hits_addend ? req.hits_addend : undefined,
-          descriptorLimits: descriptorLimits.some((l) => l !== undefined) ? descriptorLimits : undefined,
-        });
-      };
-      decide()
-        .then((r) => {
-          const headers = limitHeaders(r.statuses);
-          callback(null, {
-            overall_code: r.allowed ? "OK" : "OVER_LIMIT",
-            statuses: r.statuses.map(toRls),
-            response_headers_to_add: Object.entries(headers).map(([key, value]) => ({ key: key.toLowerCase(), value })),
-          });
-        })
-        .catch((e: unknown) => {
-          if (e instanceof CheckError) return callback({ code: grpc.status.INVALID_ARGUMENT, details: e.message });
-          logger.error({ err: e }, "ShouldRateLimit failed");
-          callback({ code: grpc.status.UNAVAILABLE, details: `the store failed: ${(e as Error).message}` });
-        });
+      let result: CheckResult | Promise<CheckResult>;
+      try {
+        // On the memory store the answer comes back in this call (no promise, no microtask turn).
+        result = service.decideNow(checkOf(call.request));
+      } catch (e) {
+        return failed(e, callback);
+      }
+      if (result instanceof Promise) result.then((r) => answer(r, callback)).catch((e: unknown) => failed(e, callback));
+      else answer(result, callback);
     },
   });
+
+  function answer(r: CheckResult, callback: grpc.sendUnaryData<RateLimitResponse>): void {
+    const headers = limitHeaders(r.statuses);
+    callback(null, {
+      overall_code: r.allowed ? "OK" : "OVER_LIMIT",
+      statuses: r.statuses.map(toRls),
+      response_headers_to_add: Object.entries(headers).map(([key, value]) => ({ key: key.toLowerCase(), value })),
+    });
+  }
+
+  function failed(e: unknown, callback: grpc.sendUnaryData<RateLimitResponse>): void {
+    if (e instanceof CheckError) return callback({ code: grpc.status.INVALID_ARGUMENT, details: e.message });
+    logger.error({ err: e }, "ShouldRateLimit failed");
+    callback({ code: grpc.status.UNAVAILABLE, details: `the store failed: ${(e as Error).message}` });
+  }
   return server;
+}
+
+/**
+ * The check a ShouldRateLimit request asks for.
+ * @throws CheckError naming the field of a request that breaks the caps or has empty entries
+ */
+function checkOf(req: RateLimitRequest): CheckInput {
+  checkShape(req.domain, req.descriptors ?? [], GRPC_SHAPE);
+  const descriptors = (req.descriptors ?? []).map((d, i) =>
+    (d.entries ?? []).map((e, j) => {
+      if (!e.key || !e.value) throw new CheckError(`descriptors[${i}].entries[${j}]: key and value must be non-empty`);
+      return { key: e.key, value: e.value };
+    }),
+  );
+  // Envoy's per-descriptor limit (RateLimitDescriptor.limit) replaces the rules for that descriptor.
+  const descriptorLimits = (req.descriptors ?? []).map((d, i) => {
+    if (!d.limit) return undefined;
+    const unitMs = UNIT_MS[d.limit.unit ?? ""];
+    if (unitMs === undefined) throw new CheckError(`descriptors[${i}].limit.unit: must be SECOND, MINUTE, HOUR or DAY`);
+    checkCallerLimit(`descriptors[${i}].limit`, d.limit.requests_per_unit ?? 0, unitMs);
+    return { requestsPerUnit: d.limit.requests_per_unit ?? 0, unitMs };
+  });
+  return {
+    domain: req.domain ?? "",
+    descriptors,
+    cost: req.hits_addend ? req.hits_addend : undefined,
+    descriptorLimits: descriptorLimits.some((l) => l !== undefined) ? descriptorLimits : undefined,
+  };
 }
 
 /** Binds a gRPC server; resolves the port (useful with port 0). */

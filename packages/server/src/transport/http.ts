@@ -77,19 +77,33 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
       connectionsCheckingInterval: Math.min(1_000, requestTimeout),
     },
     (req, res) => {
-      handle(req, res).catch((e: unknown) => {
-        if (!(e instanceof CheckError) && !(e instanceof HttpError)) logger.error({ err: e, url: req.url }, "request failed");
-        sendError(req, res, e);
-      });
+      // A check on the memory store is answered in this call, with no promise (see handle).
+      let pending: void | Promise<void>;
+      try {
+        pending = handle(req, res);
+      } catch (e) {
+        return failed(req, res, e);
+      }
+      if (pending !== undefined) pending.catch((e: unknown) => failed(req, res, e));
     },
   );
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  function failed(req: IncomingMessage, res: ServerResponse, e: unknown): void {
+    if (!(e instanceof CheckError) && !(e instanceof HttpError)) logger.error({ err: e, url: req.url }, "request failed");
+    sendError(req, res, e);
+  }
+
+  /**
+   * Routes a request. The decision routes (`/v1/auth`, and `/v1/check` once its body is read)
+   * return nothing when the store answered synchronously: an `async` function here cost a
+   * promise and a microtask turn per request. Throws (or rejects) with the error to send.
+   */
+  function handle(req: IncomingMessage, res: ServerResponse): void | Promise<void> {
     const url = req.url ?? "/";
     const method = req.method;
     if (url === "/v1/check" || (url.startsWith("/v1/check") && url.charCodeAt(9) === 63) /* "?" */) {
       if (method !== "POST") throw methodNotAllowed("POST");
-      return check(await readJson(req, maxBody), res);
+      return readJson(req, maxBody).then((body) => check(body, res));
     }
     const q = url.indexOf("?");
     const path = q === -1 ? url : url.slice(0, q);
@@ -99,6 +113,11 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
       if (method !== "GET" && method !== "HEAD") throw methodNotAllowed("GET, HEAD");
       return auth(req, res, query);
     }
+    return other(req, res, method, path, query);
+  }
+
+  /** Every route but the two decision routes. */
+  async function other(req: IncomingMessage, res: ServerResponse, method: string | undefined, path: string, query: Query): Promise<void> {
     if (path.startsWith("/v1/keys/")) {
       if (method !== "GET") throw methodNotAllowed("GET");
       const result = await service.peek(keysInput(path.slice("/v1/keys/".length), query));
@@ -150,13 +169,21 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
     throw new HttpError("not_found", `no route ${method ?? ""} ${path}`);
   }
 
-  async function check(body: unknown, res: ServerResponse): Promise<void> {
+  function check(body: unknown, res: ServerResponse): void | Promise<void> {
     const batch = batchOf(body);
     if (batch === undefined) {
-      const input = toInput(body, "");
-      const result = await service.decide(input);
-      return sendJsonText(res, 200, resultJson(result), limitHeaders(result.statuses, styles));
+      const result = service.decideNow(toInput(body, ""));
+      if (result instanceof Promise) return result.then((r) => sendCheck(res, r));
+      return sendCheck(res, result);
     }
+    return checkBatch(batch, res);
+  }
+
+  function sendCheck(res: ServerResponse, result: CheckResult): void {
+    sendJsonText(res, 200, resultJson(result), limitHeaders(result.statuses, styles));
+  }
+
+  async function checkBatch(batch: unknown[], res: ServerResponse): Promise<void> {
     if (batch.length === 0 || batch.length > MAX_BATCH)
       throw new CheckError(`checks: must hold 1-${MAX_BATCH} checks (got ${batch.length})`);
     const results = await Promise.all(
@@ -190,9 +217,14 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
     throw new HttpError("not_found", `no route POST /v1/leases/${op.slice(0, 32)} (acquire, renew, release)`);
   }
 
-  async function auth(req: IncomingMessage, res: ServerResponse, query: Query): Promise<void> {
+  function auth(req: IncomingMessage, res: ServerResponse, query: Query): void | Promise<void> {
     const { input, denyStatus } = authInput(query, req.headers);
-    const result = await service.decide(input);
+    const result = service.decideNow(input);
+    if (result instanceof Promise) return result.then((r) => sendAuth(res, r, denyStatus));
+    sendAuth(res, result, denyStatus);
+  }
+
+  function sendAuth(res: ServerResponse, result: CheckResult, denyStatus: number): void {
     res.writeHead(result.allowed ? 204 : denyStatus, limitHeaders(result.statuses, styles));
     res.end();
   }
