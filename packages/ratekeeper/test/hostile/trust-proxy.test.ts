@@ -234,6 +234,6 @@ describe("options from other limiters get a message that says what to write", ()
     ["a typo", { keyPrefx: "a" }, /keyPrefx: unknown option; the options are .*keyPrefix/],
   ])("%s", (_name, extra, message) => {
     const o = observer();
-    expect(() => nodeLimit({ ...o.options, ...extra } as never)).toThrow(message);
+    expect(() => nodeLimit({ ...o.options, ...extra })).toThrow(message);
   });
 });
