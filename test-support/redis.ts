@@ -11,6 +11,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe } from "vitest";
+import { INSTALL, findBinary } from "./outside.js";
 import { freePort, hasExited, isPortFree, stopProcess, track, until } from "./process.js";
 
 /** A running (or restartable) single redis-server. */
@@ -247,25 +248,15 @@ export async function startRedisCluster(masters = 3): Promise<RedisClusterHandle
 let cachedMode: "run" | "skip" | undefined;
 
 /**
- * "run" when `redis-server` is on PATH. When it is missing: throws under `CI=true` (tests must
- * run there, never skip), otherwise prints a loud warning and returns "skip".
+ * "run" when `redis-server` and `redis-cli` (the cluster helper uses it) are on PATH. When one is
+ * missing: throws under `CI=true` (tests must run there, never skip), otherwise prints one loud
+ * line and returns "skip" (test-support/outside.ts).
  */
 export function redisTestMode(): "run" | "skip" {
   if (cachedMode) return cachedMode;
-  const probe = spawnSync("redis-server", ["--version"], { encoding: "utf8" });
-  if (probe.status === 0 && !probe.error) {
-    cachedMode = "run";
-    return cachedMode;
-  }
-  if (process.env.CI === "true") {
-    throw new Error("redis-server not found on PATH, and CI=true: Redis tests must run under CI. Install redis-server.");
-  }
-  const bar = "!".repeat(72);
-  console.warn(
-    `\n${bar}\n!!! SKIPPING Redis tests: redis-server not found on PATH.\n` +
-      `!!! Install redis-server (>= 6.2) to run them; under CI=true they fail instead.\n${bar}\n`,
-  );
-  cachedMode = "skip";
+  const server = findBinary("redis-server", "Redis", INSTALL.redis);
+  const cli = server === undefined ? undefined : findBinary("redis-cli", "Redis", INSTALL.redis);
+  cachedMode = server !== undefined && cli !== undefined ? "run" : "skip";
   return cachedMode;
 }
 

@@ -3,31 +3,19 @@
  * Debian's `chromium` from PATH). Without chromium the tests skip with one loud line; under
  * CI=true they must run, so a missing chromium fails them.
  */
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import puppeteer, { type Browser } from "puppeteer-core";
+import { INSTALL, findBinary } from "../../../test-support/outside.js";
 import { ROOT } from "./support.js";
 
 /** Where the browser tests save their screenshots (not committed). */
 export const SCREENSHOTS = path.join(ROOT, ".test-output", "screenshots");
 
-/** The chromium binary on PATH; undefined (after a loud line) when there is none; throws under CI=true. */
+/** The chromium binary on PATH; undefined (after one loud line) when there is none; throws under CI=true. */
 export function findChromium(): string | undefined {
-  for (const name of ["chromium", "chromium-browser"]) {
-    for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
-      const at = path.join(dir, name);
-      if (dir && existsSync(at)) return at;
-    }
-  }
-  if (process.env.CI === "true")
-    throw new Error(
-      "chromium not found on PATH, and CI=true: the browser tests must run under CI. Install chromium (apt-get install chromium).",
-    );
-  process.stderr.write(
-    "\n!!! chromium not found on PATH: SKIPPING the browser tests (dashboard, simulator report). Install chromium (apt-get install chromium) to run them.\n\n",
-  );
-  return undefined;
+  return findBinary(["chromium", "chromium-browser"], "browser (dashboard, simulator report)", INSTALL.chromium);
 }
 
 /** A headless Chromium with a fresh profile; `close()` stops it and removes the profile. */

@@ -10,10 +10,14 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
+import { INSTALL, skipOrFail } from "../../../test-support/outside.js";
 
 export const PG_ADMIN_URL = process.env.RATEKEEPER_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 
-/** "run" when PostgreSQL answers; otherwise throws under CI=true, or warns loudly and returns "skip". */
+/**
+ * "run" when PostgreSQL answers at PG_ADMIN_URL. Nothing listening there counts as not installed
+ * (a bare machine has nothing on 5432): one loud line and "skip", or a throw under CI=true.
+ */
 export async function postgresTestMode(): Promise<"run" | "skip"> {
   const client = new pg.Client({ connectionString: PG_ADMIN_URL, connectionTimeoutMillis: 3000 });
   try {
@@ -21,16 +25,7 @@ export async function postgresTestMode(): Promise<"run" | "skip"> {
     await client.query("SELECT 1");
     return "run";
   } catch (e) {
-    if (process.env.CI === "true") {
-      throw new Error(
-        `PostgreSQL is not reachable at ${PG_ADMIN_URL} and CI=true: the overrides tests must run under CI (${(e as Error).message})`,
-      );
-    }
-    const bar = "!".repeat(72);
-    console.warn(
-      `\n${bar}\n!!! SKIPPING PostgreSQL overrides tests: cannot connect to ${PG_ADMIN_URL}\n!!! (${(e as Error).message}). Under CI=true they fail instead.\n${bar}\n`,
-    );
-    return "skip";
+    return skipOrFail("PostgreSQL (overrides)", `cannot connect to ${PG_ADMIN_URL} (${(e as Error).message})`, INSTALL.postgres);
   } finally {
     await client.end().catch(() => undefined);
   }

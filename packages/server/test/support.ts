@@ -114,8 +114,9 @@ export interface NginxProc {
 /**
  * Starts a real nginx (`<binary> -p DIR -c FILE -g 'daemon off;'`) with `conf`, whose
  * pid file, error log and temp paths are put in a fresh temp prefix dir. `conf` must listen on `port`.
+ * `binary` comes from findBinary (test-support/outside.ts), which skips or fails without nginx.
  */
-export async function startNginx(conf: string, port: number, binary = "/usr/sbin/nginx"): Promise<NginxProc> {
+export async function startNginx(conf: string, port: number, binary: string): Promise<NginxProc> {
   const dir = mkdtempSync(path.join(tmpdir(), "rk-nginx-"));
   const file = path.join(dir, "nginx.conf");
   writeFileSync(file, conf);

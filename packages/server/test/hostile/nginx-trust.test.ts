@@ -13,9 +13,10 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { INSTALL, findBinary } from "../../../../test-support/outside.js";
 import { freePort } from "../../../../test-support/process.js";
 import { adaptNginxConf, example, getJson, startNginx, startServiceProcess, type NginxProc, type ServiceProc } from "../support.js";
-import { findBinary, getFrom } from "./support.js";
+import { getFrom } from "./support.js";
 
 const RULES = `
 domains:
@@ -40,7 +41,7 @@ policies:
     window: 1s
 `;
 
-const nginxBin = findBinary("nginx", "nginx (Debian: apt-get install nginx-light)");
+const nginxBin = findBinary("nginx", "nginx", INSTALL.nginx);
 let svc: ServiceProc;
 let nginx: NginxProc;
 let app: Server;
