@@ -1,13 +1,16 @@
 /**
  * Quota leasing under a hammering: 4 processes, each with 8 loops calling consume() on one hot key
- * as fast as they can (every core busy), fixed window 2,000 per second, for 6 windows.
+ * as fast as they can (every core busy), fixed window 2,000 per second, for 8 windows.
  * - Never more than the limit in any window: each admission is attributed to the window of the
  *   wall-clock span in which it was decided, widened by SLACK_MS on each side (Redis's clock and
  *   this machine's are the same clock, but the store sends Redis's time as each process estimates
  *   it, within half its best round trip: stores/redis/server-clock.ts); the few whose span
  *   straddles a window's end are placed as favourably as possible, and the test fails only if
  *   no placement keeps every window within the limit.
- * - At least 95% of the limit used in every whole window (little is stranded in blocks).
+ * - At least 95% of the limit used in every whole window under steady overload (little is
+ *   stranded in blocks): windows in which the processes offered at least 1.5 times the limit. A
+ *   window in which the machine starved them of CPU offers less and says nothing about leasing;
+ *   at least two windows must qualify.
  * - At most 0.05 Redis calls per decision (counted by the test's own Redis, INFO commandstats).
  * The same traffic without leasing is the control: it must make one call per decision.
  */
@@ -29,6 +32,7 @@ interface Done {
   denied: number;
   errors: number;
   spans: Array<[number, number]>;
+  offered: Record<number, number>;
 }
 
 /** Redis commands executed so far (every command, scripts counted once each: EVALSHA calls). */
@@ -96,7 +100,7 @@ describeRedis("quota leasing: 4 processes hammering one hot key", () => {
   }
 
   it("never more than the limit in a window, >= 95% of it used, <= 0.05 Redis calls per decision", async () => {
-    const { results, calls: n } = await run(true, 6 * WINDOW_MS);
+    const { results, calls: n } = await run(true, 8 * WINDOW_MS);
     expect(results.map((r) => r.errors)).toEqual([0, 0, 0, 0]);
     const decisions = results.reduce((s, r) => s + r.decisions, 0);
     const counts = perWindow(
@@ -106,14 +110,16 @@ describeRedis("quota leasing: 4 processes hammering one hot key", () => {
     );
     const windows = [...counts.keys()].sort((a, b) => a - b);
     for (const w of windows) expect(counts.get(w), `window ${w}`).toBeLessThanOrEqual(LIMIT);
-    // The whole windows (not the first, whose start the workers may miss while they start, nor the last).
-    const whole = windows.slice(1, -1);
-    expect(whole.length).toBeGreaterThanOrEqual(4);
+    // The whole windows (not the first, whose start the workers may miss while they start, nor
+    // the last) in which at least 1.5 times the limit was asked for.
+    const offered = (w: number) => results.reduce((s, r) => s + (r.offered[w] ?? 0), 0);
+    const whole = windows.slice(1, -1).filter((w) => offered(w) >= 1.5 * LIMIT);
+    expect(whole.length).toBeGreaterThanOrEqual(2);
     for (const w of whole) expect(counts.get(w), `window ${w} used`).toBeGreaterThanOrEqual(0.95 * LIMIT);
     expect(n / decisions).toBeLessThanOrEqual(0.05);
     console.log(
       `leasing: ${decisions} decisions, ${n} Redis calls (${(n / decisions).toFixed(4)} per decision), ` +
-        `per window ${whole.map((w) => counts.get(w)).join(", ")} of ${LIMIT}`,
+        `per window ${whole.map((w) => `${counts.get(w)} of ${LIMIT} (${offered(w)} asked)`).join(", ")}`,
     );
   }, 180_000);
 
