@@ -1,9 +1,5 @@
-// Types of app.js, for the TypeScript tests that start it.
+// Types of app.js, for the TypeScript tests that use it.
 import type { Hono } from "hono";
 import type { HonoRateLimitOptions } from "ratekeeper/hono";
 export declare const defaultOptions: HonoRateLimitOptions;
 export declare function createApp(options?: HonoRateLimitOptions | Record<string, unknown>): Hono;
-export declare function start(
-  options?: HonoRateLimitOptions | Record<string, unknown>,
-  listen?: { port?: number; host?: string },
-): Promise<{ app: Hono; url: string; close(): Promise<void> }>;

@@ -236,9 +236,11 @@ class HeldLease implements Lease {
  * Lease ids: a random prefix per process (72 bits), a counter, and 48 random bits per lease, so
  * ids are unique over every process sharing a store, and a holder who knows its own id cannot
  * guess another's (a service that hands ids to clients lets them release only their own). The
- * random bits come from a pool refilled 4 KiB at a time: no crypto call per lease.
+ * random bits come from a pool refilled 4 KiB at a time: no crypto call per lease. The prefix is
+ * drawn with the first lease, not when the module loads: Cloudflare Workers refuse random values
+ * in a module's global scope (the Worker would not start).
  */
-const PREFIX = base64url(randomBytes(9));
+let prefix: string | undefined;
 let counter = 0;
 let pool: Uint8Array = new Uint8Array(0);
 let at = 0;
@@ -261,5 +263,6 @@ function newLeaseId(): string {
     at = 0;
   }
   at += 6;
-  return `${PREFIX}${(++counter).toString(36)}.${base64url(pool.subarray(at - 6, at))}`;
+  prefix ??= base64url(randomBytes(9));
+  return `${prefix}${(++counter).toString(36)}.${base64url(pool.subarray(at - 6, at))}`;
 }

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { describe, expect, it } from "vitest";
-import { createApp, start } from "../../../examples/hono/app.js";
+import { createApp } from "../../../examples/hono/app.js";
+import { start } from "../../../examples/hono/node.js";
 import { realDriver, type Driver, type Reply } from "./http-support.js";
 import { behaviourTable, redisBehaviourTable } from "./http-table.js";
 

@@ -4,7 +4,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { MemoryStore, RateLimiter } from "../src/index.js";
 
 const SRC = fileURLToPath(new URL("../src/index.ts", import.meta.url));
@@ -122,6 +122,25 @@ describe("MemoryStore: expiry", () => {
     now = 1_000;
     expect((await limiter.peek("k")).remaining).toBe(1); // a peek reports what would remain after it
     expect((await limiter.consume("k", 2)).allowed).toBe(true);
+  });
+
+  it("starts its sweep timer with the first key, never at construction (Workers forbid timers in global scope)", async () => {
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    try {
+      const store = new MemoryStore();
+      const limiter = new RateLimiter({ algorithm: "gcra", limit: 5, window: "1s", store });
+      expect(vi.getTimerCount()).toBe(0);
+      await limiter.consume("k");
+      expect(vi.getTimerCount()).toBe(1);
+      await limiter.consume("other");
+      expect(vi.getTimerCount()).toBe(1);
+      store.close();
+      expect(vi.getTimerCount()).toBe(0);
+      await limiter.consume("after-close");
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("the sweep timer does not keep the process alive", () => {

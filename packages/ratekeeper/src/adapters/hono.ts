@@ -4,9 +4,10 @@ import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type Requ
 /**
  * `ratekeeper/hono`: rate-limiting middleware for Hono 4. Imports only Hono's types.
  *
- * The client address: Hono has no runtime-neutral socket, so by default it is read from the
- * bindings of `@hono/node-server` (`c.env.incoming.socket.remoteAddress`); on other runtimes pass
- * `getRemoteAddress` (e.g. `(c) => getConnInfo(c).remote.address`).
+ * The client address: Hono has no runtime-neutral socket, so by default it is read where each
+ * runtime puts it (see {@link runtimeRemoteAddress}): `@hono/node-server`, Deno, Bun and Cloudflare
+ * Workers; elsewhere pass `getRemoteAddress` (e.g. `(c) => getConnInfo(c).remote.address`).
+ * Nothing here needs Node: the same app runs on each of them unchanged.
  * @example
  * import { Hono } from "hono";
  * import { rateLimit } from "ratekeeper/hono";
@@ -25,9 +26,47 @@ interface NodeBindings {
   };
 }
 
+/** Deno.serve's handler info (`c.env` when the app is served with `Deno.serve(app.fetch)`). */
+interface DenoBindings {
+  remoteAddr?: { hostname?: string };
+}
+
+/** Bun's server (`c.env` when the app is served by `Bun.serve` or `export default app`). */
+interface BunBindings {
+  requestIP?: (request: Request) => { address?: string } | null;
+}
+
+/** Whether this is Cloudflare's Workers runtime (workerd), as it names itself. */
+const onWorkers = (globalThis as { navigator?: { userAgent?: unknown } }).navigator?.userAgent === "Cloudflare-Workers";
+
+/**
+ * The socket peer's address as the runtime reports it, the same places Hono's `getConnInfo`
+ * helpers read:
+ * - `@hono/node-server`: its bindings' Node socket (`c.env.incoming.socket.remoteAddress`);
+ * - Deno (`Deno.serve(app.fetch)`): the handler info's `remoteAddr.hostname`;
+ * - Bun (`Bun.serve`, `export default app`): `server.requestIP(request)`;
+ * - Cloudflare Workers: the `CF-Connecting-IP` header, which Cloudflare's edge sets to the
+ *   connecting client (overwriting any the client sent); read only on workerd, never elsewhere,
+ *   where it would be client input.
+ * Returns `undefined` when none applies (then `noAddress` decides).
+ */
+export function runtimeRemoteAddress(c: Context): string | undefined {
+  const env = c.env as (NodeBindings & DenoBindings & BunBindings) | undefined;
+  if (env !== undefined && env !== null) {
+    const node = env.incoming?.socket;
+    if (node !== undefined) return node.remoteAddress;
+    if (typeof env.remoteAddr === "object" && env.remoteAddr !== null) return env.remoteAddr.hostname;
+    if (typeof env.requestIP === "function") return env.requestIP(c.req.raw)?.address ?? undefined;
+  }
+  return onWorkers ? c.req.header("cf-connecting-ip") : undefined;
+}
+
 /** Options of the Hono middleware. */
 export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
-  /** Reads the socket peer's address. @default (c) => c.env.incoming.socket.remoteAddress (@hono/node-server) */
+  /**
+   * Reads the socket peer's address.
+   * @default runtimeRemoteAddress: @hono/node-server, Deno, Bun and Cloudflare Workers
+   */
   getRemoteAddress?: (c: Context) => string | undefined;
   /**
    * Builds the refusal yourself (429, 403 or 503); the rate-limit headers are added to it.
@@ -46,8 +85,7 @@ export type HonoRateLimit = MiddlewareHandler & { readonly core: HttpRateLimiter
  * @example app.post("/user", rateLimit({ limiter, cost: { "GET /user": 1, "POST /user": 2 } }), handler)
  */
 export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
-  const getRemoteAddress =
-    options.getRemoteAddress ?? ((c: Context) => (c.env as NodeBindings | undefined)?.incoming?.socket?.remoteAddress);
+  const getRemoteAddress = options.getRemoteAddress ?? runtimeRemoteAddress;
   const access: RequestAccess<Context> = {
     method: (c) => c.req.method,
     path: (c) => c.req.path,

@@ -1,5 +1,5 @@
-import { BlockList, isIP } from "node:net";
 import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
+import { ipVersion, parseIpv4, parseIpv6 } from "./ip-parse.js";
 
 /**
  * Client addresses, resolved safely.
@@ -35,9 +35,9 @@ export function normalizeIp(address: string | undefined): string | undefined {
   if (zone >= 0) {
     // A zone (RFC 4007) names the local interface, not the host: only valid on IPv6.
     a = a.slice(0, zone);
-    if (isIP(a) !== 6) return undefined;
+    if (ipVersion(a) !== 6) return undefined;
   } else {
-    const v = isIP(a);
+    const v = ipVersion(a);
     if (v === 4) return a;
     if (v === 0) return undefined;
   }
@@ -45,7 +45,7 @@ export function normalizeIp(address: string | undefined): string | undefined {
   // IPv4-mapped: ::ffff:a.b.c.d, or its hex form ::ffff:0a00:0001 (as some stacks print it).
   if (a.startsWith("::ffff:")) {
     const tail = a.slice(7);
-    if (isIP(tail) === 4) return tail;
+    if (ipVersion(tail) === 4) return tail;
     const m = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(tail);
     if (m) {
       const hi = parseInt(m[1] as string, 16);
@@ -64,27 +64,8 @@ export function normalizeIp(address: string | undefined): string | undefined {
  */
 export function expandIpv6(address: string): number[] {
   const zone = address.indexOf("%");
-  const a = zone < 0 ? address : address.slice(0, zone);
-  if (isIP(a) !== 6) throw new RangeError(`address: not an IPv6 address (got ${describeValue(address)})`);
-  let text = a;
-  const groupsFromV4: number[] = [];
-  const lastColon = text.lastIndexOf(":");
-  const tail = text.slice(lastColon + 1);
-  if (tail.includes(".")) {
-    const o = tail.split(".").map(Number) as [number, number, number, number];
-    groupsFromV4.push((o[0] << 8) | o[1], (o[2] << 8) | o[3]);
-    text = text.slice(0, lastColon + 1) + "0";
-  }
-  const [headText, tailText] = text.split("::") as [string, string | undefined];
-  const parse = (s: string): number[] => (s.length === 0 ? [] : s.split(":").map((g) => parseInt(g, 16)));
-  let groups: number[];
-  if (tailText === undefined) groups = parse(headText);
-  else {
-    const head = parse(headText);
-    const rest = parse(tailText);
-    groups = [...head, ...new Array<number>(8 - head.length - rest.length).fill(0), ...rest];
-  }
-  if (groupsFromV4.length > 0) groups.splice(6, 2, ...groupsFromV4);
+  const groups = parseIpv6(zone < 0 ? address : address.slice(0, zone));
+  if (groups === undefined) throw new RangeError(`address: not an IPv6 address (got ${describeValue(address)})`);
   return groups;
 }
 
@@ -126,11 +107,14 @@ function compressIpv6(g: readonly number[]): string {
 
 /**
  * A set of addresses and CIDR ranges (or the names `loopback`, `linklocal`, `uniquelocal`),
- * checked with node:net's `BlockList`.
+ * checked by prefix (no node:net, so it runs on every runtime).
  * @example new AddressSet(["10.0.0.0/8", "loopback"], "trustedProxies").has("10.1.2.3") // true
  */
 export class AddressSet {
-  private readonly list = new BlockList();
+  /** IPv4 ranges: the network's 32-bit value and its prefix length. */
+  private readonly v4: { value: number; bits: number }[] = [];
+  /** IPv6 ranges: the network's eight groups and its prefix length. */
+  private readonly v6: { groups: number[]; bits: number }[] = [];
   readonly size: number;
 
   /**
@@ -168,22 +152,47 @@ export class AddressSet {
     const slash = entry.indexOf("/");
     const addr = normalizeIp(slash < 0 ? entry : entry.slice(0, slash));
     if (addr === undefined) return false;
-    const type = isIP(addr) === 4 ? "ipv4" : "ipv6";
-    if (slash < 0) {
-      this.list.addAddress(addr, type);
-      return true;
-    }
-    const bitsText = entry.slice(slash + 1);
+    const v4 = parseIpv4(addr);
+    const max = v4 === undefined ? 128 : 32;
+    const bitsText = slash < 0 ? String(max) : entry.slice(slash + 1);
     const bits = Number(bitsText);
-    if (!/^\d{1,3}$/.test(bitsText) || bits > (type === "ipv4" ? 32 : 128)) return false;
-    this.list.addSubnet(addr, bits, type);
+    if (!/^\d{1,3}$/.test(bitsText) || bits > max) return false;
+    if (v4 !== undefined) this.v4.push({ value: v4, bits });
+    else this.v6.push({ groups: parseIpv6(addr) as number[], bits });
     return true;
   }
 
   /** Whether a normalised address (see {@link normalizeIp}) is in the set. */
   has(address: string): boolean {
-    return this.list.check(address, address.includes(":") ? "ipv6" : "ipv4");
+    if (!address.includes(":")) {
+      const a = parseIpv4(address);
+      if (a === undefined) return false;
+      if (this.v4.some((r) => sameV4Prefix(a, r.value, r.bits))) return true;
+      // As node:net's BlockList: an IPv4 address is also its IPv4-mapped IPv6 form (::ffff:a.b.c.d),
+      // which IPv6 ranges as wide as ::/80 contain.
+      if (this.v6.length === 0) return false;
+      const mapped = [0, 0, 0, 0, 0, 0xffff, Math.floor(a / 65536), a % 65536];
+      return this.v6.some((r) => sameV6Prefix(mapped, r.groups, r.bits));
+    }
+    const g = parseIpv6(address);
+    return g !== undefined && this.v6.some((r) => sameV6Prefix(g, r.groups, r.bits));
   }
+}
+
+/** Whether two IPv4 addresses (32-bit values) share their first `bits` bits. */
+function sameV4Prefix(a: number, b: number, bits: number): boolean {
+  const size = 2 ** (32 - bits);
+  return Math.floor(a / size) === Math.floor(b / size);
+}
+
+/** Whether two IPv6 addresses (eight groups each) share their first `bits` bits. */
+function sameV6Prefix(a: readonly number[], b: readonly number[], bits: number): boolean {
+  for (let i = 0; i < 8 && bits > i * 16; i++) {
+    const keep = Math.min(16, bits - i * 16);
+    const mask = (0xffff << (16 - keep)) & 0xffff;
+    if (((a[i] as number) & mask) !== ((b[i] as number) & mask)) return false;
+  }
+  return true;
 }
 
 /**

@@ -2,6 +2,12 @@ import type { RateLimiter } from "../limiter.js";
 import type { RateLimitResult } from "./result.js";
 
 /**
+ * A callback after the current turn's I/O: `setImmediate` where the runtime has it (Node, Bun,
+ * Deno), else a zero timeout (Cloudflare Workers without nodejs_compat have no setImmediate).
+ */
+const afterIo = (fn: () => void): unknown => (typeof setImmediate === "function" ? setImmediate(fn) : setTimeout(fn, 0));
+
+/**
  * What happens to an admitted request after the verdict: holding it for its shaping delay
  * (leaky bucket `mode: "shape"`), giving its units back when it will not be served (the client
  * left while held), and the `countOnly` refund once the response is known.
@@ -39,7 +45,7 @@ export class Shaper<Req> {
       const timer = setTimeout(() => {
         // One more turn of the event loop before passing the request on: a disconnect that arrived
         // while the loop was busy is read in the poll phase, which runs before setImmediate callbacks.
-        setImmediate(() => {
+        afterIo(() => {
           signal?.removeEventListener("abort", onAbort);
           if (done) return;
           done = true;

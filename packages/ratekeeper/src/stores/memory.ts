@@ -25,7 +25,9 @@ export interface MemoryStoreOptions {
    */
   maxBytes?: number;
   /**
-   * How often expired keys are swept (ms), by a timer that never keeps the process alive.
+   * How often expired keys are swept (ms), by a timer that never keeps the process alive. The
+   * timer starts with the store's first key, never at construction, so a store made in a
+   * module's global scope is allowed on Cloudflare Workers (which forbid timers there).
    * Expired keys are also treated as new on their next use, so this only returns memory sooner.
    * `0` turns the sweep off.
    * @default 60_000
@@ -62,6 +64,8 @@ export class MemoryStore implements Store, TableOwner {
   /** Concurrency limits' leases, by namespace and limit. */
   private readonly leasePools = new Map<string, MemoryLeases>();
   private timer: ReturnType<typeof setInterval> | undefined;
+  /** The sweep's period; 0 once closed or when turned off. */
+  private sweepMs: number;
   /** Keys held now, over all tables. */
   size = 0;
   /** Keys in the young generations, over all tables. */
@@ -98,10 +102,7 @@ export class MemoryStore implements Store, TableOwner {
     this.maxBytes = maxBytes;
     this.half = Math.floor(maxKeys / 2);
     this.halfBytes = Math.floor(maxBytes / 2);
-    if (sweep > 0) {
-      this.timer = setInterval(() => this.sweep(Date.now()), sweep);
-      this.timer.unref?.();
-    }
+    this.sweepMs = sweep;
   }
 
   /**
@@ -142,10 +143,17 @@ export class MemoryStore implements Store, TableOwner {
     return dropped;
   }
 
-  /** Stops the sweep timer (it never holds the process open anyway). */
+  /** Stops the sweep timer for good (it never holds the process open anyway). */
   close(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    this.sweepMs = 0;
+  }
+
+  /** Starts the sweep timer; called with the first key, inside a request on every runtime. */
+  private startSweep(): void {
+    this.timer = setInterval(() => this.sweep(Date.now()), this.sweepMs);
+    this.timer.unref?.();
   }
 
   /**
@@ -154,6 +162,7 @@ export class MemoryStore implements Store, TableOwner {
    * generation empty on the first fill, turned twice and dropped every key, hot ones included.)
    */
   makeRoom(): void {
+    if (this.timer === undefined && this.sweepMs > 0) this.startSweep();
     if (this.young < this.half && this.youngBytes < this.halfBytes) return;
     for (const t of this.tables) t.turn();
     this.young = 0;
