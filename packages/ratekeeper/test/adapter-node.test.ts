@@ -12,6 +12,34 @@ describe("node:http adapter (examples/node over real HTTP)", () => {
 });
 
 describe("node:http specifics", () => {
+  it("writes the limit headers with lower-case names (node would copy mixed-case names into lower case per request)", async () => {
+    const http = await import("node:http");
+    const { withRateLimit } = await import("ratekeeper/node");
+    const server = http.createServer(
+      withRateLimit({ limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }], clock: () => 1_700_000_040_000 }, (_q, res) => {
+        res.end("ok");
+      }),
+    );
+    server.listen(0, "127.0.0.1");
+    await new Promise((r) => server.once("listening", r));
+    const port = (server.address() as { port: number }).port;
+    const raw = (): Promise<string[]> =>
+      new Promise((resolve, reject) => {
+        http
+          .get({ port, host: "127.0.0.1" }, (res) => {
+            res.resume();
+            res.on("end", () => resolve(res.rawHeaders.filter((_, i) => i % 2 === 0)));
+          })
+          .on("error", reject);
+      });
+    try {
+      expect(await raw()).toEqual(expect.arrayContaining(["ratelimit-policy", "ratelimit"]));
+      expect(await raw()).toEqual(expect.arrayContaining(["ratelimit-policy", "ratelimit", "retry-after", "content-type"]));
+    } finally {
+      server.close();
+    }
+  });
+
   it("the function form resolves false after answering, and a custom handler can answer instead", async () => {
     const http = await import("node:http");
     const { rateLimit } = await import("ratekeeper/node");

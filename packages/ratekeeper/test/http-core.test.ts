@@ -311,3 +311,29 @@ describe("shaping beyond maxDelayMs", () => {
     expect(calls).toEqual(["consume undefined", "consume undefined", "consume undefined"]);
   });
 });
+
+describe("429 bodies, kept", () => {
+  it("each denial's body is exactly its own problem's JSON, though bodies and details are kept; every result has its own problem", async () => {
+    const start = 1_700_000_040_000; // a whole number of 2-minute windows since the epoch
+    const t = { now: start };
+    const rl = new HttpRateLimiter(
+      { limits: [{ algorithm: "fixed-window", limit: 1, window: "2m", name: "m" }], clock: () => t.now },
+      access,
+    );
+    expect((await rl.check(req())).pass).toBe(true);
+    const seen = new Set<unknown>();
+    // 70 different retry seconds, twice over: past the 64 kept, and each answered from the cache the second time.
+    for (let round = 0; round < 2; round++) {
+      for (let s = 0; s < 70; s++) {
+        t.now = start + s * 1000 + 400;
+        const r = await rl.check(req());
+        expect(r.status).toBe(429);
+        expect(r.body).toBe(JSON.stringify(r.problem));
+        expect(r.problem?.["retry-after"]).toBe(120 - s);
+        expect(r.problem?.detail).toBe(`Rate limit exceeded (m); retry after ${120 - s} s.`);
+        expect(seen.has(r.problem)).toBe(false);
+        seen.add(r.problem);
+      }
+    }
+  });
+});

@@ -1,5 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
+import { wireName } from "../http/headers.js";
 
 /**
  * `ratekeeper/hono`: rate-limiting middleware for Hono 4. Imports only Hono's types.
@@ -116,7 +117,7 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
     // measured several µs (docs/benchmarks/http.md). Elsewhere (other runtimes, app.request()), c.header().
     const out = (c.env as NodeBindings | undefined)?.outgoing;
     if (out !== undefined && typeof out.setHeader === "function" && out.headersSent !== true) {
-      for (let i = 0; i < h.length; i++) out.setHeader((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+      for (let i = 0; i < h.length; i++) out.setHeader(wireName((h[i] as [string, string])[0]), (h[i] as [string, string])[1]);
     } else {
       for (let i = 0; i < h.length; i++) c.header((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
     }

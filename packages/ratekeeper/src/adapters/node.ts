@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
+import { wireName } from "../http/headers.js";
 
 /**
  * `ratekeeper/node`: rate limiting for a plain `node:http` server.
@@ -76,22 +77,23 @@ export function settleNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitRes
  * Sets the headers and, for a refusal, sends the default problem+json body. A refusal is written
  * whole, with one `writeHead` (its headers as one flat list) and `end`: no `setHeader` per header,
  * each of which validates, lower-cases and stores its name for a later `writeHead` to read back.
+ * Names go to node in lower case ({@link wireName}): node would otherwise make a lower-case copy of each.
  */
 export function writeNode(result: RateLimitResult, res: ServerResponse): void {
   const h = result.headers;
   if (!result.pass && result.body !== undefined) {
     const flat: string[] = new Array<string>(2 * h.length + 2);
     for (let i = 0; i < h.length; i++) {
-      flat[2 * i] = (h[i] as [string, string])[0];
+      flat[2 * i] = wireName((h[i] as [string, string])[0]);
       flat[2 * i + 1] = (h[i] as [string, string])[1];
     }
-    flat[2 * h.length] = "Content-Type";
+    flat[2 * h.length] = "content-type";
     flat[2 * h.length + 1] = result.contentType;
     res.writeHead(result.status, flat);
     res.end(result.body);
     return;
   }
-  for (let i = 0; i < h.length; i++) res.setHeader((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+  for (let i = 0; i < h.length; i++) res.setHeader(wireName((h[i] as [string, string])[0]), (h[i] as [string, string])[1]);
 }
 
 /**

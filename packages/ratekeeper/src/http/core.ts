@@ -4,10 +4,16 @@ import { toSeconds } from "./headers.js";
 import { normalizeIp } from "./ip.js";
 import type { RequestAccess } from "./keys.js";
 import { resolveHttpOptions, type RateLimitOptions, type ResolvedHttpOptions } from "./options.js";
-import { forbidden, noClientAddress, tooManyRequests, unavailable, type ProblemDetails } from "./problem.js";
+import { forbidden, noClientAddress, tooManyRequests, unavailable } from "./problem.js";
 import { PASS, admission, refusal, type RateLimitResult } from "./result.js";
 import { LeaseGate } from "./leases.js";
 import { Shaper } from "./shaping.js";
+
+/** A kept 429 `detail` and its whole JSON body. */
+interface RefusalText {
+  readonly detail: string;
+  readonly body: string;
+}
 
 /** What `onError` is told when a request without a client address is refused. */
 const NO_ADDRESS =
@@ -48,8 +54,10 @@ export class HttpRateLimiter<Req> {
   private readonly syncPath: boolean;
   /** Whether a request's KeyInfo is needed (a key of more than the address, or a cost rule that reads the route). */
   private readonly needsInfo: boolean;
-  /** 429 bodies by policy and seconds (see bodyOf). */
-  private readonly bodies = new Map<string, string>();
+  /** 429 bodies and details by policy, then seconds (see refusalText). */
+  private readonly bodies = new Map<string, Map<number, RefusalText>>();
+  /** Entries in {@link HttpRateLimiter.bodies}, at most 64. */
+  private bodyCount = 0;
 
   /**
    * @param options see {@link RateLimitOptions}
@@ -232,26 +240,38 @@ export class HttpRateLimiter<Req> {
     if (limited && !this.shadow) {
       const violated = d.limits === undefined ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
       const seconds = toSeconds(d.retryAfterMs);
-      const problem = tooManyRequests(seconds, violated);
-      return refusal(problem, headers, d, key, cost, violated.length === 1 ? this.bodyOf(problem, seconds) : JSON.stringify(problem));
+      if (violated.length !== 1) {
+        const problem = tooManyRequests(seconds, violated);
+        return refusal(problem, headers, d, key, cost, JSON.stringify(problem));
+      }
+      const text = this.refusalText(violated[0] as string, seconds);
+      return refusal(tooManyRequests(seconds, violated, text.detail), headers, d, key, cost, text.body);
     }
     return admission(headers, this.shadow || limited ? 0 : d.delayMs, d, key, cost, this.o.countOnly !== undefined && !limited);
   }
 
   /**
-   * The JSON of a 429 naming one policy (`problem`, whose `retry-after` is `seconds`): the same
-   * few bodies over and over under a flood, so they are kept (JSON.stringify was about a
-   * microsecond per denial). Keyed by policy and seconds; at most 64 kept.
+   * The `detail` and the JSON body of a 429 naming one policy: the same few over and over under a
+   * flood, so they are kept (JSON.stringify was about a microsecond per denial; then building the
+   * detail and a "<policy> <seconds>" key to look the body up were a third of a denial's own CPU
+   * time, docs/benchmarks/overhead.md). Looked up by policy, then seconds (no key built); at most
+   * 64 kept. Each denial still gets a problem object of its own (`result.problem` is the caller's).
    */
-  private bodyOf(problem: ProblemDetails, seconds: number): string {
-    const id = `${(problem["violated-policies"] as string[])[0] as string} ${seconds}`;
-    let body = this.bodies.get(id);
-    if (body === undefined) {
-      if (this.bodies.size >= 64) this.bodies.clear();
-      body = JSON.stringify(problem);
-      this.bodies.set(id, body);
+  private refusalText(policy: string, seconds: number): RefusalText {
+    let bySeconds = this.bodies.get(policy);
+    let text = bySeconds?.get(seconds);
+    if (text !== undefined) return text;
+    if (this.bodyCount >= 64) {
+      this.bodies.clear();
+      this.bodyCount = 0;
+      bySeconds = undefined;
     }
-    return body;
+    if (bySeconds === undefined) this.bodies.set(policy, (bySeconds = new Map<number, RefusalText>()));
+    const problem = tooManyRequests(seconds, [policy]);
+    text = { detail: problem.detail, body: JSON.stringify(problem) };
+    bySeconds.set(seconds, text);
+    this.bodyCount++;
+    return text;
   }
 
   private writeHeaders(d: Decision, out: [string, string][]): void {

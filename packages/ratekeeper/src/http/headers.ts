@@ -17,6 +17,42 @@ export type HeaderStyle = "ietf" | "draft-7" | "draft-6" | "x-ratelimit";
 export const HEADER_STYLES: readonly HeaderStyle[] = ["ietf", "draft-7", "draft-6", "x-ratelimit"];
 
 /**
+ * The name to hand to node's `setHeader` / `writeHead` for a header name of {@link HeaderWriter}
+ * (and `Retry-After`): the same name in lower case, as a constant. HTTP field names are
+ * case-insensitive (RFC 9110 section 5.1; HTTP/2 and HTTP/3 send them in lower case, and
+ * Fastify already writes them so); node lower-cases every mixed-case name it is given into a new
+ * string per call, which then becomes a dictionary key: about 100 ns of the ~600 ns node spends
+ * on the two IETF headers (docs/benchmarks/overhead.md). Other names are returned as given.
+ * @example wireName("RateLimit-Policy") // "ratelimit-policy"
+ */
+export function wireName(name: string): string {
+  switch (name) {
+    case "RateLimit-Policy":
+      return "ratelimit-policy";
+    case "RateLimit":
+      return "ratelimit";
+    case "Retry-After":
+      return "retry-after";
+    case "RateLimit-Limit":
+      return "ratelimit-limit";
+    case "RateLimit-Remaining":
+      return "ratelimit-remaining";
+    case "RateLimit-Reset":
+      return "ratelimit-reset";
+    case "X-RateLimit-Limit":
+      return "x-ratelimit-limit";
+    case "X-RateLimit-Remaining":
+      return "x-ratelimit-remaining";
+    case "X-RateLimit-Reset":
+      return "x-ratelimit-reset";
+    case "Content-Type":
+      return "content-type";
+    default:
+      return name;
+  }
+}
+
+/**
  * Whole seconds, rounded up, for a millisecond span: a client that waits this long is never early.
  * @example toSeconds(1001) // 2
  */

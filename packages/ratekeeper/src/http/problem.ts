@@ -25,14 +25,15 @@ export interface ProblemDetails {
 
 /**
  * The 429 body for a denial.
+ * @param detail the `detail` text when the caller has it already (it is always the one built here)
  * @example tooManyRequests(18, ["100-per-1m"]) // { type: QUOTA_EXCEEDED, status: 429, "retry-after": 18, ... }
  */
-export function tooManyRequests(retryAfterSeconds: number, violated: readonly string[]): ProblemDetails {
+export function tooManyRequests(retryAfterSeconds: number, violated: readonly string[], detail?: string): ProblemDetails {
   return {
     type: QUOTA_EXCEEDED,
     title: "Too Many Requests",
     status: 429,
-    detail: `Rate limit exceeded (${violated.join(", ")}); retry after ${retryAfterSeconds} s.`,
+    detail: detail ?? `Rate limit exceeded (${violated.join(", ")}); retry after ${retryAfterSeconds} s.`,
     "retry-after": retryAfterSeconds,
     "violated-policies": [...violated],
   };
