@@ -1,4 +1,6 @@
 import pg from "pg";
+import { NOTIFY_CHANNEL, payload, PostgresChangeFeed, type ListenerEvent } from "./postgres-feed.js";
+import { COLUMNS, migrate, toError, WRITE_LOCK_ID } from "./postgres-schema.js";
 import { serializePolicy } from "./schema.js";
 import { PolicyInterner, decodeCursor, encodeCursor, pageSize, rowToChange, rowToOverride, type OverrideRow } from "./rows.js";
 import {
@@ -12,24 +14,10 @@ import {
   type StoredOverride,
 } from "./types.js";
 
-/** The NOTIFY channel every instance LISTENs on. */
-export const NOTIFY_CHANNEL = "ratekeeper_overrides";
-/**
- * Advisory lock taken by every write transaction (and by migrations). Writes are admin actions,
- * rare next to checks; serialising them makes version order equal commit order, so a cache that
- * resumes the change feed from its last version can never skip a change that committed late.
- */
-const WRITE_LOCK_ID = 0x726b6f76; // "rkov"
-/** NOTIFY payloads must stay under 8000 bytes (https://www.postgresql.org/docs/current/sql-notify.html). */
-const MAX_PAYLOAD_BYTES = 7900;
+export { NOTIFY_CHANNEL, type ListenerEvent } from "./postgres-feed.js";
+
 /** Rows per INSERT in {@link PostgresOverrideStore.putMany}: one statement of array parameters (unnest). */
 const BULK_ROWS = 5000;
-
-/** What the notification connection went through, for logs and metrics. */
-export type ListenerEvent =
-  | { readonly type: "connected"; readonly backendPid: number; readonly reconnects: number }
-  | { readonly type: "lost"; readonly error: Error | undefined }
-  | { readonly type: "connect-failed"; readonly error: Error; readonly retryInMs: number };
 
 /** Options for {@link PostgresOverrideStore}. */
 export interface PostgresOverrideStoreOptions {
@@ -62,38 +50,13 @@ export interface PostgresOverrideStoreOptions {
   readonly onListenerEvent?: (event: ListenerEvent) => void;
 }
 
-const COLUMNS = "domain, key, policy, expires_at_ms, note, version, updated_at_ms, deleted";
-
-/**
- * Migrations, applied in order under the advisory lock (two instances starting at once do not
- * race on CREATE) and recorded in `ratekeeper_meta.schema`, so opening is idempotent. Keys use
- * the "C" collation: byte-wise order, the same as SQLite's BINARY, for stable cursors.
- */
-const MIGRATIONS: readonly string[] = [
-  `CREATE TABLE IF NOT EXISTS ratekeeper_overrides (
-     domain text COLLATE "C" NOT NULL,
-     key text COLLATE "C" NOT NULL,
-     policy text NOT NULL,
-     expires_at_ms bigint,
-     note text,
-     version bigint NOT NULL,
-     updated_at_ms bigint NOT NULL,
-     deleted boolean NOT NULL DEFAULT false,
-     PRIMARY KEY (domain, key)
-   );
-   CREATE INDEX IF NOT EXISTS ratekeeper_overrides_version ON ratekeeper_overrides (version);
-   CREATE INDEX IF NOT EXISTS ratekeeper_overrides_expiry ON ratekeeper_overrides (expires_at_ms) WHERE expires_at_ms IS NOT NULL AND NOT deleted;
-   CREATE SEQUENCE IF NOT EXISTS ratekeeper_overrides_version_seq;
-   INSERT INTO ratekeeper_meta (name, value) VALUES ('horizon', 0) ON CONFLICT (name) DO NOTHING;`,
-];
-
 /**
  * The shared configuration store: PostgreSQL, for many service instances. Every write runs in
  * a transaction that takes one advisory lock, draws versions from a sequence, and ends with
  * `pg_notify('ratekeeper_overrides', ...)`, delivered to every LISTENing instance at commit.
- * The LISTEN connection is watched ('error', 'end', and a keepalive query); when it is lost it
- * is reconnected with backoff and subscribers are told to resynchronise from their last
- * version, so nothing written in between is missed.
+ * The LISTEN connection is watched and reconnected (postgres-feed.ts); subscribers are told to
+ * resynchronise from their last version after every reconnect, so nothing written in between
+ * is missed.
  * @example
  * const store = await PostgresOverrideStore.open({ connectionString: "postgres://postgres@127.0.0.1/ratekeeper" });
  */
@@ -103,22 +66,13 @@ export class PostgresOverrideStore implements OverrideStore {
   private readonly pool: pg.Pool;
   private readonly clock: () => number;
   private readonly policies = new PolicyInterner();
-  private readonly listeners = new Set<(s: ChangeSignal) => void | Promise<void>>();
-  private listenClient: pg.Client | undefined;
-  private listenConnecting = false;
-  private keepaliveTimer: NodeJS.Timeout | undefined;
-  private reconnectTimer: NodeJS.Timeout | undefined;
-  private backoffMs: number;
-  private closed = false;
-  private reconnects = 0;
-  private connectedOnce = false;
-  /** Backend pid of the LISTEN connection while connected (for operations and tests). */
-  listenBackendPid: number | undefined;
+  /** The LISTEN connection and its subscribers (postgres-feed.ts). */
+  private readonly feed: PostgresChangeFeed;
 
   private constructor(private readonly options: PostgresOverrideStoreOptions) {
     this.description = redact(options.connectionString);
     this.clock = options.clock ?? Date.now;
-    this.backoffMs = options.reconnectDelayMs?.[0] ?? 100;
+    this.feed = new PostgresChangeFeed(options);
     this.pool = new pg.Pool({
       connectionString: options.connectionString,
       max: options.maxConnections ?? 4,
@@ -144,33 +98,12 @@ export class PostgresOverrideStore implements OverrideStore {
   static async open(options: PostgresOverrideStoreOptions): Promise<PostgresOverrideStore> {
     const store = new PostgresOverrideStore(options);
     try {
-      await store.migrate();
+      await migrate(store.pool);
     } catch (e) {
       await store.pool.end().catch(() => undefined);
       throw e;
     }
     return store;
-  }
-
-  private async migrate(): Promise<void> {
-    const client = await this.pool.connect();
-    let broken: unknown;
-    try {
-      await client.query("BEGIN");
-      await client.query("SELECT pg_advisory_xact_lock($1)", [WRITE_LOCK_ID]);
-      await client.query("CREATE TABLE IF NOT EXISTS ratekeeper_meta (name text PRIMARY KEY, value bigint NOT NULL)");
-      await client.query("INSERT INTO ratekeeper_meta (name, value) VALUES ('schema', 0) ON CONFLICT (name) DO NOTHING");
-      const { rows } = await client.query<{ value: string }>("SELECT value FROM ratekeeper_meta WHERE name = 'schema'");
-      const current = Number(rows[0]?.value ?? 0);
-      for (let i = current; i < MIGRATIONS.length; i++) await client.query(MIGRATIONS[i] as string);
-      await client.query("UPDATE ratekeeper_meta SET value = $1 WHERE name = 'schema' AND value < $1", [MIGRATIONS.length]);
-      await client.query("COMMIT");
-    } catch (e) {
-      await client.query("ROLLBACK").catch((r: unknown) => (broken = r));
-      throw e;
-    } finally {
-      client.release(broken === undefined ? undefined : toError(broken));
-    }
   }
 
   /**
@@ -200,7 +133,7 @@ export class PostgresOverrideStore implements OverrideStore {
     const version = typeof committed.notify?.v === "number" ? committed.notify.v : undefined;
     // Tell this process's subscribers at once (and wait for them: read-your-writes); other
     // instances hear the NOTIFY.
-    if (version !== undefined) await this.emit({ version });
+    if (version !== undefined) await this.feed.emit({ version });
     return committed.result;
   }
 
@@ -388,163 +321,23 @@ export class PostgresOverrideStore implements OverrideStore {
   }
 
   watch(listener: (signal: ChangeSignal) => void | Promise<void>): () => void {
-    this.listeners.add(listener);
-    if (!this.listenClient && !this.listenConnecting && !this.reconnectTimer) void this.connectListener();
-    return () => {
-      this.listeners.delete(listener);
-      if (this.listeners.size === 0) this.stopListener();
-    };
+    return this.feed.watch(listener);
   }
 
   /** Whether the LISTEN connection is up (for readiness and metrics). */
   get listening(): boolean {
-    return this.listenClient !== undefined;
+    return this.feed.listening;
   }
 
-  private emit(signal: ChangeSignal): Promise<void> {
-    const pending: Promise<void>[] = [];
-    for (const l of this.listeners) {
-      try {
-        const r = l(signal);
-        if (r) pending.push(r.catch(() => undefined));
-      } catch {
-        // A subscriber's failure must not stop the others (nor fail a committed write).
-      }
-    }
-    return pending.length === 0 ? Promise.resolve() : Promise.all(pending).then(() => undefined);
-  }
-
-  private async connectListener(): Promise<void> {
-    if (this.closed || this.listeners.size === 0) return;
-    this.listenConnecting = true;
-    const client = new pg.Client({
-      connectionString: this.options.connectionString,
-      application_name: `${this.options.applicationName ?? "ratekeeper"}-listen`,
-      keepAlive: true,
-      // A connect that hangs (server unreachable without a refusal) must fail, or no retry follows.
-      connectionTimeoutMillis: 10_000,
-      query_timeout: this.options.keepaliveTimeoutMs ?? 3000,
-    });
-    let lost = false;
-    const onLost = (error?: Error) => {
-      if (lost) return;
-      lost = true;
-      this.listenerLost(client, error);
-    };
-    client.on("error", (e) => onLost(e));
-    client.on("end", () => onLost(undefined));
-    client.on("notification", (msg) => {
-      if (msg.channel !== NOTIFY_CHANNEL) return;
-      let version: number | undefined;
-      try {
-        const v = (JSON.parse(msg.payload ?? "{}") as { v?: unknown }).v;
-        if (typeof v === "number") version = v;
-      } catch {
-        // A payload we did not write (someone ran NOTIFY by hand): still a reason to look.
-      }
-      void this.emit({ version });
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
-      const { rows } = await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
-      if (lost || this.closed) {
-        await client.end().catch(() => undefined);
-        return;
-      }
-      this.listenClient = client;
-      this.listenBackendPid = rows[0]?.pid;
-      this.backoffMs = this.options.reconnectDelayMs?.[0] ?? 100;
-      if (this.connectedOnce) this.reconnects++;
-      this.connectedOnce = true;
-      this.options.onListenerEvent?.({ type: "connected", backendPid: this.listenBackendPid ?? 0, reconnects: this.reconnects });
-      this.startKeepalive(client);
-      // Whatever was written while nobody listened (before the first LISTEN, or during an
-      // outage) sent its NOTIFY into the void: subscribers catch up from their last version.
-      void this.emit({ resync: true });
-    } catch (e) {
-      lost = true;
-      await client.end().catch(() => undefined);
-      this.scheduleReconnect(e instanceof Error ? e : new Error(String(e)));
-    } finally {
-      this.listenConnecting = false;
-    }
-  }
-
-  private startKeepalive(client: pg.Client): void {
-    const intervalMs = this.options.keepaliveIntervalMs ?? 5000;
-    const timeoutMs = this.options.keepaliveTimeoutMs ?? 3000;
-    this.keepaliveTimer = setInterval(() => {
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`keepalive query took over ${timeoutMs} ms`)), timeoutMs);
-      });
-      Promise.race([client.query("SELECT 1"), timeout])
-        .catch((e: unknown) => {
-          if (this.listenClient === client) this.listenerLost(client, e instanceof Error ? e : new Error(String(e)));
-        })
-        .finally(() => clearTimeout(timer));
-    }, intervalMs);
-    this.keepaliveTimer.unref();
-  }
-
-  private listenerLost(client: pg.Client, error: Error | undefined): void {
-    if (this.listenClient !== client) return;
-    this.listenClient = undefined;
-    this.listenBackendPid = undefined;
-    if (this.keepaliveTimer) clearInterval(this.keepaliveTimer);
-    this.keepaliveTimer = undefined;
-    client.removeAllListeners("notification");
-    client.on("error", () => undefined);
-    void client.end().catch(() => undefined);
-    this.options.onListenerEvent?.({ type: "lost", error });
-    if (!this.closed && this.listeners.size > 0) this.scheduleReconnect(undefined);
-  }
-
-  private scheduleReconnect(error: Error | undefined): void {
-    if (this.closed || this.reconnectTimer) return;
-    const waitMs = this.backoffMs;
-    this.backoffMs = Math.min(this.backoffMs * 2, this.options.reconnectDelayMs?.[1] ?? 5000);
-    if (error) this.options.onListenerEvent?.({ type: "connect-failed", error, retryInMs: waitMs });
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = undefined;
-      void this.connectListener();
-    }, waitMs);
-    this.reconnectTimer.unref();
-  }
-
-  private stopListener(): void {
-    if (this.keepaliveTimer) clearInterval(this.keepaliveTimer);
-    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
-    this.keepaliveTimer = undefined;
-    this.reconnectTimer = undefined;
-    const client = this.listenClient;
-    this.listenClient = undefined;
-    this.listenBackendPid = undefined;
-    if (client) {
-      client.removeAllListeners();
-      client.on("error", () => undefined);
-      void client.end().catch(() => undefined);
-    }
+  /** Backend pid of the LISTEN connection while connected (for operations and tests). */
+  get listenBackendPid(): number | undefined {
+    return this.feed.listenBackendPid;
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    this.listeners.clear();
-    this.stopListener();
+    this.feed.close();
     await this.pool.end();
   }
-}
-
-function payload(p: Record<string, unknown>): string {
-  const full = JSON.stringify(p);
-  if (Buffer.byteLength(full, "utf8") <= MAX_PAYLOAD_BYTES) return full;
-  // The key is only informative (receivers read the change feed): drop it rather than fail.
-  return JSON.stringify({ v: p.v });
-}
-
-function toError(e: unknown): Error {
-  return e instanceof Error ? e : new Error(String(e));
 }
 
 function redact(url: string): string {
