@@ -16,6 +16,11 @@
 // them in one process); allocation is measured in further children with a large new space.
 // (`npm run bench -- memory` runs it through bench/run.js with --expose-gc.)
 
+// Longer than the ~350 lines of a source file, and its longest functions longer than 60, on purpose: a
+// section is one script a reader follows top to bottom (its variants, how each is started and
+// loaded, the table it prints), like a lab protocol; the parts sections share (timing, statistics,
+// formatting, redis-server) are in bench/lib/.
+
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { RateLimiterMemory } from "rate-limiter-flexible";

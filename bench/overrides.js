@@ -26,6 +26,11 @@
 //                                [--keys 10000] [--markdown]
 // (`npm run bench -- overrides` runs it through bench/run.js; needs wrk on PATH.)
 
+// Longer than the ~350 lines of a source file, and its main() longer than 60, on purpose: a
+// section is one script a reader follows top to bottom (its variants, how each is started and
+// loaded, the table it prints), like a lab protocol; the parts sections share (timing, statistics,
+// formatting, redis-server) are in bench/lib/.
+
 import { spawn, spawnSync } from "node:child_process";
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { once } from "node:events";

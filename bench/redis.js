@@ -16,6 +16,11 @@
 // (MEMORY USAGE over a sample of keys). Then a hot denied key: one key far over its limit.
 // Medians of --runs rounds; the implementations take turns within each round.
 
+// Longer than the ~350 lines of a source file, and its main() longer than 60, on purpose: a
+// section is one script a reader follows top to bottom (its variants, how each is started and
+// loaded, the table it prints), like a lab protocol; the parts sections share (timing, statistics,
+// formatting, redis-server) are in bench/lib/.
+
 import { spawnSync } from "node:child_process";
 import { Redis } from "ioredis";
 import { RateLimiter } from "ratekeeper";

@@ -15,6 +15,11 @@
 //
 // Each server runs in its own process; wrk (one thread) and the gRPC client take the other core.
 
+// Longer than the ~350 lines of a source file, and its main() longer than 60, on purpose: a
+// section is one script a reader follows top to bottom (its variants, how each is started and
+// loaded, the table it prints), like a lab protocol; the parts sections share (timing, statistics,
+// formatting, redis-server) are in bench/lib/.
+
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
