@@ -165,7 +165,8 @@ export function rateLimit(options: NodeRateLimitOptions): NodeRateLimit {
  */
 export function withRateLimit(
   options: NodeRateLimitOptions,
-  listener: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>,
+  // unknown, as node:http's own listener type allows: `(req, res) => res.end("ok")` returns the response.
+  listener: (req: IncomingMessage, res: ServerResponse) => unknown,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const core = new HttpRateLimiter(options, nodeAccess);
   const g = gate(core, options.handler);

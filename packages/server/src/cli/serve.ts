@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { HEADER_STYLES, type HeaderStyle } from "ratekeeper/http";
 import { createLogger } from "../log.js";
 import { OverrideCache } from "../overrides/cache.js";
@@ -6,6 +7,12 @@ import { startService, type ServiceOverrides } from "../server.js";
 import { chooseAdminToken } from "./admin-token.js";
 import { REDIS_FAILURES, type RedisFailureName } from "../redis-store.js";
 import { UsageError, nonNegative, port, positive, str, type Command } from "./command.js";
+
+/**
+ * The rules `ratekeeper serve` runs without --config, so that `npx @ratekeeper/server serve` works
+ * on its own (shipped in the package: ../../rules/ from dist/cli/).
+ */
+export const DEFAULT_RULES_FILE = fileURLToPath(new URL("../../rules/default.yaml", import.meta.url));
 
 /** `ratekeeper serve`: the decision service, until SIGTERM or SIGINT. */
 export const SERVE_COMMAND: Command = {
@@ -34,7 +41,7 @@ export const SERVE_COMMAND: Command = {
     "no-dashboard": { type: "boolean" },
   },
   flagHelp: {
-    config: "FILE  rules file (YAML) [required]",
+    config: "FILE  rules file (YAML) [default: the built-in rules, rules/default.yaml in this package]",
     redis: "URL  share state in Redis (redis://host:6379); default: in-memory store [env REDIS_URL]",
     "redis-failure":
       "POLICY  what answers while Redis is down: degraded (each instance limits at its share and charges Redis when it is back), open (admit), closed (deny), insurance (per-process memory store), throw (503) [default degraded]",
@@ -58,8 +65,9 @@ export const SERVE_COMMAND: Command = {
     "no-dashboard": "do not serve /dashboard (nor count what it shows)",
   },
   async run(v) {
-    const configFile = str(v.config);
-    if (!configFile) throw new UsageError("--config: required (the rules file, e.g. examples/rules.yaml)");
+    const given = str(v.config);
+    if (given === "") throw new UsageError("--config: needs a file name (the rules file, e.g. rules.yaml)");
+    const configFile = given ?? DEFAULT_RULES_FILE;
     const redisFailure = str(v["redis-failure"]);
     if (redisFailure !== undefined && !REDIS_FAILURES.includes(redisFailure as RedisFailureName)) {
       throw new UsageError(`--redis-failure: must be ${REDIS_FAILURES.join(", ")} (got ${JSON.stringify(redisFailure)})`);
@@ -73,6 +81,11 @@ export const SERVE_COMMAND: Command = {
       throw new UsageError(`--memory-max-bytes: must be at least 4096 (got ${memoryMaxBytes})`);
     const admin = chooseAdminToken(v, process.env);
     const logger = createLogger();
+    if (given === undefined)
+      logger.warn(
+        { config: configFile },
+        "no --config: serving the built-in default rules (100 a minute per remote_address in domain web, policy default); copy the file and pass --config FILE for your own",
+      );
     if (admin.warning) logger.warn(admin.warning);
     const overridesUrl = str(v.overrides) ?? process.env.RATEKEEPER_OVERRIDES;
     const overrides = overridesUrl ? await openOverrides(overridesUrl, logger) : undefined;
@@ -86,7 +99,7 @@ export const SERVE_COMMAND: Command = {
         redisTimeoutMs: nonNegative(str(v["redis-timeout"]), "--redis-timeout"),
         grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
         host: str(v.host),
-        watch: v["no-watch"] !== true,
+        watch: given !== undefined && v["no-watch"] !== true,
         reloadSettleMs: positive(str(v["reload-settle"]), "--reload-settle"),
         maxRulesBytes: positive(str(v["max-rules-bytes"]), "--max-rules-bytes"),
         allowEmptyRules: v["allow-empty-rules"] === true,
