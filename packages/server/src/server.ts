@@ -14,6 +14,7 @@ import { openServiceRedis, type RedisFailureName, type ServiceRedis } from "./re
 import type { OverrideLookup, OverrideStore } from "./overrides/types.js";
 import { DecisionService } from "./service/decide.js";
 import { bindGrpc, createGrpcServer } from "./transport/grpc.js";
+import type { RlsHeaders } from "./transport/rls.js";
 import { createHttpServer } from "./transport/http.js";
 
 /** Overrides handed to the service: the hot-path lookup, the store (for the admin API), and how to close them. */
@@ -60,6 +61,12 @@ export interface ServeOptions {
   /** Admin API token (`/v1/admin/*`); without it the admin API is off. */
   adminToken?: string | undefined;
   overrides?: ServiceOverrides | undefined;
+  /**
+   * The headers Envoy's RLS answers add: ratekeeper's limit headers, or envoyproxy/ratelimit's
+   * (`LIMIT_RESPONSE_HEADERS_ENABLED`, with its header names).
+   * @default { kind: "ratekeeper" }
+   */
+  rlsHeaders?: RlsHeaders | undefined;
   /** Limit header styles (as the middleware's `headers` option). @default ["ietf"] */
   headerStyles?: readonly HeaderStyle[] | undefined;
   /** Time a client has to send a whole request (headers: at most 5 s of it); slower ones get 408. @default 10000 */
@@ -161,7 +168,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     });
   });
   const httpPort = (http.address() as AddressInfo).port;
-  const grpc: GrpcServer = createGrpcServer({ service, logger });
+  const grpc: GrpcServer = createGrpcServer({ service, logger, healthy: () => readiness().ready, headers: options.rlsHeaders });
   let grpcPort: number;
   try {
     grpcPort = await bindGrpc(grpc, host, options.grpcPort ?? 8081);

@@ -247,11 +247,12 @@ describe("Envoy RLS gRPC: ShouldRateLimit", () => {
     expect(r.statuses).toHaveLength(2);
     expect(r.statuses[0]).toMatchObject({
       code: "OK",
-      current_limit: { requests_per_unit: 5, unit: "MINUTE", name: "5-per-1m" },
+      current_limit: { requests_per_unit: 5, unit: "MINUTE", name: "" }, // a rate_limit block without a name, as envoyproxy/ratelimit
       limit_remaining: 4,
     });
     expect(Number(r.statuses[0].duration_until_reset.seconds)).toBeLessThanOrEqual(60);
-    expect(r.statuses[1]).toMatchObject({ code: "OK", current_limit: null, limit_remaining: 0 });
+    // An unlimited rule: 4294967295 remaining (MaxUint32), as envoyproxy/ratelimit answers.
+    expect(r.statuses[1]).toMatchObject({ code: "OK", current_limit: null, limit_remaining: 4_294_967_295 });
     expect(r.response_headers_to_add).toContainEqual(expect.objectContaining({ key: "ratelimit-policy", value: '"5-per-1m";q=5;w=60' }));
   });
 
@@ -281,7 +282,7 @@ describe("Envoy RLS gRPC: ShouldRateLimit", () => {
   it("an unknown domain is not limited; a bad descriptor is INVALID_ARGUMENT", async () => {
     const r = await rls.shouldRateLimit({ domain: "nope", descriptors: [{ entries: [{ key: "a", value: "b" }] }] });
     expect(r.overall_code).toBe("OK");
-    await expect(rls.shouldRateLimit({ domain: "t", descriptors: [{ entries: [{ key: "user", value: "" }] }] })).rejects.toMatchObject({
+    await expect(rls.shouldRateLimit({ domain: "t", descriptors: [{ entries: [{ key: "", value: "x" }] }] })).rejects.toMatchObject({
       code: 3,
     });
   });

@@ -79,7 +79,11 @@ export async function getJson(url: string): Promise<any> {
   return (await fetch(url)).json();
 }
 
-/** A client of `envoy.service.ratelimit.v3.RateLimitService`, built from the same (Envoy) protos. */
+/**
+ * A client of `envoy.service.ratelimit.v3.RateLimitService`, built from the official Envoy protos
+ * (packages/server/proto: unmodified copies of envoyproxy/data-plane-api and its imports, see
+ * SOURCES.md there), never from protos of our own.
+ */
 export interface RlsClient {
   shouldRateLimit(req: unknown): Promise<any>;
   close(): void;
@@ -99,6 +103,37 @@ export function rlsClient(port: number): RlsClient {
   return {
     shouldRateLimit: (req) =>
       new Promise((resolve, reject) => c.ShouldRateLimit(req, (err: Error | null, res: unknown) => (err ? reject(err) : resolve(res)))),
+    close: () => c.close(),
+  };
+}
+
+/** A client of `grpc.health.v1.Health`, from the official grpc/grpc-proto copy. */
+export interface HealthClient {
+  check(service: string): Promise<{ status: string }>;
+  /** The first status a Watch stream sends. */
+  watchFirst(service: string): Promise<{ status: string }>;
+  close(): void;
+}
+
+export function healthClient(port: number): HealthClient {
+  const def = protoLoader.loadSync("grpc/health/v1/health.proto", { includeDirs: [PROTO_DIR], keepCase: true, enums: String });
+  const pkg = grpc.loadPackageDefinition(def) as any;
+  const c = new pkg.grpc.health.v1.Health(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  return {
+    check: (service) =>
+      new Promise((resolve, reject) => c.Check({ service }, (err: Error | null, res: any) => (err ? reject(err) : resolve(res)))),
+    watchFirst: (service) =>
+      new Promise((resolve, reject) => {
+        const stream = c.Watch({ service });
+        stream.once("data", (m: { status: string }) => {
+          stream.cancel();
+          resolve(m);
+        });
+        stream.once("error", (e: Error & { code?: number }) => {
+          // Cancelling the stream after its first message ends it with CANCELLED (1).
+          if (e.code !== 1) reject(e);
+        });
+      }),
     close: () => c.close(),
   };
 }

@@ -20,6 +20,17 @@ export interface CompiledPolicy {
   readonly cost: number;
   /** Evaluate and count, but never deny (envoyproxy/ratelimit's `shadow_mode`). */
   readonly shadow: boolean;
+  /**
+   * envoyproxy/ratelimit's `requests_per_unit: 0`: every request is over the limit, counted per
+   * clock-aligned `windowMs` (the library has no limit of 0, so the service answers these itself).
+   */
+  readonly denyAll?: { readonly windowMs: number; readonly name: string } | undefined;
+  /**
+   * The name Envoy's RLS reports in `current_limit.name`: envoyproxy/ratelimit's
+   * `rate_limit.name` ("" when not given). Undefined for policies in ratekeeper's own form, which
+   * report the deciding limit's name (`100-per-10s`).
+   */
+  readonly rlsName?: string | undefined;
 }
 
 /** One compiled rule: a descriptor node that carries a policy (or `unlimited`). */

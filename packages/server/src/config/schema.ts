@@ -284,5 +284,7 @@ function compileRule(n: NodeInput, domain: string, id: string, at: string, issue
   const capacity = Math.min(...limits.map((l) => l.capacity));
   if (cost > capacity)
     issues.push({ path: `${at}.cost`, message: `must be at most ${capacity}, the most this policy could ever admit (got ${cost})` });
-  return { id, path: at, domain, specs, limits, policyId: limiterId(limits), cost, shadow, unlimited: false };
+  // Envoy's RLS reports a rate_limit block's own name ("" when none), as envoyproxy/ratelimit does.
+  const rlsName = n.rate_limit !== undefined ? (n.rate_limit.name ?? "") : undefined;
+  return { id, path: at, domain, specs, limits, policyId: limiterId(limits), cost, shadow, unlimited: false, rlsName };
 }

@@ -1,11 +1,12 @@
 import type { Decision, LimitSpec, RateLimiter, Store } from "ratekeeper";
 import { matchDescriptor, type DescriptorEntry } from "../config/match.js";
 import type { CompiledPolicy, NamedPolicy, Rules } from "../config/rules.js";
+import { descriptorCost, requestCost } from "./costs.js";
 import { LimiterCache } from "./limiters.js";
 import type { Override, OverrideLookup } from "../overrides/types.js";
 import { descriptorKey } from "./descriptor-key.js";
 import { DecisionExplain, describeLimits, describeOutcome, matchedText, type Matched } from "./explain.js";
-import { blockedStatus, decidedStatus, unlimitedStatus } from "./status.js";
+import { blockedStatus, decidedStatus, denyAllStatus, unlimitedStatus, withRlsName } from "./status.js";
 import { CheckError, type CallerLimit, type CheckInput, type CheckResult, type DecisionObserver, type DescriptorStatus } from "./types.js";
 
 /** Options of {@link DecisionService}. */
@@ -22,9 +23,6 @@ export interface DecisionServiceOptions {
   observer?: DecisionObserver | undefined;
 }
 
-/** The largest request cost a check may carry (before the rule's own `cost` multiplies it). */
-const MAX_COST = 1_000_000_000;
-
 /** One check in progress: what every descriptor of it is decided with. */
 interface Check {
   readonly rules: Rules;
@@ -33,6 +31,8 @@ interface Check {
   readonly cost: number;
   /** Decide without charging. */
   readonly peek: boolean;
+  /** A cost above what a policy could ever admit is denied (Envoy's RLS) rather than an error. */
+  readonly oversizeDeny: boolean;
 }
 
 /** One descriptor (or plain key) to decide under a policy. */
@@ -46,6 +46,8 @@ interface Application {
   readonly ruleId: string;
   readonly policy: CompiledPolicy;
   readonly matched: Matched;
+  /** This descriptor's request cost (the check's, or its own `hits_addend`); 0: check only, charge nothing. */
+  readonly cost: number;
 }
 
 /**
@@ -120,7 +122,7 @@ export class DecisionService {
    * @throws CheckError synchronously (or as a rejected promise) as {@link decide}
    */
   decideNow(input: CheckInput): CheckResult | Promise<CheckResult> {
-    const check: Check = { rules: this.rulesNow, nowMs: this.clock(), cost: requestCost(input.cost), peek: false };
+    const check = this.newCheck(input, false);
     if (input.key !== undefined) return this.decidePlain(check, input);
     const domain = input.domain;
     if (typeof domain !== "string" || domain.length === 0) throw new CheckError("domain: must be a non-empty string");
@@ -128,12 +130,16 @@ export class DecisionService {
     if (!descriptors || descriptors.length === 0)
       throw new CheckError("descriptors: must be a non-empty list (or give a key and a policy)");
     if (descriptors.length === 1) {
-      const s = this.decideOne(check, domain, descriptors[0] as readonly DescriptorEntry[], input.descriptorLimits?.[0]);
+      const cost = descriptorCost(input.descriptorCosts?.[0], check.cost, 0);
+      const s = this.decideOne(check, domain, descriptors[0] as readonly DescriptorEntry[], input.descriptorLimits?.[0], cost);
       return s instanceof Promise ? s.then((x) => single(domain, x)) : single(domain, s);
     }
     // Every descriptor is decided even when one of them cannot be (a CheckError): as they were
     // when each was an async call of its own.
-    const each = descriptors.map(async (d, i) => this.decideOne(check, domain, d, input.descriptorLimits?.[i]));
+    const costs = input.descriptorCosts;
+    const each = descriptors.map(async (d, i) =>
+      this.decideOne(check, domain, d, input.descriptorLimits?.[i], descriptorCost(costs?.[i], check.cost, i)),
+    );
     return Promise.all(each).then((statuses) => {
       let allowed = true;
       for (const st of statuses) if (!st.allowed) allowed = false;
@@ -146,11 +152,11 @@ export class DecisionService {
    * @throws CheckError as {@link decide}
    */
   async peek(input: CheckInput): Promise<CheckResult> {
-    const check: Check = { rules: this.rulesNow, nowMs: this.clock(), cost: requestCost(input.cost), peek: true };
+    const check = this.newCheck(input, true);
     if (input.key !== undefined) return await this.decidePlain(check, input);
     const domain = input.domain ?? "";
     const statuses = await Promise.all(
-      (input.descriptors ?? []).map(async (d, i) => this.decideOne(check, domain, d, input.descriptorLimits?.[i])),
+      (input.descriptors ?? []).map(async (d, i) => this.decideOne(check, domain, d, input.descriptorLimits?.[i], check.cost)),
     );
     return { allowed: statuses.every((s) => s.allowed), domain, statuses };
   }
@@ -188,6 +194,11 @@ export class DecisionService {
     return done;
   }
 
+  private newCheck(input: CheckInput, peek: boolean): Check {
+    const cost = requestCost(input.cost);
+    return { rules: this.rulesNow, nowMs: this.clock(), cost, peek, oversizeDeny: input.oversizeCost === "deny" };
+  }
+
   private overrideLimiter(domain: string, key: string, nowMs: number): RateLimiter | undefined {
     const o = this.overrides?.get(domain, key, nowMs);
     if (o === undefined || typeof o.policy === "string") return undefined;
@@ -210,6 +221,7 @@ export class DecisionService {
       ruleId: `policy:${np.name}`,
       policy: np,
       matched: `policy ${np.name}`,
+      cost: check.cost,
     });
     return status instanceof Promise ? status.then((x) => single(domain, x)) : single(domain, status);
   }
@@ -223,6 +235,7 @@ export class DecisionService {
     domain: string,
     entries: readonly DescriptorEntry[],
     callerLimit: CallerLimit | undefined,
+    cost: number,
   ): DescriptorStatus | Promise<DescriptorStatus> {
     if (!Array.isArray(entries) || entries.length === 0) throw new CheckError("descriptors: each descriptor needs at least one entry");
     const key = descriptorKey(entries);
@@ -230,7 +243,7 @@ export class DecisionService {
     if (callerLimit !== undefined) {
       const matched = "the limit sent with the descriptor (Envoy route config)";
       const policy = this.limiters.callerPolicy(callerLimit);
-      return this.apply({ check, label: domain, domain, key, ruleId: `${domain}/(descriptor limit)`, policy, matched });
+      return this.apply({ check, label: domain, domain, key, ruleId: `${domain}/(descriptor limit)`, policy, matched, cost });
     }
     const { rules, nowMs } = check;
     const m = matchDescriptor(rules, domain, entries);
@@ -241,8 +254,7 @@ export class DecisionService {
       // An override can still apply (e.g. block one address that no rule names).
       const o = this.overrides?.get(domain, key, nowMs);
       const context = `no rule matched (${m.miss ?? ""})`;
-      if (o !== undefined)
-        return this.applyOverride(o, { check, label, domain, key, ruleId: `${domain}/${key}`, cost: check.cost, context });
+      if (o !== undefined) return this.applyOverride(o, { check, label, domain, key, ruleId: `${domain}/${key}`, cost, context });
       this.observer?.decision(label, "", "no_match");
       return unlimitedStatus(key, { rule: null, source: "none", why: `not limited: ${m.miss ?? "no rule matched"}` }, false);
     }
@@ -250,37 +262,55 @@ export class DecisionService {
       const o = this.overrides?.get(domain, key, nowMs);
       const context = `rule ${rule.id} is unlimited`;
       if (o !== undefined)
-        return this.applyOverride(o, { check, label: domain, domain, key, ruleId: rule.id, cost: rule.cost * check.cost, context });
+        return this.applyOverride(o, { check, label: domain, domain, key, ruleId: rule.id, cost: rule.cost * cost, context });
       this.observer?.decision(domain, rule.id, "unlimited");
       return unlimitedStatus(key, { rule: rule.id, source: "rule", why: `matched ${m.via.join(" > ")}: unlimited` }, rule.shadow);
     }
-    return this.apply({ check, label: domain, domain, key, ruleId: rule.id, policy: rule, matched: m.via });
+    return this.apply({ check, label: domain, domain, key, ruleId: rule.id, policy: rule, matched: m.via, cost });
   }
 
   /** Decides one descriptor under a policy (or the override in force for its key). */
   private apply(a: Application): DescriptorStatus | Promise<DescriptorStatus> {
     const { check, policy } = a;
-    const cost = policy.cost * check.cost;
+    // Check only (cost 0): ask what a request of the rule's own cost would get, charging nothing.
+    const checkOnly = a.cost === 0;
+    const cost = policy.cost * (checkOnly ? 1 : a.cost);
     const o = this.overrides?.get(a.domain, a.key, check.nowMs);
-    if (o !== undefined) return this.applyOverride(o, { ...a, cost, context: `${matchedText(a.matched)}, policy replaced` });
-    const limiter = this.limiters.forPolicy(policy.policyId, policy.specs);
-    if (cost > limiter.maxCost)
-      throw new CheckError(`cost: ${cost} is more than rule ${a.ruleId} could ever admit (at most ${limiter.maxCost})`);
+    if (o !== undefined)
+      return this.applyOverride(o, { ...a, cost: policy.cost * a.cost, context: `${matchedText(a.matched)}, policy replaced` });
     const stateKey = `${a.domain}|${a.key}`;
-    const d = this.run(limiter, stateKey, cost, check.peek);
-    return d instanceof Promise ? d.then((x) => this.decided(a, limiter, stateKey, cost, x)) : this.decided(a, limiter, stateKey, cost, d);
+    const peek = check.peek || checkOnly;
+    if (policy.denyAll !== undefined) return this.deniedAll(a, policy.denyAll, stateKey, peek);
+    const limiter = this.limiters.forPolicy(policy.policyId, policy.specs);
+    // Too large to ever be admitted: a denial charging nothing (Envoy's RLS), or the caller's error.
+    const oversize = cost > limiter.maxCost;
+    if (oversize && !check.oversizeDeny)
+      throw new CheckError(`cost: ${cost} is more than rule ${a.ruleId} could ever admit (at most ${limiter.maxCost})`);
+    const d = this.run(limiter, stateKey, oversize ? policy.cost : cost, peek || oversize);
+    const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
+    const done = (x: Decision) => this.decided(a, limiter, stateKey, cost, adjusted(x, kind, cost), peek);
+    return d instanceof Promise ? d.then(done) : done(d);
   }
 
   /** The status of a descriptor decided under its policy's limiter (`apply`'s second half). */
-  private decided(a: Application, limiter: RateLimiter, stateKey: string, cost: number, d: Decision): DescriptorStatus {
+  private decided(a: Application, limiter: RateLimiter, stateKey: string, cost: number, d: Decision, peek: boolean): DescriptorStatus {
     const shadow = a.policy.shadow;
-    if (!a.check.peek) {
+    if (!peek) {
       const outcome = d.allowed ? "ok" : shadow ? "shadow_over_limit" : "over_limit";
       this.observer?.decision(a.label, a.ruleId, outcome, d.allowed || shadow ? undefined : stateKey);
     }
     const source = a.ruleId.startsWith("policy:") ? "policy" : "rule";
     const explain = new DecisionExplain(a.ruleId, source, a.matched, limiter.limits, d, cost, shadow);
-    return decidedStatus(a.key, d, d.allowed || shadow, shadow, explain, limiter.limits, cost);
+    return withRlsName(decidedStatus(a.key, d, d.allowed || shadow, shadow, explain, limiter.limits, cost), a.policy.rlsName);
+  }
+
+  /** A policy of 0 requests per window (envoyproxy/ratelimit's `requests_per_unit: 0`): every request is over. */
+  private deniedAll(a: Application, deny: NonNullable<CompiledPolicy["denyAll"]>, stateKey: string, peek: boolean): DescriptorStatus {
+    const shadow = a.policy.shadow;
+    if (!peek) this.observer?.decision(a.label, a.ruleId, shadow ? "shadow_over_limit" : "over_limit", shadow ? undefined : stateKey);
+    const source = a.ruleId.startsWith("policy:") ? "policy" : "rule";
+    const why = `${matchedText(a.matched)}: ${deny.name}, every request is over the limit`;
+    return withRlsName(denyAllStatus(a.key, deny, shadow, { rule: a.ruleId, source, why }, a.check.nowMs), a.policy.rlsName);
   }
 
   /** Decides one descriptor under an override: unlimited, blocked, or its own policy. `cost` is the total charged. */
@@ -288,26 +318,32 @@ export class DecisionService {
     o: Override,
     a: Omit<Application, "policy" | "matched"> & { readonly cost: number; readonly context: string },
   ): Promise<DescriptorStatus> {
-    const { check, key, ruleId, cost } = a;
+    const { check, key, ruleId } = a;
+    // Check only (cost 0): what a request of cost 1 would get, charging nothing.
+    const checkOnly = a.cost === 0;
+    const cost = checkOnly ? 1 : a.cost;
+    const peek = check.peek || checkOnly;
     const note = o.note ? ` (${o.note})` : "";
     const expiry = o.expiresAtMs !== undefined ? `, until ${new Date(o.expiresAtMs).toISOString()}` : "";
     const whyStart = `${a.context}; override for ${key}: `;
     if (o.policy === "unlimited") {
-      if (!check.peek) this.observer?.decision(a.label, ruleId, "unlimited");
+      if (!peek) this.observer?.decision(a.label, ruleId, "unlimited");
       return unlimitedStatus(key, { rule: ruleId, source: "override", why: `${whyStart}unlimited${expiry}${note}` }, false);
     }
     if (o.policy === "blocked") {
-      if (!check.peek) this.observer?.decision(a.label, ruleId, "blocked", `${a.domain}|${key}`);
+      if (!peek) this.observer?.decision(a.label, ruleId, "blocked", `${a.domain}|${key}`);
       const explain = { rule: ruleId, source: "override" as const, why: `${whyStart}blocked${expiry}${note}` };
       return blockedStatus(key, explain, o.expiresAtMs, check.nowMs);
     }
     const limiter = this.limiters.forOverride(o);
     if (limiter instanceof Error) throw new CheckError(`override for ${a.domain}/${key} has a bad policy: ${limiter.message}`);
-    if (cost > limiter.maxCost)
+    const oversize = cost > limiter.maxCost;
+    if (oversize && !check.oversizeDeny)
       throw new CheckError(`cost: ${cost} is more than the override for ${key} could ever admit (at most ${limiter.maxCost})`);
     const stateKey = `${a.domain}|${key}`;
-    const d = await this.run(limiter, stateKey, cost, check.peek);
-    if (!check.peek) this.observer?.decision(a.label, ruleId, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : stateKey);
+    const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
+    const d = adjusted(await this.run(limiter, stateKey, oversize ? 1 : cost, peek || oversize), kind, cost);
+    if (!peek) this.observer?.decision(a.label, ruleId, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : stateKey);
     const why = `${whyStart}${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}`;
     return decidedStatus(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
   }
@@ -369,11 +405,13 @@ function namedPolicy(rules: Rules, name: string | undefined): NamedPolicy {
   return np;
 }
 
-/** The request's cost: the one place it is checked (transports pass on what the caller sent). */
-function requestCost(cost: unknown): number {
-  if (cost === undefined) return 1;
-  if (typeof cost !== "number" || !Number.isSafeInteger(cost) || cost <= 0 || cost > MAX_COST) {
-    throw new CheckError(`cost: must be a whole number from 1 to ${MAX_COST} (got ${JSON.stringify(cost)})`);
-  }
-  return cost;
+/**
+ * A decision as the check asked for it: `oversize` (a cost no policy could admit, Envoy's RLS) is
+ * a denial with 0 remaining; `check-only` (cost 0) reports the units left before a request, not
+ * after one.
+ */
+function adjusted(d: Decision, kind: "charged" | "check-only" | "oversize", cost: number): Decision {
+  if (kind === "oversize") return { ...d, allowed: false, remaining: 0, retryAfterMs: d.resetAfterMs };
+  if (kind === "check-only" && d.allowed) return { ...d, remaining: d.remaining + cost };
+  return d;
 }

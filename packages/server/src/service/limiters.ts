@@ -58,19 +58,24 @@ export class LimiterCache {
 
   /**
    * The policy of a limit Envoy sends with a descriptor. As in envoyproxy/ratelimit, such a
-   * descriptor skips rule matching, is never in shadow mode, and is counted per clock-aligned
-   * unit (a fixed window). Its id derives from the limit, so a changed limit starts afresh.
-   * @throws CheckError for a limit that is not positive
+   * descriptor skips rule matching, is never in shadow mode, is counted per clock-aligned unit (a
+   * fixed window), and 0 requests per unit puts every request over the limit. Its id derives from
+   * the limit, so a changed limit starts afresh.
+   * @throws CheckError for a limit that is negative or not whole
    */
   callerPolicy({ requestsPerUnit: rpu, unitMs }: CallerLimit): CompiledPolicy {
-    if (!Number.isSafeInteger(rpu) || rpu <= 0 || !Number.isSafeInteger(unitMs) || unitMs <= 0) {
-      throw new CheckError(`descriptor limit: requests_per_unit and unit must be positive (got ${rpu} per ${unitMs} ms)`);
+    if (!Number.isSafeInteger(rpu) || rpu < 0 || !Number.isSafeInteger(unitMs) || unitMs <= 0) {
+      throw new CheckError(`descriptor limit: requests_per_unit must be 0 or more and the unit positive (got ${rpu} per ${unitMs} ms)`);
     }
     const id = `caller:${rpu}:${unitMs}`;
     let p = this.callerPolicies.get(id);
     if (p === undefined) {
-      const specs: LimitSpec[] = [{ algorithm: "fixed-window", limit: rpu, window: unitMs, name: `${rpu}-per-${unitMs}ms` }];
-      p = { specs, limits: resolveLimits(specs), policyId: id, cost: 1, shadow: false };
+      const name = `${rpu}-per-${unitMs}ms`;
+      if (rpu === 0) p = { specs: [], limits: [], policyId: id, cost: 1, shadow: false, denyAll: { windowMs: unitMs, name }, rlsName: "" };
+      else {
+        const specs: LimitSpec[] = [{ algorithm: "fixed-window", limit: rpu, window: unitMs, name }];
+        p = { specs, limits: resolveLimits(specs), policyId: id, cost: 1, shadow: false, rlsName: "" };
+      }
       this.callerPolicies.set(id, p);
     }
     return p;

@@ -36,18 +36,21 @@ export interface RequestShape<D> {
   readonly descriptors: string;
   /** Descriptor `i`'s entries, e.g. `descriptors[0].entries`. */
   entries(i: number): string;
+  /** Entry values may be empty (Envoy's proto allows it). @default false */
+  readonly emptyValues?: boolean;
 }
 
-/** gRPC (Envoy's RateLimitRequest): `descriptors[i].entries[j]`. */
+/** gRPC and `POST /json` (Envoy's RateLimitRequest): `descriptors[i].entries[j]`; values may be empty, as the proto allows. */
 export const GRPC_SHAPE: RequestShape<{ readonly entries?: readonly Entryish[] | undefined }> = {
   entriesOf: (d) => d.entries,
   descriptors: "descriptors",
   entries: (i) => `descriptors[${i}].entries`,
+  emptyValues: true,
 };
 
 /**
  * Checks a check's domain and descriptors against {@link REQUEST_CAPS}; entries must be
- * non-empty strings. Reads only lengths first, so a huge request is refused in O(1).
+ * strings, keys non-empty, values non-empty unless the shape allows empty ones. Reads only lengths first, so a huge request is refused in O(1).
  * @throws CheckError naming the field and the cap (transports answer 400 / INVALID_ARGUMENT)
  */
 export function checkShape<D>(domain: unknown, descriptors: readonly D[], names: RequestShape<D>): void {
@@ -55,15 +58,18 @@ export function checkShape<D>(domain: unknown, descriptors: readonly D[], names:
     throw new CheckError(`domain: at most ${REQUEST_CAPS.domainChars} characters (got ${domain.length})`);
   if (descriptors.length > REQUEST_CAPS.descriptors)
     throw new CheckError(`${names.descriptors}: at most ${REQUEST_CAPS.descriptors} per call (got ${descriptors.length})`);
+  const minValue = names.emptyValues === true ? 0 : 1;
   for (let i = 0; i < descriptors.length; i++) {
     const entries = names.entriesOf(descriptors[i] as D) ?? [];
     const at = names.entries(i);
     if (entries.length > REQUEST_CAPS.entries)
       throw new CheckError(`${at}: at most ${REQUEST_CAPS.entries} entries (got ${entries.length})`);
     for (let j = 0; j < entries.length; j++) {
-      const { key, value } = entries[j] as Entryish;
-      if (typeof key !== "string" || key.length === 0 || typeof value !== "string" || value.length === 0)
-        throw new CheckError(`${at}[${j}]: key and value must be non-empty strings`);
+      const { key, value: given } = entries[j] as Entryish;
+      // proto3 leaves an empty string out: an absent value is the empty one.
+      const value = given === undefined && minValue === 0 ? "" : given;
+      if (typeof key !== "string" || key.length === 0 || typeof value !== "string" || value.length < minValue)
+        throw new CheckError(`${at}[${j}]: key and value must be ${minValue === 0 ? "strings, the key non-empty" : "non-empty strings"}`);
       if (key.length > REQUEST_CAPS.keyChars)
         throw new CheckError(`${at}[${j}].key: at most ${REQUEST_CAPS.keyChars} characters (got ${key.length})`);
       if (value.length > REQUEST_CAPS.valueChars)

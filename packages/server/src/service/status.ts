@@ -89,3 +89,48 @@ export function blockedStatus(key: string, explain: Explain, expiresAtMs: number
     explain,
   };
 }
+
+/** The RLS `current_limit.name` of a status (a symbol-keyed property, as {@link statusDetail}). */
+const RLS_NAME = Symbol("ratekeeper.rlsName");
+
+/** Records the name Envoy's RLS reports for this status (see `CompiledPolicy.rlsName`); returns the status. */
+export function withRlsName(s: DescriptorStatus, name: string | undefined): DescriptorStatus {
+  if (name !== undefined) (s as DescriptorStatus & { [RLS_NAME]?: string })[RLS_NAME] = name;
+  return s;
+}
+
+/** The name Envoy's RLS reports in `current_limit.name`: the policy's `rlsName`, else the deciding limit's name. */
+export function rlsName(s: DescriptorStatus): string {
+  return (s as DescriptorStatus & { [RLS_NAME]?: string })[RLS_NAME] ?? s.policy ?? "";
+}
+
+/**
+ * The status under a limit of 0 requests per window (envoyproxy/ratelimit's
+ * `requests_per_unit: 0`): always over the limit, until the end of the clock-aligned window.
+ * `allowed` is true in shadow mode.
+ */
+export function denyAllStatus(
+  key: string,
+  deny: { readonly windowMs: number; readonly name: string },
+  shadow: boolean,
+  explain: Explain,
+  nowMs: number,
+): DescriptorStatus {
+  const untilEndMs = deny.windowMs - (nowMs % deny.windowMs);
+  return {
+    key,
+    allowed: shadow,
+    overLimit: true,
+    shadow,
+    unlimited: false,
+    limit: 0,
+    remaining: 0,
+    retryAfterMs: untilEndMs,
+    resetAfterMs: untilEndMs,
+    delayMs: 0,
+    windowMs: deny.windowMs,
+    policy: deny.name,
+    reason: "limit",
+    explain,
+  };
+}

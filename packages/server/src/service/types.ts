@@ -22,9 +22,22 @@ export interface CheckInput {
    * counted per clock-aligned unit (a fixed window).
    */
   readonly descriptorLimits?: ReadonlyArray<CallerLimit | undefined> | undefined;
+  /**
+   * Per-descriptor request costs, aligned with `descriptors` (Envoy's
+   * `RateLimitDescriptor.hits_addend`): where given, it replaces `cost` for that descriptor, and
+   * 0 decides without charging (check only), as in envoyproxy/ratelimit.
+   */
+  readonly descriptorCosts?: ReadonlyArray<number | undefined> | undefined;
+  /**
+   * What a cost larger than the policy could ever admit gets: a CheckError (the HTTP API's 400)
+   * or a denial (`deny`, Envoy's RLS: OVER_LIMIT, as envoyproxy/ratelimit answers it). Nothing
+   * is charged either way.
+   * @default "error"
+   */
+  readonly oversizeCost?: "error" | "deny" | undefined;
 }
 
-/** A limit the caller sends with a descriptor: `requestsPerUnit` per `unitMs`. */
+/** A limit the caller sends with a descriptor: `requestsPerUnit` per `unitMs` (0: every request is over). */
 export interface CallerLimit {
   readonly requestsPerUnit: number;
   readonly unitMs: number;
