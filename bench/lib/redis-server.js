@@ -49,7 +49,9 @@ export async function startRedis(opts = {}) {
   client.on("error", () => {}); // refused until redis-server listens: retried below
   for (let i = 0; ; i++) {
     try {
-      await client.connect();
+      // After a refused first attempt ioredis keeps reconnecting by itself (retryStrategy), and
+      // connect() would throw "already connecting": only (re)start it when it has stopped.
+      if (client.status === "wait" || client.status === "end") await client.connect();
       await client.ping();
       break;
     } catch (e) {

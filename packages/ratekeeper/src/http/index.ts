@@ -20,6 +20,6 @@ export {
   type ValidationCode,
   type FrameworkTrust,
 } from "./core.js";
-export { HeaderWriter, HEADER_STYLES, toSeconds, type HeaderStyle } from "./headers.js";
+export { HeaderWriter, HEADER_STYLES, toSeconds, wireName, type HeaderStyle } from "./headers.js";
 export { AddressSet, ClientIpResolver, expandIpv6, ipv6Prefix, normalizeIp, parseForwardedChain, type ClientIpOptions } from "./ip.js";
 export { PROBLEM_CONTENT_TYPE, QUOTA_EXCEEDED, forbidden, tooManyRequests, unavailable, type ProblemDetails } from "./problem.js";

@@ -1,5 +1,5 @@
 import type { ResolvedLimit } from "ratekeeper";
-import { HeaderWriter, toSeconds, type HeaderStyle } from "ratekeeper/http";
+import { HeaderWriter, toSeconds, wireName, type HeaderStyle } from "ratekeeper/http";
 import { statusDetail } from "../service/status.js";
 import type { CheckResult, DescriptorStatus } from "../service/types.js";
 
@@ -24,7 +24,8 @@ function decisive(statuses: readonly DescriptorStatus[]): DescriptorStatus | und
  * (`ietf`: `RateLimit-Policy: "100-per-1m";q=100;w=60` and `RateLimit: "100-per-1m";r=42;t=18`)
  * or the styles chosen with `--headers`; plus `Retry-After` (RFC 9110 §10.2.3, whole seconds
  * rounded up, so retrying after it succeeds) on a denial. A shadow rule's would-be denial sets
- * no headers: shadow mode must not change what clients see.
+ * no headers: shadow mode must not change what clients see. Names are in lower case
+ * (`wireName`): node copies every mixed-case name it is given into lower case, per response.
  */
 export function limitHeaders(
   statuses: readonly DescriptorStatus[],
@@ -49,10 +50,10 @@ export function limitHeaders(
     w.write(detail.decision, w.needsClock ? Date.now() : 0, out);
     for (let i = 0; i < out.length; i++) {
       const [k, v] = out[i] as [string, string];
-      h[k] = v;
+      h[wireName(k)] = v;
     }
   }
-  if (!s.allowed) h["Retry-After"] = String(Math.max(1, toSeconds(s.retryAfterMs)));
+  if (!s.allowed) h["retry-after"] = String(Math.max(1, toSeconds(s.retryAfterMs)));
   return h;
 }
 
