@@ -1,6 +1,13 @@
 import type { NextFunction, Request, RequestHandler, Response } from "express";
-import { HttpRateLimiter, type FrameworkTrust, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
-import { applyNode, nodeAccess } from "./node.js";
+import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult } from "../http/core.js";
+import {
+  erlRateLimit,
+  isExpressRateLimitOptions,
+  type ExpressRateLimitCompatOptions,
+  type ExpressRateLimitCompat,
+} from "./express-compat.js";
+import { expressAccess } from "./express-access.js";
+import { applyNode } from "./node.js";
 
 /**
  * `ratekeeper/express`: rate-limiting middleware for Express 4 and 5. Imports only Express's
@@ -12,47 +19,10 @@ import { applyNode, nodeAccess } from "./node.js";
  * import { rateLimit } from "ratekeeper/express";
  * const app = express();
  * app.use(rateLimit({ limiter: { algorithm: "sliding-window", limit: 100, window: "1m" } }));
+ *
+ * It also takes express-rate-limit's options with their meaning (`windowMs`, `limit`, `message`,
+ * `standardHeaders`, ...; see express-compat.ts and docs/migrating-from-express-rate-limit.md).
  */
-
-const expressAccess: RequestAccess<Request> = {
-  method: (req) => req.method,
-  path: (req) => req.path,
-  // Set when the middleware is mounted on a route (`app.post("/user", limit, handler)`).
-  route: (req) => (req.route !== undefined ? `${req.baseUrl}${(req.route as { path: string }).path}` : undefined),
-  remoteAddress: (req) => req.socket.remoteAddress,
-  header: (req, name) => nodeAccess.header(req, name),
-  frameworkTrust: (req) => expressTrust(req.app as TrustApp | undefined),
-  frameworkIp: (req) => req.ip,
-};
-
-/** The part of an Express app read for its `trust proxy` setting. */
-interface TrustApp {
-  get(setting: "trust proxy"): unknown;
-}
-
-/** The app's `trust proxy` setting as ratekeeper reads it, by app and value (a setting changed later is seen). */
-const trustCache = new WeakMap<object, { value: unknown; trust: FrameworkTrust | undefined }>();
-
-/**
- * Express's `trust proxy` (https://expressjs.com/en/guide/behind-proxies.html): `false` (the
- * default) trusts nobody; `true` every hop; a number the nearest N hops; addresses, CIDR ranges,
- * `loopback`/`linklocal`/`uniquelocal`, or a function, those proxies. `req.ip` applies it.
- */
-function expressTrust(app: TrustApp | undefined): FrameworkTrust | undefined {
-  if (app === undefined || typeof app.get !== "function") return undefined;
-  const value = app.get("trust proxy");
-  const cached = trustCache.get(app);
-  if (cached !== undefined && cached.value === value) return cached.trust;
-  const none = value === undefined || value === false || value === 0 || value === "" || (Array.isArray(value) && value.length === 0);
-  const trust = none
-    ? undefined
-    : {
-        setting: `app.set("trust proxy", ${typeof value === "function" ? "<function>" : JSON.stringify(value)})`,
-        permissive: value === true,
-      };
-  trustCache.set(app, { value, trust });
-  return trust;
-}
 
 /** Options of the Express middleware. */
 export interface ExpressRateLimitOptions extends RateLimitOptions<Request> {
@@ -72,7 +42,18 @@ export type ExpressRateLimit = RequestHandler & { readonly core: HttpRateLimiter
  * @throws RateLimitConfigError naming every bad option
  * @example app.post("/user", rateLimit({ limiter, cost: { "GET /user": 1, "POST /user": 2 } }), handler)
  */
-export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
+export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit;
+/** express-rate-limit's options, with their meaning there (a mapping onto this middleware). */
+export function rateLimit(options?: ExpressRateLimitCompatOptions): ExpressRateLimitCompat;
+export function rateLimit(
+  options: ExpressRateLimitOptions | ExpressRateLimitCompatOptions = {},
+): ExpressRateLimit | ExpressRateLimitCompat {
+  if (isExpressRateLimitOptions(options)) return erlRateLimit(options);
+  return ratekeeperLimit(options);
+}
+
+/** The middleware with ratekeeper's own options. */
+function ratekeeperLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
   const core = new HttpRateLimiter(options, expressAccess);
   const handler = options.handler;
   const apply = (result: RateLimitResult, req: Request, res: Response, next: NextFunction): void => {
@@ -89,3 +70,5 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
   };
   return Object.assign(middleware, { core });
 }
+
+export type { ExpressRateLimitCompatOptions, ExpressRateLimitCompat, RateLimitInfo } from "./express-compat.js";

@@ -65,7 +65,7 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
    */
   countOnly?: "failed" | "successful";
   /** What counts as failed for `countOnly` (a client gone before the response counts as failed). @default status >= 400 */
-  isFailed?: (statusCode: number) => boolean;
+  isFailed?: (statusCode: number, req: Req) => boolean;
   /** Decide, send headers and report, but never block or delay. @default false */
   shadow?: boolean;
   /** Header styles to send, or `false` for none. @default "ietf" */
@@ -119,7 +119,7 @@ export interface ResolvedHttpOptions<Req> {
   readonly allow: AddressSet | undefined;
   readonly deny: AddressSet | undefined;
   readonly countOnly: "failed" | "successful" | undefined;
-  readonly isFailed: (statusCode: number) => boolean;
+  readonly isFailed: (statusCode: number, req: Req) => boolean;
   readonly shadow: boolean;
   readonly headerWriter: HeaderWriter | undefined;
   readonly maxDelayMs: number;

@@ -19,7 +19,7 @@ export class Shaper<Req> {
   constructor(
     private readonly limiter: RateLimiter | undefined,
     private readonly countOnly: "failed" | "successful" | undefined,
-    private readonly isFailed: (statusCode: number) => boolean,
+    private readonly isFailed: (statusCode: number, req: Req) => boolean,
     private readonly report: (error: unknown, req: Req) => void,
   ) {}
 
@@ -79,7 +79,7 @@ export class Shaper<Req> {
     if (!result.settles) return;
     this.releaseLease(result, req);
     if (this.countOnly === undefined) return;
-    const failed = statusCode === undefined || this.isFailed(statusCode);
+    const failed = statusCode === undefined || this.isFailed(statusCode, req);
     if ((this.countOnly === "failed") !== failed) this.release(result, req);
   }
 }
