@@ -16,6 +16,8 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { afterEach, describe, expect, it } from "vitest";
 import { captureLines, freePort, portOpen, stopProcess, track, until } from "../../../test-support/process.js";
+import { startRedisRest } from "../../../test-support/redis-rest.js";
+import { redisTestMode, startRedis } from "../../../test-support/redis.js";
 import { loadMiniflare, runtimeBinary } from "../../../test-support/runtimes.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
@@ -106,6 +108,30 @@ describe.skipIf(miniflare === undefined)("Cloudflare Workers (workerd via minifl
     });
   }
 });
+
+describe.skipIf(miniflare === undefined || redisTestMode() === "skip")(
+  "Cloudflare Workers sharing one Redis (HttpRedisStore over @upstash/redis)",
+  () => {
+    it("two workerd instances, one with nodejs_compat and one without, admit exactly the limit between them", async () => {
+      const redis = await startRedis();
+      const rest = await startRedisRest(redis.port);
+      const script = await bundleWorker(path.join(FIXTURES, "worker-redis.js"));
+      const bindings = { REDIS_REST_URL: rest.url, REDIS_REST_TOKEN: rest.token, TIMEOUT_MS: "60000" };
+      const opts = { modules: true, script, compatibilityDate: "2025-09-01", bindings };
+      const a = new miniflare!.Miniflare({ ...opts, compatibilityFlags: [] });
+      const b = new miniflare!.Miniflare({ ...opts, compatibilityFlags: ["nodejs_compat"] });
+      try {
+        let i = 0;
+        await expectExactlyTheLimit(reading((p) => (i++ % 2 === 0 ? a : b).dispatchFetch(`http://localhost${p}`)));
+        expect(rest.commands.filter((c) => c === "evalsha" || c === "eval").length).toBeGreaterThanOrEqual(BURST + 1);
+      } finally {
+        await Promise.all([a.dispose(), b.dispose()]);
+        await rest.close();
+        await redis.stop();
+      }
+    });
+  },
+);
 
 /** A server process of another runtime, serving one entry file on a free port. */
 async function serve(bin: string, args: string[], entry: string): Promise<{ fetcher: Fetcher; child: ChildProcess }> {

@@ -1,6 +1,5 @@
 import { newDecision, type Decision, type Outcome } from "../../core/decision.js";
 import { describeValue, RateLimitStoreError } from "../../core/errors.js";
-import { Evaluator } from "../../core/evaluate.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore } from "../../store.js";
 import { Batcher, type Pending } from "./batcher.js";
@@ -9,6 +8,7 @@ import { DenialCache } from "./denial-cache.js";
 import { fastOutcome, FAST_ALGORITHMS } from "./fast-reply.js";
 import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
+import { ScriptFormat } from "./script-format.js";
 import type { RedisStore } from "./store.js";
 
 /** What a denial by the `"closed"` policy, or by backpressure, says to retry after. */
@@ -18,11 +18,9 @@ const RECONCILE_CONCURRENCY = 64;
 
 /** One limiter's view of a {@link RedisStore}: its script, key layout, batching, denial cache and failure policy. */
 export class RedisTable implements BoundStore {
-  private readonly ev: Evaluator;
+  /** Keys, ARGV header and reply reading, shared with the HTTP Redis store. */
+  private readonly format: ScriptFormat;
   private readonly single: boolean;
-  /** ARGV[1..2+8N]: minTtlMs, N, then 8 entries per limit (ratekeeper.lua's header). */
-  private readonly head: string[];
-  private readonly keyHead: string;
   private readonly n: number;
   private readonly minCapacity: number;
   private readonly batcher: Batcher | undefined;
@@ -48,24 +46,10 @@ export class RedisTable implements BoundStore {
     private readonly namespace: string,
   ) {
     const o = store.opts;
-    this.ev = new Evaluator(limits);
+    this.format = new ScriptFormat(limits, o.prefix, namespace, o.minTtlMs);
     this.single = limits.length === 1;
     this.n = limits.length;
     this.minCapacity = Math.min(...limits.map((l) => l.capacity));
-    this.head = [String(o.minTtlMs), String(limits.length)];
-    for (const l of limits) {
-      this.head.push(
-        String(l.algorithmId),
-        String(l.limit),
-        String(l.windowMs),
-        String(l.capacity),
-        String(l.buckets),
-        l.weighted ? "1" : "0",
-        l.alignFirst ? "1" : "0",
-        l.shape ? "1" : "0",
-      );
-    }
-    this.keyHead = `${o.prefix}{${namespace}:`;
     // One limit with a two-number state, on a client that can return raw bytes: the script's fast path.
     const l0 = limits[0] as ResolvedLimit;
     this.fast = this.single && FAST_ALGORITHMS.has(l0.algorithm) && o.shim.evalshaBuffer !== undefined;
@@ -75,7 +59,7 @@ export class RedisTable implements BoundStore {
     this.fastTail = [String(l0.limit), String(l0.windowMs), kind, String(l0.capacity), String(o.minTtlMs)];
     this.denials = o.denialMaxKeys > 0 ? new DenialCache(o.denialMaxKeys) : undefined;
     if (o.maxBatch > 0) {
-      const lane = store.lanes.of(this.keyHead);
+      const lane = store.lanes.of(this.format.keyPrefix);
       this.batcher = new Batcher(
         o.maxBatch,
         (batch) => this.send(batch),
@@ -92,10 +76,7 @@ export class RedisTable implements BoundStore {
 
   /** The Redis keys of `key`, one per limit, all with the hash tag `{<namespace>:<key>}`. */
   keysOf(key: string): string[] {
-    const head = `${this.keyHead}${key}}:`;
-    const keys = new Array<string>(this.n);
-    for (let i = 0; i < this.n; i++) keys[i] = head + i;
-    return keys;
+    return this.format.keysOf(key);
   }
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Promise<Decision> {
@@ -214,7 +195,7 @@ export class RedisTable implements BoundStore {
       const now = first.nowMs ?? clock.now();
       if (now !== undefined) return this.sendFast(first, now, keys, lane);
     }
-    const args = this.head.slice();
+    const args = this.format.head.slice();
     let server: string | undefined;
     for (const p of batch) {
       if (p.nowMs === undefined) server ??= String(clock.now() ?? "");
@@ -258,7 +239,7 @@ export class RedisTable implements BoundStore {
     const args = [p.mode === "c" ? "C" : "P", String(now), String(p.cost), ...this.fastTail];
     if (this.shapes) args.push(p.maxDelayMs === undefined ? "" : String(p.maxDelayMs));
     const outcome = (raw: unknown): number[] => {
-      const out = this.ev.outcomes[0] as Outcome;
+      const out = this.format.ev.outcomes[0] as Outcome;
       fastOutcome(raw, lim, now, p.cost, out, p.maxDelayMs);
       return [out.allowed ? 1 : 0, out.remaining, out.retryAfterMs, out.resetAfterMs, out.delayMs];
     };
@@ -306,20 +287,9 @@ export class RedisTable implements BoundStore {
     });
   }
 
-  /** Builds the decision from the script's 5 integers per limit, exactly as `Evaluator.run` does. */
+  /** Builds the decision from the script's 5 integers per limit. */
   private toDecision(r: readonly unknown[], cost: number): Decision {
-    const outs = this.ev.outcomes;
-    let allowed = true;
-    for (let i = 0; i < this.n; i++) {
-      const o = outs[i] as Outcome;
-      o.allowed = Number(r[5 * i]) === 1;
-      o.remaining = Number(r[5 * i + 1]);
-      o.retryAfterMs = Number(r[5 * i + 2]);
-      o.resetAfterMs = Number(r[5 * i + 3]);
-      o.delayMs = Number(r[5 * i + 4]);
-      if (!o.allowed) allowed = false;
-    }
-    return this.single ? newDecision(outs[0] as Outcome, this.limits[0] as ResolvedLimit, 0, undefined) : this.ev.combine(allowed, cost);
+    return this.format.decision(r, cost);
   }
 
   /** The local store that stands in while Redis is down, when the policy has one (insurance, degraded). */

@@ -1,0 +1,16 @@
+/**
+ * `ratekeeper/redis-http`: the Redis store for HTTP Redis clients (`@upstash/redis`), for edge
+ * runtimes where TCP clients cannot run. Same Lua scripts and keys as `ratekeeper/redis`; no Node
+ * APIs, no timers outside a call. See docs/edge.md.
+ * @example
+ * import { Redis } from "@upstash/redis";
+ * import { HttpRedisStore } from "ratekeeper/redis-http";
+ * const store = new HttpRedisStore({ client: Redis.fromEnv() });
+ */
+export {
+  HttpRedisStore,
+  type HttpRedisStoreOptions,
+  type HttpRedisFailurePolicy,
+  type HttpRedisErrorContext,
+  type HttpRedisClientLike,
+} from "./store.js";

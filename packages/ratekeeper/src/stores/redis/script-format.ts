@@ -1,0 +1,74 @@
+import { newDecision, type Decision, type Outcome } from "../../core/decision.js";
+import { Evaluator } from "../../core/evaluate.js";
+import type { ResolvedLimit } from "../../core/options.js";
+
+/**
+ * How one limiter's decisions travel to ratekeeper.lua and back: its keys, the ARGV header of
+ * its limits, and the decision read from the reply. Shared by the Redis store (ioredis,
+ * node-redis) and the HTTP Redis store (REST), so both write the same keys the same way and a
+ * Node server and an edge function on one Redis share every key's state exactly.
+ */
+export class ScriptFormat {
+  /** Evaluates several limits' outcomes into one decision, exactly as MemoryStore does. */
+  readonly ev: Evaluator;
+  /** ARGV[1..2+8N]: minTtlMs, N, then 8 entries per limit (ratekeeper.lua's header). */
+  readonly head: string[];
+  /** Limits per decision. */
+  readonly n: number;
+  private readonly single: boolean;
+  private readonly keyHead: string;
+
+  constructor(
+    private readonly limits: readonly ResolvedLimit[],
+    prefix: string,
+    namespace: string,
+    minTtlMs: number,
+  ) {
+    this.ev = new Evaluator(limits);
+    this.single = limits.length === 1;
+    this.n = limits.length;
+    this.head = [String(minTtlMs), String(limits.length)];
+    for (const l of limits) {
+      this.head.push(
+        String(l.algorithmId),
+        String(l.limit),
+        String(l.windowMs),
+        String(l.capacity),
+        String(l.buckets),
+        l.weighted ? "1" : "0",
+        l.alignFirst ? "1" : "0",
+        l.shape ? "1" : "0",
+      );
+    }
+    this.keyHead = `${prefix}{${namespace}:`;
+  }
+
+  /** The lane key of this limiter (its keys' common beginning). */
+  get keyPrefix(): string {
+    return this.keyHead;
+  }
+
+  /** The Redis keys of `key`, one per limit, all with the hash tag `{<namespace>:<key>}`. */
+  keysOf(key: string): string[] {
+    const head = `${this.keyHead}${key}}:`;
+    const keys = new Array<string>(this.n);
+    for (let i = 0; i < this.n; i++) keys[i] = head + i;
+    return keys;
+  }
+
+  /** Builds the decision from the script's 5 integers per limit, exactly as `Evaluator.run` does. */
+  decision(r: readonly unknown[], cost: number): Decision {
+    const outs = this.ev.outcomes;
+    let allowed = true;
+    for (let i = 0; i < this.n; i++) {
+      const o = outs[i] as Outcome;
+      o.allowed = Number(r[5 * i]) === 1;
+      o.remaining = Number(r[5 * i + 1]);
+      o.retryAfterMs = Number(r[5 * i + 2]);
+      o.resetAfterMs = Number(r[5 * i + 3]);
+      o.delayMs = Number(r[5 * i + 4]);
+      if (!o.allowed) allowed = false;
+    }
+    return this.single ? newDecision(outs[0] as Outcome, this.limits[0] as ResolvedLimit, 0, undefined) : this.ev.combine(allowed, cost);
+  }
+}
