@@ -1,4 +1,5 @@
 import type { Server as HttpServer } from "node:http";
+import { statSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
 import { MemoryStore, type Store } from "ratekeeper";
@@ -29,6 +30,8 @@ export interface ServiceOverrides {
 export interface ServeOptions {
   /** The rules file (YAML). */
   configFile: string;
+  /** A directory of rules files: merge a domain found in several files (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`). @default false */
+  mergeDomains?: boolean | undefined;
   /** `redis://...`: use the Redis store (shared by every instance); otherwise the memory store. */
   redisUrl?: string | undefined;
   /**
@@ -100,7 +103,8 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   const logger = options.logger ?? createLogger();
   const metrics = new Metrics();
   checkRulesSize(options.configFile, options.maxRulesBytes);
-  const rules = loadRulesFile(options.configFile);
+  const rules = loadRulesFile(options.configFile, { mergeDomains: options.mergeDomains });
+  const isDirectory = statSync(options.configFile).isDirectory();
   metrics.rules.set(rules.rules.length);
 
   let store: Store;
@@ -178,7 +182,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   }
 
   const stopWatching =
-    options.watch === false
+    options.watch === false || isDirectory
       ? () => {}
       : watchRules(options.configFile, {
           settleMs: options.reloadSettleMs,

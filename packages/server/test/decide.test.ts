@@ -88,12 +88,12 @@ describe("rules: validation", () => {
   it("structural errors come from the schema, with paths", () => {
     let err: RulesError | undefined;
     try {
-      compileRules({ domains: [{ domain: "d", descriptors: [{ key: "k", value: "a*b", unlimited: true }] }], extra: 1 }, "f.yaml");
+      compileRules({ domains: [{ domain: "d", descriptors: [{ key: "k=", value: "a*b", unlimited: true }] }], extra: 1 }, "f.yaml");
     } catch (x) {
       err = x as RulesError;
     }
     expect(err?.message.split("\n")).toEqual([
-      "f.yaml: domains[0].descriptors[0].value: a wildcard '*' may only end the value (a prefix match)",
+      "f.yaml: domains[0].descriptors[0].key: must not contain '=', '|' or a newline",
       'f.yaml: Unrecognized key: "extra"',
     ]);
   });

@@ -41,7 +41,8 @@ export const SERVE_COMMAND: Command = {
     "no-dashboard": { type: "boolean" },
   },
   flagHelp: {
-    config: "FILE  rules file (YAML) [default: the built-in rules, rules/default.yaml in this package]",
+    config:
+      "PATH  rules file (YAML), ours or envoyproxy/ratelimit's, or a directory of them (a directory is not reloaded; MERGE_DOMAIN_CONFIG=true merges a domain split over its files) [default: the built-in rules, rules/default.yaml in this package]",
     redis: "URL  share state in Redis (redis://host:6379); default: in-memory store [env REDIS_URL]",
     "redis-failure":
       "POLICY  what answers while Redis is down: degraded (each instance limits at its share and charges Redis when it is back), open (admit), closed (deny), insurance (per-process memory store), throw (503) [default degraded]",
@@ -94,6 +95,7 @@ export const SERVE_COMMAND: Command = {
       running = await startService({
         configFile,
         redisUrl: str(v.redis) ?? process.env.REDIS_URL,
+        mergeDomains: process.env.MERGE_DOMAIN_CONFIG === "true",
         redisFailure: redisFailure as RedisFailureName | undefined,
         port: port(str(v.port) ?? process.env.PORT, "--port", 8080),
         redisTimeoutMs: nonNegative(str(v["redis-timeout"]), "--redis-timeout"),

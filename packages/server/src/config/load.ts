@@ -1,15 +1,35 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
+import { mergeRules, rulesFilesIn } from "./load-dir.js";
 import { LineCounter, parseDocument } from "yaml";
 import { positionOf } from "./positions.js";
 import { RulesError, type Rules } from "./rules.js";
-import { compileRules } from "./schema.js";
+import { compileRules, isEnvoyForm } from "./schema.js";
+
+/** Options of {@link loadRulesFile}. */
+export interface LoadRulesOptions {
+  /** A directory: merge a domain found in several files (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`). @default false */
+  mergeDomains?: boolean | undefined;
+}
 
 /**
- * Reads, parses and validates a rules file (YAML; JSON is YAML too).
+ * Reads, parses and validates a rules file (YAML; JSON is YAML too), in ratekeeper's form or
+ * envoyproxy/ratelimit's (one domain per file), or a directory of them (see load-dir.ts).
  * @throws RulesError naming the file and every problem (YAML syntax errors with line:column)
  * @example const rules = loadRulesFile("examples/rules.yaml");
  */
-export function loadRulesFile(file: string): Rules {
+export function loadRulesFile(file: string, options: LoadRulesOptions = {}): Rules {
+  let dir = false;
+  try {
+    dir = statSync(file).isDirectory();
+  } catch {
+    // reported below, as any unreadable file
+  }
+  if (dir)
+    return mergeRules(
+      file,
+      rulesFilesIn(file).map((f) => loadRulesFile(f)),
+      options.mergeDomains === true,
+    );
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -30,14 +50,17 @@ export function parseRules(text: string, file: string): Rules {
       doc.errors.map((e) => (e.linePos ? { line: e.linePos[0].line, col: e.linePos[0].col } : undefined)),
     );
   }
+  const js: unknown = doc.toJS();
+  const envoyForm = isEnvoyForm(js);
   try {
-    return compileRules(doc.toJS(), file);
+    return compileRules(js, file);
   } catch (e) {
     if (!(e instanceof RulesError) || e.positions.length > 0) throw e;
     throw new RulesError(
       e.file,
       e.issues,
-      e.issues.map((i) => positionOf(doc, lines, i.path)),
+      // A file in envoyproxy/ratelimit's form was read as `domains[0]`: its paths start there.
+      e.issues.map((i) => positionOf(doc, lines, envoyForm ? i.path.replace(/^domains\[0\]\.?/, "") : i.path)),
     );
   }
 }

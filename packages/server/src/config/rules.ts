@@ -42,14 +42,20 @@ export interface Rule extends CompiledPolicy {
   readonly domain: string;
   /** Never limited. */
   readonly unlimited: boolean;
+  /** envoyproxy/ratelimit's `rate_limit.replaces`: the names of rules this one switches off in the same request. */
+  readonly replaces?: readonly string[] | undefined;
 }
 
 /** A level of the descriptor tree: exact key=value children, wildcard prefixes, and any-value children. */
 export interface Level {
   /** key -> value -> node (two lookups, no key string built per check). */
   readonly exact: Map<string, Map<string, TreeNode>>;
-  /** In file order, as envoyproxy/ratelimit tries them. */
-  readonly wildcards: Array<{ readonly key: string; readonly prefix: string; readonly node: TreeNode }>;
+  /**
+   * Wildcard values in file order, as envoyproxy/ratelimit tries them: `parts` is the value split
+   * on `*` (each `*` matches any run of characters); `shared`: `share_threshold`, every value
+   * matching shares one counter, kept under the pattern.
+   */
+  readonly wildcards: Array<{ readonly key: string; readonly parts: readonly string[]; readonly node: TreeNode; readonly shared: boolean }>;
   /** key -> node matching any value of that key. */
   readonly anyValue: Map<string, TreeNode>;
 }

@@ -51,14 +51,29 @@ const STRUCTURAL = new Set([
   "rate_limit",
   "detailed_metric",
   "replaces",
+  "quota_mode",
+  "value_to_metric",
+  "share_threshold",
+  "metadata",
 ]);
 /** Keys of a named policy that are not the spec. */
 const POLICY_EXTRA = new Set(["cost", "shadow", "limits"]);
 
 const NAME_RE = /^[A-Za-z0-9_.:-]{1,64}$/;
 
-/** Envoy's `rate_limit.unit` values and their length (envoyproxy/ratelimit README, "Rate limit definition"). */
-const UNIT_MS = { second: "1s", minute: "1m", hour: "1h", day: "1d" } as const;
+/**
+ * Envoy's `rate_limit.unit` values (any case) and their length, as envoyproxy/ratelimit counts
+ * them (src/utils/utilities.go: a MONTH is 30 days, a YEAR 365).
+ */
+const UNIT_MS = {
+  second: 1_000,
+  minute: 60_000,
+  hour: 3_600_000,
+  day: 86_400_000,
+  week: 7 * 86_400_000,
+  month: 30 * 86_400_000,
+  year: 365 * 86_400_000,
+} as const;
 
 interface NodeInput {
   key: string;
@@ -75,18 +90,37 @@ interface NodeInput {
         requests_per_unit?: number | undefined;
         unlimited?: boolean | undefined;
         name?: string | undefined;
+        replaces?: Array<{ name?: string | null | undefined }> | undefined;
       }
     | undefined;
   descriptors?: NodeInput[] | undefined;
   [k: string]: unknown;
 }
 
-const RateLimitBlock = z.strictObject({
-  unit: z.enum(["second", "minute", "hour", "day"]).optional(),
-  requests_per_unit: z.number().int().positive().optional(),
-  unlimited: z.boolean().optional(),
-  name: z.string().regex(NAME_RE).optional(),
-});
+/** envoyproxy/ratelimit's `rate_limit` block, every key of it (src/config/config_impl.go). */
+const RateLimitBlock = z
+  .strictObject({
+    unit: z
+      .preprocess(
+        (u) => (typeof u === "string" ? u.toLowerCase() : u),
+        z.enum(["second", "minute", "hour", "day", "week", "month", "year"], "must be second, minute, hour, day, week, month or year"),
+      )
+      .optional(),
+    // 0 (or none) puts every request over the limit, as in envoyproxy/ratelimit.
+    requests_per_unit: z.number().int("must be a whole number").nonnegative("must be 0 or more").optional(),
+    unlimited: z.boolean().optional(),
+    name: z.string().optional(),
+    replaces: z.array(z.strictObject({ name: z.string().nullish() })).optional(),
+  })
+  .superRefine((r, ctx) => {
+    if (r.unlimited === true && r.unit !== undefined)
+      ctx.addIssue({ code: "custom", path: ["unit"], message: "should not specify rate limit unit when unlimited" });
+    for (const [i, e] of (r.replaces ?? []).entries()) {
+      if (!e.name) ctx.addIssue({ code: "custom", path: ["replaces", i, "name"], message: "should not have an empty replaces entry" });
+      else if (e.name === r.name)
+        ctx.addIssue({ code: "custom", path: ["replaces", i, "name"], message: "replaces should not contain name of same descriptor" });
+    }
+  });
 
 const Node: z.ZodType<NodeInput> = z.lazy(() =>
   z.looseObject({
@@ -94,10 +128,10 @@ const Node: z.ZodType<NodeInput> = z.lazy(() =>
       .string()
       .min(1, "must be a non-empty string")
       .refine((s) => !/[=|\n]/.test(s), "must not contain '=', '|' or a newline"),
+    // "" is no value (any value matches), as in envoyproxy/ratelimit; '*' matches any run of characters.
     value: z
       .string()
-      .min(1, "must be a non-empty string (omit it to match any value)")
-      .refine((s) => s.indexOf("*") === -1 || s.indexOf("*") === s.length - 1, "a wildcard '*' may only end the value (a prefix match)")
+      .transform((v) => (v === "" ? undefined : v))
       .optional(),
     name: z.string().regex(NAME_RE, "must be 1-64 letters, digits, '_', '.', ':' or '-'").optional(),
     cost: z.number().int("must be a whole number").positive("must be > 0").optional(),
@@ -107,6 +141,10 @@ const Node: z.ZodType<NodeInput> = z.lazy(() =>
     limits: z.array(z.unknown()).optional(),
     rate_limit: RateLimitBlock.optional(),
     detailed_metric: z.boolean().optional(),
+    quota_mode: z.boolean().optional(),
+    value_to_metric: z.boolean().optional(),
+    share_threshold: z.boolean().optional(),
+    metadata: z.record(z.string(), z.unknown()).optional(),
     replaces: z.unknown().optional(),
     descriptors: z.array(Node).optional(),
   }),
@@ -127,6 +165,23 @@ const Root = z.strictObject({
     .default([]),
 });
 
+/**
+ * envoyproxy/ratelimit's files hold one domain each (`domain:` and `descriptors:` at the top):
+ * such a document is read as a `domains:` list of one, so both forms go through one schema.
+ * `domain: ""` stays a string so the schema names it.
+ */
+function asDomainsDocument(doc: unknown): unknown {
+  if (doc === null || doc === undefined) return {};
+  if (!isEnvoyForm(doc)) return doc;
+  const { domain, descriptors, ...rest } = doc;
+  return { ...rest, domains: [{ domain, descriptors: descriptors ?? [] }] };
+}
+
+/** Whether a parsed document is in envoyproxy/ratelimit's one-domain form (`domain:` or `descriptors:` at the top). */
+export function isEnvoyForm(doc: unknown): doc is Record<string, unknown> {
+  return typeof doc === "object" && doc !== null && !Array.isArray(doc) && ("domain" in doc || "descriptors" in doc);
+}
+
 /** The library's policy id plus the limits' names (which the id leaves out but decisions report). */
 function limiterId(limits: readonly ResolvedLimit[]): string {
   return `${policyId(limits)}:${limits.map((l) => `${l.name}${l.shape ? "~shape" : ""}`).join(",")}`;
@@ -146,7 +201,7 @@ function zodPath(path: readonly PropertyKey[]): string {
  * @example compileRules({ domains: [{ domain: "api", descriptors: [{ key: "user_id", algorithm: "gcra", limit: 10, window: "1s" }] }] }, "rules.yaml")
  */
 export function compileRules(doc: unknown, file: string): Rules {
-  const parsed = Root.safeParse(doc ?? {});
+  const parsed = Root.safeParse(asDomainsDocument(doc));
   if (!parsed.success) {
     throw new RulesError(
       file,
@@ -227,14 +282,12 @@ function compileLevel(
     if (rule) rules.push(rule);
     const children =
       n.descriptors && n.descriptors.length > 0 ? compileLevel(n.descriptors, domain, id, `${at}.descriptors`, rules, issues) : undefined;
-    if (compiled === undefined && !children)
-      issues.push({
-        path: at,
-        message: "needs a policy ({ algorithm, limit, window }, limits: [...], rate_limit, or unlimited: true) or nested descriptors",
-      });
+    // A node with neither a policy nor nested descriptors matches and limits nothing: it lets
+    // its value through (envoyproxy/ratelimit's "whitelisting").
     const node: TreeNode = { rule, children, label };
     if (n.value === undefined) level.anyValue.set(n.key, node);
-    else if (n.value.endsWith("*")) level.wildcards.push({ key: n.key, prefix: n.value.slice(0, -1), node });
+    else if (n.value.includes("*"))
+      level.wildcards.push({ key: n.key, parts: n.value.split("*"), node, shared: n.share_threshold === true });
     else {
       let byValue = level.exact.get(n.key);
       if (byValue === undefined) level.exact.set(n.key, (byValue = new Map<string, TreeNode>()));
@@ -248,23 +301,63 @@ function compileLevel(
 function compileRule(n: NodeInput, domain: string, id: string, at: string, issues: ConfigIssue[]): Rule | "invalid" | undefined {
   const inline: Record<string, unknown> = {};
   for (const k of Object.keys(n)) if (!STRUCTURAL.has(k) && n[k] !== undefined) inline[k] = n[k];
+  if (n.share_threshold === true && !(n.value ?? "").includes("*")) {
+    issues.push({
+      path: `${at}.share_threshold`,
+      message: `can only be used with wildcard values (containing '*'), but found ${n.key}=${n.value ?? ""}`,
+    });
+    return "invalid";
+  }
+  // Keys that are neither envoyproxy/ratelimit's nor a ratekeeper policy (which needs an algorithm): a misspelling.
+  if (Object.keys(inline).length > 0 && inline.algorithm === undefined) {
+    issues.push({
+      path: at,
+      message: `unknown key ${Object.keys(inline)
+        .map((k) => `'${k}'`)
+        .join(", ")} (known: ${[...STRUCTURAL].join(", ")}, or a policy: algorithm, limit, window, ...)`,
+    });
+    return "invalid";
+  }
   const shadow = n.shadow === true || n.shadow_mode === true;
   const cost = n.cost ?? 1;
   const unlimited = n.unlimited === true || n.rate_limit?.unlimited === true;
   let specs: LimitSpec[] | undefined;
   let asList = false;
   if (n.rate_limit !== undefined && !n.rate_limit.unlimited) {
-    const { unit, requests_per_unit: rpu } = n.rate_limit;
-    if (unit === undefined || rpu === undefined) {
-      issues.push({ path: `${at}.rate_limit`, message: "needs unit and requests_per_unit (or unlimited: true)" });
+    const { unit, requests_per_unit: rpu = 0 } = n.rate_limit;
+    if (unit === undefined) {
+      issues.push({
+        path: `${at}.rate_limit.unit`,
+        message: "required: second, minute, hour, day, week, month or year (or unlimited: true)",
+      });
       return "invalid";
     }
     if (n.limits !== undefined || Object.keys(inline).length > 0) {
       issues.push({ path: at, message: "give either rate_limit or a ratekeeper policy, not both" });
       return "invalid";
     }
+    const rlsName = n.rate_limit.name ?? "";
+    const replaces = (n.rate_limit.replaces ?? []).map((r) => r.name ?? "");
+    if (rpu === 0) {
+      const denyAll = { windowMs: UNIT_MS[unit], name: `0-per-1${unit}` };
+      return {
+        id,
+        path: at,
+        domain,
+        specs: [],
+        limits: [],
+        policyId: `deny-all:${unit}`,
+        cost,
+        shadow,
+        unlimited: false,
+        denyAll,
+        rlsName,
+        replaces,
+      };
+    }
     // Envoy's ratelimit counts per calendar unit: a clock-aligned fixed window is the same thing.
-    specs = [{ algorithm: "fixed-window", limit: rpu, window: UNIT_MS[unit], ...(n.rate_limit.name ? { name: n.rate_limit.name } : {}) }];
+    const named = NAME_RE.test(rlsName) ? { name: rlsName } : {};
+    specs = [{ algorithm: "fixed-window", limit: rpu, window: UNIT_MS[unit], ...named }];
   } else {
     const before = issues.length;
     specs = policySpecs(n.limits, inline, at, issues);
@@ -276,7 +369,9 @@ function compileRule(n: NodeInput, domain: string, id: string, at: string, issue
       issues.push({ path: `${at}.unlimited`, message: "an unlimited rule cannot also have a policy" });
       return "invalid";
     }
-    return { id, path: at, domain, specs: [], limits: [], policyId: "unlimited", cost, shadow, unlimited: true };
+    const rlsName = n.rate_limit?.name;
+    const replaces = (n.rate_limit?.replaces ?? []).map((r) => r.name ?? "");
+    return { id, path: at, domain, specs: [], limits: [], policyId: "unlimited", cost, shadow, unlimited: true, rlsName, replaces };
   }
   if (specs === undefined) return undefined;
   const limits = resolve(specs, at, asList, issues);
@@ -286,5 +381,6 @@ function compileRule(n: NodeInput, domain: string, id: string, at: string, issue
     issues.push({ path: `${at}.cost`, message: `must be at most ${capacity}, the most this policy could ever admit (got ${cost})` });
   // Envoy's RLS reports a rate_limit block's own name ("" when none), as envoyproxy/ratelimit does.
   const rlsName = n.rate_limit !== undefined ? (n.rate_limit.name ?? "") : undefined;
-  return { id, path: at, domain, specs, limits, policyId: limiterId(limits), cost, shadow, unlimited: false, rlsName };
+  const replaces = (n.rate_limit?.replaces ?? []).map((r) => r.name ?? "");
+  return { id, path: at, domain, specs, limits, policyId: limiterId(limits), cost, shadow, unlimited: false, rlsName, replaces };
 }

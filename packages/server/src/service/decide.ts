@@ -238,7 +238,7 @@ export class DecisionService {
     cost: number,
   ): DescriptorStatus | Promise<DescriptorStatus> {
     if (!Array.isArray(entries) || entries.length === 0) throw new CheckError("descriptors: each descriptor needs at least one entry");
-    const key = descriptorKey(entries);
+    let key = descriptorKey(entries);
     if (key.length > 512) throw new CheckError("descriptors: a descriptor's key=value entries must stay under 512 characters");
     if (callerLimit !== undefined) {
       const matched = "the limit sent with the descriptor (Envoy route config)";
@@ -247,6 +247,8 @@ export class DecisionService {
     }
     const { rules, nowMs } = check;
     const m = matchDescriptor(rules, domain, entries);
+    // share_threshold: every value matching the wildcard is counted under the pattern.
+    if (m.shared) key = descriptorKey(m.shared);
     const rule = m.rule;
     if (rule === undefined) {
       // Label cardinality stays bounded by the rules: a domain no rule names is "(unknown)".
