@@ -75,6 +75,9 @@ const UNIT_MS = {
   year: 365 * 86_400_000,
 } as const;
 
+/** The same lengths as the library's durations, so default policy names read `5-per-1m`. */
+const UNIT_WINDOW = { second: "1s", minute: "1m", hour: "1h", day: "1d", week: "7d", month: "30d", year: "365d" } as const;
+
 interface NodeInput {
   key: string;
   value?: string | undefined;
@@ -357,7 +360,7 @@ function compileRule(n: NodeInput, domain: string, id: string, at: string, issue
     }
     // Envoy's ratelimit counts per calendar unit: a clock-aligned fixed window is the same thing.
     const named = NAME_RE.test(rlsName) ? { name: rlsName } : {};
-    specs = [{ algorithm: "fixed-window", limit: rpu, window: UNIT_MS[unit], ...named }];
+    specs = [{ algorithm: "fixed-window", limit: rpu, window: UNIT_WINDOW[unit], ...named }];
   } else {
     const before = issues.length;
     specs = policySpecs(n.limits, inline, at, issues);
