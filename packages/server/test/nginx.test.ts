@@ -107,11 +107,7 @@ describe("examples/envoy/envoy.yaml's descriptors against examples/rules.yaml (g
       expect(r.overall_code).toBe("OK");
       // An envoy-format `rate_limit` block without a `name` reports an empty name, as
       // envoyproxy/ratelimit does; rules in our own format report their policy's name.
-      expect(r.statuses.map((s: { current_limit: { name: string } }) => s.current_limit.name)).toEqual([
-        "",
-        "20-per-1s",
-        "60-per-1m",
-      ]);
+      expect(r.statuses.map((s: { current_limit: { name: string } }) => s.current_limit.name)).toEqual(["", "20-per-1s", "60-per-1m"]);
       // The shadow rule (plan=free, 60/min): past its limit it still answers OK.
       let last;
       for (let i = 0; i < 61; i++) last = await rls.shouldRateLimit({ domain: "envoy", descriptors: [req.descriptors[2]] });
