@@ -89,18 +89,26 @@ export function captureLines(child: ChildProcess, onLine?: (line: string) => voi
   return lines;
 }
 
-/** A free loopback TCP port (the OS picks it; there is a small race until the server binds). */
-export function freePort(): Promise<number> {
-  return new Promise<number>((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, HOST, () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
+/**
+ * Ports handed out by freePort() lie in [15000, 22768): below Linux's ephemeral range (32768-60999),
+ * which the OS also gives to every outgoing connection. A port the OS picked with listen(0) could be
+ * taken by some test's client socket between our check and the server's bind (seen in CI as
+ * "redis-server exited (port in use?)"); a port below that range can only be taken by another
+ * listener. A cluster node's bus port (port + 10000) stays below it too.
+ */
+const PORT_LOW = 15_000;
+const PORT_SPAN = 7_768;
+const handedOut = new Set<number>();
+
+/** A free loopback TCP port, never handed out before by this process (a small race remains until the server binds: callers that spawn a server retry on a new port). */
+export async function freePort(): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const port = PORT_LOW + Math.floor(Math.random() * PORT_SPAN);
+    if (handedOut.has(port)) continue;
+    handedOut.add(port); // before the await: concurrent calls never hand out the same port
+    if (await isPortFree(port)) return port;
+  }
+  throw new Error(`no free loopback port in [${PORT_LOW}, ${PORT_LOW + PORT_SPAN}) after 200 tries`);
 }
 
 /** Whether nothing listens on `port` (loopback) yet. */

@@ -135,7 +135,7 @@ function spawnServer(port: number, args: string[], cwd?: string): ChildProcess {
  * const client = new Redis(redis.port, redis.host);
  */
 export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisHandle> {
-  const port = opts.port ?? (await freePort());
+  let port = opts.port ?? (await freePort());
   const args = opts.args ?? [];
   const startTimeoutMs = opts.startTimeoutMs ?? 10_000;
   let child: ChildProcess | undefined;
@@ -180,8 +180,19 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisHan
       child?.kill("SIGCONT");
     },
   };
-  await start();
-  return handle;
+  // Another test file's server can bind a port between freePort() and redis-server's bind: on a
+  // port we picked, try a new one (an explicit port is the caller's and is not changed).
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await start();
+      return handle;
+    } catch (e) {
+      if (opts.port !== undefined || attempt >= 5 || !(child && hasExited(child))) throw e;
+      port = await freePort();
+      handle.port = port;
+      handle.url = `redis://${HOST}:${port}`;
+    }
+  }
 }
 
 /** A free port whose cluster bus port (port + 10000) is free as well. */

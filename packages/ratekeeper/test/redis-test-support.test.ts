@@ -31,3 +31,15 @@ describe("redisTestMode without redis-server", () => {
     expect(r.stderr).toContain("redis-server not found on PATH, and CI=true");
   });
 });
+
+describe("freePort", () => {
+  it("hands out distinct ports below the ephemeral range (no client socket can take one before the server binds)", async () => {
+    const { freePort } = await import("../../../test-support/process.js");
+    const ports = await Promise.all(Array.from({ length: 50 }, () => freePort()));
+    expect(new Set(ports).size).toBe(50);
+    for (const p of ports) {
+      expect(p).toBeGreaterThanOrEqual(15_000);
+      expect(p + 10_000).toBeLessThan(32_768); // a cluster node's bus port too
+    }
+  });
+});
