@@ -78,6 +78,18 @@ describeRedis("RedisStore", () => {
       if (slots[0] !== null) expect(new Set(slots).size).toBe(1);
     });
 
+    it("by default a decision whose time reading lags Redis (a queued call, another process's clock) is still charged to its window", async () => {
+      // The window ends 200 ms after the first decision by the injected clock; that clock then
+      // stands still for 400 ms of real time, as a decision's reading does while it waits in a
+      // queue. A key whose TTL were exactly resetAfterMs by Redis's clock would be gone when the
+      // second decision runs, and it would be admitted afresh in the same window.
+      const clock = { now: 1_000_100 };
+      const limiter = mk({ algorithm: "fixed-window", limit: 1, window: 300 }, {}, () => clock.now);
+      expect((await limiter.consume("lag")).allowed).toBe(true);
+      await new Promise((r) => setTimeout(r, 400));
+      expect((await limiter.consume("lag")).allowed).toBe(false);
+    });
+
     it("minTtlMs raises short TTLs; refund keeps the TTL; reset deletes every key", async () => {
       const clock = { now: 1_000_000 };
       const limiter = mk({ algorithm: "token-bucket", limit: 10, window: 1000 }, { minTtlMs: 120_000, prefix: "t:" }, () => clock.now);

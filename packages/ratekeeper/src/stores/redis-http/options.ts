@@ -1,5 +1,6 @@
 import { describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue, type RateLimitStoreError } from "../../core/errors.js";
 import type { Store } from "../../store.js";
+import { DEFAULT_MIN_TTL_MS } from "../redis/script-format.js";
 
 /**
  * A Redis client that speaks HTTP, as on the edge (Cloudflare Workers, Vercel Edge, Deno Deploy),
@@ -56,7 +57,7 @@ export interface HttpRedisStoreOptions {
    * `cause` is the original error. Exceptions thrown by it are swallowed.
    */
   onError?: (error: RateLimitStoreError, context: HttpRedisErrorContext) => void;
-  /** The least TTL (ms) given to a written key, as in `RedisStore`. @default 0 */
+  /** The least TTL (ms) given to a written key, as in `RedisStore` (which says why). @default 5000 */
   minTtlMs?: number;
 }
 
@@ -101,7 +102,7 @@ export function resolveHttpRedisOptions(options: HttpRedisStoreOptions): Resolve
   if (options.onError !== undefined && typeof options.onError !== "function") {
     issues.push({ path: "onError", message: `must be a function (got ${describeValue(options.onError)})` });
   }
-  const minTtlMs = whole(options.minTtlMs, 0, "minTtlMs", "a whole number of ms >= 0", issues);
+  const minTtlMs = whole(options.minTtlMs, DEFAULT_MIN_TTL_MS, "minTtlMs", "a whole number of ms >= 0", issues);
   if (issues.length > 0) throw new RateLimitConfigError(issues, "HttpRedisStore");
   return { client: options.client, prefix, timeoutMs, failure, onError: options.onError, minTtlMs };
 }

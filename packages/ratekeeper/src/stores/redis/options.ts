@@ -8,6 +8,7 @@ import {
 } from "../../core/errors.js";
 import type { Store } from "../../store.js";
 import { shimFor, type RedisClientLike, type RedisShim } from "./client.js";
+import { DEFAULT_MIN_TTL_MS } from "./script-format.js";
 
 /**
  * What a {@link RedisStore} answers while Redis is down (unreachable, or silent for `timeoutMs`
@@ -110,9 +111,13 @@ export interface RedisStoreOptions {
    */
   batch?: boolean | { maxBatch?: number };
   /**
-   * The least TTL (ms) given to a written key; raise it with an injected clock that runs slower
-   * than real time (replays, tests with a manual clock).
-   * @default 0
+   * The least TTL (ms) given to a written key. The default keeps a key 5 s past the end of its
+   * state's relevance, so that a decision whose time reading lags Redis (it waited in a queue, or
+   * came from a server whose clock is behind) is still charged to its window; a longer TTL never
+   * changes a decision. Raise it with an injected clock that runs slower than real time (replays,
+   * tests with a manual clock); 0 makes the TTL exactly resetAfterMs (fewest live keys, exact only
+   * while no decision lags).
+   * @default 5000
    */
   minTtlMs?: number;
 }
@@ -190,7 +195,7 @@ export function resolveRedisOptions(options: RedisStoreOptions): ResolvedRedisOp
   }
   const denialMaxKeys = denialCacheSize(options.denialCache, issues);
   const maxBatch = batchSize(options.batch, shim, issues);
-  const minTtlMs = wholeAtLeast(options.minTtlMs, 0, 0, "minTtlMs", "a whole number of ms >= 0", issues);
+  const minTtlMs = wholeAtLeast(options.minTtlMs, DEFAULT_MIN_TTL_MS, 0, "minTtlMs", "a whole number of ms >= 0", issues);
   if (issues.length > 0 || shim === undefined) throw new RateLimitConfigError(issues, "RedisStore");
   const { onError, onStateChange, onRoundTrip } = options;
   return {
