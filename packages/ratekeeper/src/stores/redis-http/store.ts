@@ -1,8 +1,9 @@
-import { newDecision, type Decision, type Outcome } from "../../core/decision.js";
+import type { Decision } from "../../core/decision.js";
 import { describeValue, RateLimitConfigError, RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BindOptions, BoundStore, Store } from "../../store.js";
 import { ScriptFormat } from "../redis/script-format.js";
+import { decideByPolicy } from "../redis/without-redis.js";
 import { scriptSource, SECTIONS_OF, type ScriptSource } from "../redis/script-source.js";
 import {
   resolveHttpRedisOptions,
@@ -15,7 +16,6 @@ import {
 export type { HttpRedisStoreOptions, HttpRedisFailurePolicy, HttpRedisErrorContext, HttpRedisClientLike } from "./options.js";
 
 /** What a denial by the `"closed"` policy says to retry after. */
-const RETRY_WHEN_DOWN_MS = 1000;
 
 /** No reply within `timeoutMs`. */
 class HttpRedisTimeoutError extends Error {
@@ -261,15 +261,7 @@ class HttpRedisTable implements BoundStore {
     maxDelayMs: number | undefined,
   ): Promise<Decision> {
     const err = this.store.report(e, op, key);
-    const f = this.store.failure;
-    if (f === "throw") throw err;
-    if (f === "open" || f === "closed") {
-      const waitMs = f === "open" ? 0 : RETRY_WHEN_DOWN_MS;
-      const o: Outcome = { allowed: f === "open", remaining: 0, retryAfterMs: waitMs, resetAfterMs: waitMs, delayMs: 0 };
-      return { ...newDecision(o, this.limits[0] as ResolvedLimit, 0, undefined), reason: "store-error" };
-    }
-    const local = this.insuranceStore() as BoundStore;
-    const d = await (op === "consume" ? local.consume(key, cost, nowMs, maxDelayMs) : local.peek(key, cost, nowMs));
-    return { ...d, reason: "insurance" };
+    const local = () => this.insuranceStore() as BoundStore;
+    return decideByPolicy(this.store.failure, err, this.limits, local, { op, key, cost, nowMs, maxDelayMs });
   }
 }

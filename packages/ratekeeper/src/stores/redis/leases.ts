@@ -2,10 +2,10 @@ import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { LeaseReason } from "../../core/lease-reason.js";
 import type { BoundLeases, LeaseAnswer } from "../../store.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
+import { RETRY_WHEN_DOWN_MS } from "./without-redis.js";
 import type { RedisStore } from "./store.js";
 
 /** What a refusal by the `"closed"` policy says to retry after (ms). */
-const RETRY_WHEN_DOWN_MS = 1000;
 /** Lease ids answered locally (the failure policy) that are remembered, per limit: past it the oldest are forgotten. */
 const MAX_LOCAL_IDS = 100_000;
 

@@ -1,4 +1,4 @@
-import { newDecision, type Decision, type Outcome } from "../../core/decision.js";
+import type { Decision, Outcome } from "../../core/decision.js";
 import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore } from "../../store.js";
@@ -9,10 +9,10 @@ import { fastOutcome, FAST_ALGORITHMS } from "./fast-reply.js";
 import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 import { ScriptFormat } from "./script-format.js";
+import { decideByPolicy, withoutRedis } from "./without-redis.js";
 import type { RedisStore } from "./store.js";
 
 /** What a denial by the `"closed"` policy, or by backpressure, says to retry after. */
-const RETRY_WHEN_DOWN_MS = 1000;
 /** Reconciliation calls in flight at once, per limiter. */
 const RECONCILE_CONCURRENCY = 64;
 
@@ -145,7 +145,7 @@ export class RedisTable implements BoundStore {
     maxDelayMs: number | undefined,
   ): Promise<Decision> {
     this.store.checkConnection();
-    if (!this.store.enter()) return this.denied("overloaded");
+    if (!this.store.enter()) return withoutRedis(this.limits, "overloaded", false);
     let outcome: readonly unknown[];
     try {
       outcome = await this.call(mode, key, cost, nowMs, maxDelayMs);
@@ -322,16 +322,11 @@ export class RedisTable implements BoundStore {
   ): Promise<Decision> {
     // While the breaker is open no call is made; the change of state was reported once.
     const err = e instanceof RedisDownError ? new RateLimitStoreError(e.message, { cause: e }) : this.report(e, op, key);
-    const f = this.store.failure;
-    if (f === "throw") throw err;
-    if (f === "open" || f === "closed") return this.denied("store-error", f === "open");
-    const local = this.fallbackStore() as BoundStore | DegradedLimiter;
-    const d = await (op === "consume" ? local.consume(key, cost, nowMs, maxDelayMs) : local.peek(key, cost, nowMs));
-    if (local === this.degraded) {
-      if (op === "consume" && d.allowed) this.store.holdsLedger(this);
-      return d;
-    }
-    return { ...d, reason: "insurance" };
+    const local = () => this.fallbackStore() as BoundStore | DegradedLimiter;
+    const d = await decideByPolicy(this.store.failure, err, this.limits, local, { op, key, cost, nowMs, maxDelayMs });
+    // What the degraded limiter admitted is charged to Redis once it answers again.
+    if (d.reason === "degraded" && op === "consume" && d.allowed) this.store.holdsLedger(this);
+    return d;
   }
 
   /** A refund or reset that Redis did not take: report; a local store applies it; "throw" rejects. */
@@ -343,12 +338,5 @@ export class RedisTable implements BoundStore {
 
   private report(e: unknown, op: "consume" | "peek" | "refund" | "reset", key: string): RateLimitStoreError {
     return this.store.report(e, { op, key, timedOut: e instanceof RedisTimeoutError });
-  }
-
-  /** A decision made without Redis: backpressure, or the `"open"` / `"closed"` policy. */
-  private denied(reason: "overloaded" | "store-error", allowed = false): Decision {
-    const waitMs = allowed ? 0 : RETRY_WHEN_DOWN_MS;
-    const o: Outcome = { allowed, remaining: 0, retryAfterMs: waitMs, resetAfterMs: waitMs, delayMs: 0 };
-    return { ...newDecision(o, this.limits[0] as ResolvedLimit, 0, undefined), reason };
   }
 }
