@@ -9,7 +9,8 @@ const BREAKER = { closed: 0, "half-open": 1, open: 2 } as const;
  * its labels every call, which costs measurable throughput at tens of thousands of checks/s.
  *
  * - `ratekeeper_decisions_total{domain,rule,outcome}`: outcome is `ok`, `over_limit`,
- *   `shadow_over_limit` (a shadow rule would have denied), `unlimited`, `no_match`, `blocked`.
+ *   `shadow_over_limit` (a shadow rule would have denied), `unlimited`, `no_match`, `replaced`
+ *   (another descriptor of the request `replaces` the rule's name), `blocked`.
  * - `ratekeeper_store_latency_seconds`: histogram of one store call (consume / peek).
  * - `ratekeeper_store_errors_total{kind}`: `error` (the store threw) or `failure_policy`
  *   (the store failed and its failure policy or insurance store decided).

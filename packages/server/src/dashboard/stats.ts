@@ -81,6 +81,7 @@ export class DashboardStats implements DecisionObserver {
       case "ok":
       case "unlimited":
       case "no_match":
+      case "replaced":
         c.allowed++;
         return;
     }

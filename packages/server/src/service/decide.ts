@@ -6,6 +6,7 @@ import { LimiterCache } from "./limiters.js";
 import type { Override, OverrideLookup } from "../overrides/types.js";
 import { descriptorKey } from "./descriptor-key.js";
 import { DecisionExplain, describeLimits, describeOutcome, matchedText, type Matched } from "./explain.js";
+import { isReplaced, replacedNames } from "./replaces.js";
 import { blockedStatus, decidedStatus, denyAllStatus, unlimitedStatus, withRlsName } from "./status.js";
 import { CheckError, type CallerLimit, type CheckInput, type CheckResult, type DecisionObserver, type DescriptorStatus } from "./types.js";
 
@@ -33,6 +34,8 @@ interface Check {
   readonly peek: boolean;
   /** A cost above what a policy could ever admit is denied (Envoy's RLS) rather than an error. */
   readonly oversizeDeny: boolean;
+  /** The rule names another descriptor of this request `replaces` (service/replaces.ts). */
+  readonly replaced?: ReadonlySet<string> | undefined;
 }
 
 /** One descriptor (or plain key) to decide under a policy. */
@@ -137,8 +140,10 @@ export class DecisionService {
     // Every descriptor is decided even when one of them cannot be (a CheckError): as they were
     // when each was an async call of its own.
     const costs = input.descriptorCosts;
+    const replaced = replacedNames(check.rules, domain, descriptors, input.descriptorLimits);
+    const all = replaced ? { ...check, replaced } : check;
     const each = descriptors.map(async (d, i) =>
-      this.decideOne(check, domain, d, input.descriptorLimits?.[i], descriptorCost(costs?.[i], check.cost, i)),
+      this.decideOne(all, domain, d, input.descriptorLimits?.[i], descriptorCost(costs?.[i], check.cost, i)),
     );
     return Promise.all(each).then((statuses) => {
       let allowed = true;
@@ -155,8 +160,11 @@ export class DecisionService {
     const check = this.newCheck(input, true);
     if (input.key !== undefined) return await this.decidePlain(check, input);
     const domain = input.domain ?? "";
+    const descriptors = input.descriptors ?? [];
+    const replaced = replacedNames(check.rules, domain, descriptors, input.descriptorLimits);
+    const all = replaced ? { ...check, replaced } : check;
     const statuses = await Promise.all(
-      (input.descriptors ?? []).map(async (d, i) => this.decideOne(check, domain, d, input.descriptorLimits?.[i], check.cost)),
+      descriptors.map(async (d, i) => this.decideOne(all, domain, d, input.descriptorLimits?.[i], check.cost)),
     );
     return { allowed: statuses.every((s) => s.allowed), domain, statuses };
   }
@@ -259,6 +267,14 @@ export class DecisionService {
       if (o !== undefined) return this.applyOverride(o, { check, label, domain, key, ruleId: `${domain}/${key}`, cost, context });
       this.observer?.decision(label, "", "no_match");
       return unlimitedStatus(key, { rule: null, source: "none", why: `not limited: ${m.miss ?? "no rule matched"}` }, false);
+    }
+    // Replaced by another descriptor of the request: as if no rule matched (an override still applies).
+    if (isReplaced(rule, check.replaced)) {
+      const o = this.overrides?.get(domain, key, nowMs);
+      const why = `rule ${rule.id} (name ${rule.rlsName ?? ""}) is replaced by another descriptor of this request`;
+      if (o !== undefined) return this.applyOverride(o, { check, label: domain, domain, key, ruleId: rule.id, cost, context: why });
+      this.observer?.decision(domain, rule.id, "replaced");
+      return unlimitedStatus(key, { rule: null, source: "none", why: `not limited: ${why}` }, false);
     }
     if (rule.unlimited) {
       const o = this.overrides?.get(domain, key, nowMs);

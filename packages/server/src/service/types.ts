@@ -99,7 +99,7 @@ export interface DecisionObserver {
   decision(
     domain: string,
     rule: string,
-    outcome: "ok" | "over_limit" | "shadow_over_limit" | "unlimited" | "no_match" | "blocked",
+    outcome: "ok" | "over_limit" | "shadow_over_limit" | "unlimited" | "no_match" | "replaced" | "blocked",
     key?: string,
   ): void;
   storeLatency(seconds: number): void;
