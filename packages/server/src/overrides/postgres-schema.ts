@@ -33,26 +33,38 @@ const MIGRATIONS: readonly string[] = [
    INSERT INTO ratekeeper_meta (name, value) VALUES ('horizon', 0) ON CONFLICT (name) DO NOTHING;`,
 ];
 
-/** Creates or upgrades the schema: every migration not yet recorded, under the write lock. */
-export async function migrate(pool: pg.Pool): Promise<void> {
+/**
+ * Runs `fn` in a transaction under the write lock on a pooled connection, and returns its result
+ * once committed. The connection goes back to the pool at COMMIT (or ROLLBACK); one whose
+ * ROLLBACK failed is gone, so it is discarded rather than pooled.
+ */
+export async function inWriteTransaction<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken: unknown;
   try {
     await client.query("BEGIN");
     await client.query("SELECT pg_advisory_xact_lock($1)", [WRITE_LOCK_ID]);
-    await client.query("CREATE TABLE IF NOT EXISTS ratekeeper_meta (name text PRIMARY KEY, value bigint NOT NULL)");
-    await client.query("INSERT INTO ratekeeper_meta (name, value) VALUES ('schema', 0) ON CONFLICT (name) DO NOTHING");
-    const { rows } = await client.query<{ value: string }>("SELECT value FROM ratekeeper_meta WHERE name = 'schema'");
-    const current = Number(rows[0]?.value ?? 0);
-    for (let i = current; i < MIGRATIONS.length; i++) await client.query(MIGRATIONS[i] as string);
-    await client.query("UPDATE ratekeeper_meta SET value = $1 WHERE name = 'schema' AND value < $1", [MIGRATIONS.length]);
+    const result = await fn(client);
     await client.query("COMMIT");
+    return result;
   } catch (e) {
     await client.query("ROLLBACK").catch((r: unknown) => (broken = r));
     throw e;
   } finally {
     client.release(broken === undefined ? undefined : toError(broken));
   }
+}
+
+/** Creates or upgrades the schema: every migration not yet recorded, under the write lock. */
+export async function migrate(pool: pg.Pool): Promise<void> {
+  await inWriteTransaction(pool, async (client) => {
+    await client.query("CREATE TABLE IF NOT EXISTS ratekeeper_meta (name text PRIMARY KEY, value bigint NOT NULL)");
+    await client.query("INSERT INTO ratekeeper_meta (name, value) VALUES ('schema', 0) ON CONFLICT (name) DO NOTHING");
+    const { rows } = await client.query<{ value: string }>("SELECT value FROM ratekeeper_meta WHERE name = 'schema'");
+    const current = Number(rows[0]?.value ?? 0);
+    for (let i = current; i < MIGRATIONS.length; i++) await client.query(MIGRATIONS[i] as string);
+    await client.query("UPDATE ratekeeper_meta SET value = $1 WHERE name = 'schema' AND value < $1", [MIGRATIONS.length]);
+  });
 }
 
 /** `e` as an Error (a thrown non-Error wrapped). */

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { NOTIFY_CHANNEL, payload, PostgresChangeFeed, type ListenerEvent } from "./postgres-feed.js";
-import { COLUMNS, migrate, toError, WRITE_LOCK_ID } from "./postgres-schema.js";
+import { COLUMNS, inWriteTransaction, migrate } from "./postgres-schema.js";
 import { serializePolicy } from "./schema.js";
 import { PolicyInterner, decodeCursor, encodeCursor, pageSize, rowToChange, rowToOverride, type OverrideRow } from "./rows.js";
 import {
@@ -114,22 +114,11 @@ export class PostgresOverrideStore implements OverrideStore {
    * deadlock as soon as more writes run at once than the pool has connections.
    */
   private async write<T>(fn: (c: pg.PoolClient) => Promise<{ result: T; notify: Record<string, unknown> | undefined }>): Promise<T> {
-    const client = await this.pool.connect();
-    let broken: unknown;
-    let committed: { result: T; notify: Record<string, unknown> | undefined };
-    try {
-      await client.query("BEGIN");
-      await client.query("SELECT pg_advisory_xact_lock($1)", [WRITE_LOCK_ID]);
-      committed = await fn(client);
-      if (committed.notify !== undefined) await client.query("SELECT pg_notify($1, $2)", [NOTIFY_CHANNEL, payload(committed.notify)]);
-      await client.query("COMMIT");
-    } catch (e) {
-      // A failed ROLLBACK means the connection is gone: discard it rather than pool it.
-      await client.query("ROLLBACK").catch((r: unknown) => (broken = r));
-      throw e;
-    } finally {
-      client.release(broken === undefined ? undefined : toError(broken));
-    }
+    const committed = await inWriteTransaction(this.pool, async (client) => {
+      const done = await fn(client);
+      if (done.notify !== undefined) await client.query("SELECT pg_notify($1, $2)", [NOTIFY_CHANNEL, payload(done.notify)]);
+      return done;
+    });
     const version = typeof committed.notify?.v === "number" ? committed.notify.v : undefined;
     // Tell this process's subscribers at once (and wait for them: read-your-writes); other
     // instances hear the NOTIFY.
