@@ -1,3 +1,8 @@
+/**
+ * The middleware's options: their documented types (the public contract every adapter shares)
+ * and their resolution into what the limiter class uses, with one error naming every wrong field.
+ * Slightly over our ~350-line guide because most of it is the options' documentation.
+ */
 import type { Decision } from "../core/decision.js";
 import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
 import type { LimitSpec } from "../core/options.js";

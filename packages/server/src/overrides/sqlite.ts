@@ -1,3 +1,9 @@
+/**
+ * The SQLite override store (the embedded default): schema, versioned writes with tombstones,
+ * the change feed, paging and purge, all on one better-sqlite3 handle. Longer than our ~350-line
+ * guide on purpose: every statement is prepared once on that handle and each method is a few
+ * lines around one of them; rows.ts holds what it shares with the PostgreSQL store.
+ */
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";

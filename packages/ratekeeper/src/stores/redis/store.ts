@@ -1,3 +1,10 @@
+/**
+ * RedisStore: the Redis connection's whole life for every limiter bound to it (lanes, breaker and
+ * probes, backpressure, the degraded ledgers, the instance registry, close). Longer than our
+ * ~350-line guide on purpose: these share one state machine per lane, and splitting them would
+ * spread one transition over several files. The per-limiter work is in table.ts, the wire in
+ * lanes.ts and batcher.ts, the fallbacks in degraded.ts and without-redis.ts.
+ */
 import { RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BindOptions, BoundLeases, BoundStore, Store } from "../../store.js";
