@@ -161,6 +161,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     headerStyles: options.headerStyles,
     adminToken: options.adminToken,
     overridesStore: options.overrides?.store,
+    rlsHeaders: options.rlsHeaders,
     dashboard,
   });
   const host = options.host ?? "0.0.0.0";

@@ -9,7 +9,9 @@ import { CheckError, type CheckResult } from "../service/types.js";
 import { createAdminHandler, unauthorized } from "./admin.js";
 import { authInput, batchOf, keysInput, Query, toInput } from "./check-input.js";
 import { errorBody, HttpError, methodNotAllowed, readJson, sendError, sendJson, sendJsonText, TokenCheck } from "../http-io.js";
+import { envoyHealthcheck, envoyJson, type EnvoyHttpOptions } from "./envoy-http.js";
 import { DEFAULT_STYLES, limitHeaders, resultJson } from "./render.js";
+import type { RlsHeaders } from "./rls.js";
 
 /** Options of {@link createHttpServer}. */
 export interface HttpOptions {
@@ -30,6 +32,8 @@ export interface HttpOptions {
   adminToken?: string | undefined;
   /** Passed to the admin handler as `ctx.overrides`. */
   overridesStore?: unknown;
+  /** The response headers `/json` answers add, as over gRPC. @default { kind: "ratekeeper" } */
+  rlsHeaders?: RlsHeaders | undefined;
   /** Answers `/dashboard` and everything under it (it checks the admin token itself); without it they are 404. */
   dashboard?: Dashboard | undefined;
 }
@@ -47,6 +51,7 @@ const MAX_BATCH = 1000;
  * - `POST /v1/leases/acquire|renew|release`: concurrency leases of the rules' `concurrency:` pools
  *   (`{pool, key}`, then `{pool, key, id}`); a refused acquire is 429 with `Retry-After`.
  * - `GET /v1/rules`: the rules in force. `/healthz`, `/readyz`, `/metrics`. `/v1/admin/*`: see {@link AdminContext}.
+ * - envoyproxy/ratelimit's `/json` and `/healthcheck`, answered as it answers them (transport/envoy-http.ts).
  * - `/dashboard`: the live dashboard and its JSON (`/dashboard/api/state`, `/dashboard/api/events`).
  * Errors: `{"error": code, "message": ...}` with the status of its code (transport/http-io.ts).
  * @example const server = await createHttpServer({ service, metrics, logger, readiness: () => ({ ready: true }) });
@@ -66,6 +71,13 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
       })
     : undefined;
   const tokenCheck = token ? new TokenCheck(token) : undefined;
+  const envoy: EnvoyHttpOptions = {
+    service,
+    logger,
+    headers: options.rlsHeaders ?? { kind: "ratekeeper" },
+    maxBodyBytes: maxBody,
+    readiness: options.readiness,
+  };
 
   const requestTimeout = options.requestTimeoutMs ?? 10_000;
   const server = createServer(
@@ -128,6 +140,8 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
       return lease(path.slice("/v1/leases/".length), await readJson(req, maxBody), res);
     }
     if (path === "/healthz") return sendJson(res, 200, { status: "ok" });
+    if (path === "/json") return envoyJson(req, res, envoy);
+    if (path === "/healthcheck") return envoyHealthcheck(res, envoy);
     if (path === "/readyz") {
       const r = options.readiness();
       return sendJson(res, r.ready ? 200 : 503, r.ready ? { status: "ready" } : { status: "not ready", reason: r.reason ?? "unknown" });
