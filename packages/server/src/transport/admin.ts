@@ -1,9 +1,24 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { parseOverride, toDocument } from "../overrides/schema.js";
 import type { CheckInput, CheckResult } from "../service/types.js";
-import { parseDescriptorKey } from "../service/descriptor-key.js";
-import { OverrideConflictError, type Override, type OverrideStore } from "../overrides/types.js";
-import { HttpError, methodNotAllowed, readJson as readBody, sendError, sendJson as send, TokenCheck } from "../http-io.js";
+import type { OverrideStore } from "../overrides/types.js";
+import { HttpError, methodNotAllowed, sendError, TokenCheck } from "../http-io.js";
+import {
+  ADMIN_PREFIX,
+  blockKey,
+  createOverride,
+  deleteOverride,
+  listOverrides,
+  needStore,
+  peekKey,
+  readOverride,
+  replaceOverride,
+  resetKey,
+  unblockKey,
+  type Admin,
+  type AdminRoute,
+} from "./admin-routes.js";
+
+export { ADMIN_PREFIX };
 
 /** What the admin API needs from the decision service to peek at and reset a key's counters. */
 export interface AdminLimiters {
@@ -53,9 +68,6 @@ export interface AdminAuditEntry {
   readonly key: string;
 }
 
-/** The routes' prefix. */
-export const ADMIN_PREFIX = "/v1/admin/";
-
 /**
  * The admin API, mounted by the HTTP transport under `/v1/admin/`. Returns a handler that
  * answers and resolves `true` for admin routes, and resolves `false` (touching nothing) for
@@ -81,11 +93,17 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
   // Absent token: the transport authenticated. Present but empty: the admin API is off.
   const authInTransport = ctx.token === undefined;
   const expected = ctx.token ? new TokenCheck(ctx.token) : undefined;
-  const store = isOverrideStore(ctx.overrides) ? ctx.overrides : undefined;
-  const audit = (entry: AdminAuditEntry) => ctx.logger?.info({ admin: entry }, "admin change");
-  const clock = ctx.clock ?? Date.now;
-  const maxBodyBytes = ctx.maxBodyBytes ?? 1024 * 1024;
-  const readJson = (req: IncomingMessage, optional: boolean) => readBody(req, maxBodyBytes, optional);
+  const admin: Admin = {
+    store: isOverrideStore(ctx.overrides) ? ctx.overrides : undefined,
+    limiters: ctx.limiters,
+    clock: ctx.clock ?? Date.now,
+    maxBodyBytes: ctx.maxBodyBytes ?? 1024 * 1024,
+    audit: (entry) => ctx.logger?.info({ admin: entry }, "admin change"),
+    async settle() {
+      // The write is durable already; a cache that cannot catch up now will on the next signal.
+      await ctx.cache?.refresh().catch(() => undefined);
+    },
+  };
 
   return async function adminHandler(req, res) {
     const url = new URL(req.url ?? "/", "http://admin.invalid");
@@ -93,198 +111,58 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
     try {
       if (!authInTransport && !expected) throw new HttpError("not_found", "the admin API is off (no admin token is configured)");
       if (expected && !expected.matches(req.headers.authorization)) throw unauthorized();
-      await route(req, res, url);
+      const { methods, domain, key } = match(admin, url);
+      const method = req.method ?? "GET";
+      const route = Object.hasOwn(methods, method) ? methods[method] : undefined;
+      if (!route) throw methodNotAllowed(Object.keys(methods).join(", "));
+      await route({ admin, req, res, url, domain, key });
     } catch (e) {
       sendError(req, res, e);
     }
     return true;
   };
-
-  async function route(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const parts = url.pathname
-      .slice(ADMIN_PREFIX.length)
-      .split("/")
-      .map((p) => {
-        try {
-          return decodeURIComponent(p);
-        } catch {
-          throw new HttpError("bad_request", `path: bad percent-encoding in ${JSON.stringify(p)}`);
-        }
-      });
-    const method = req.method ?? "GET";
-    const [resource, domain, key, action, ...rest] = parts;
-    if (rest.length > 0) throw notFound(url);
-
-    if (resource === "overrides") {
-      if (!store) throw new HttpError("not_found", "no overrides store is configured (start with --overrides URL)");
-      if (domain === undefined || domain === "") {
-        if (method === "GET") return list(res, store, url);
-        if (method === "POST") return create(req, res, store);
-        throw methodNotAllowed("GET, POST");
-      }
-      if (key === undefined || key === "" || action !== undefined) throw notFound(url);
-      if (method === "GET") return read(res, store, domain, key);
-      if (method === "PUT") return replace(req, res, store, domain, key);
-      if (method === "DELETE") return remove(req, res, store, domain, key);
-      throw methodNotAllowed("GET, PUT, DELETE");
-    }
-
-    if (resource === "keys" && domain && key) {
-      if (action === undefined) {
-        if (method !== "GET") throw methodNotAllowed("GET");
-        const result = await needLimiters().peek(checkInput(domain, key, url));
-        const o = await store?.get(domain, key);
-        const live = o && (o.expiresAtMs === undefined || o.expiresAtMs > clock()) ? toDocument(o, true) : null;
-        return send(res, 200, { domain, key, override: live, result });
-      }
-      if (method !== "POST") throw methodNotAllowed("POST");
-      if (action === "reset") {
-        await readJson(req, true);
-        const keys = await needLimiters().reset(checkInput(domain, key, url));
-        if (keys.length === 0) {
-          throw new HttpError("not_found", `no rule or override applies to ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
-        }
-        audit({ action: "reset", domain, key });
-        return send(res, 200, { domain, key, reset: keys });
-      }
-      if (action === "block") return block(req, res, needStore(), domain, key);
-      if (action === "unblock") return unblock(req, res, needStore(), domain, key);
-    }
-    throw notFound(url);
-  }
-
-  function needLimiters(): AdminLimiters {
-    if (!ctx.limiters) throw new HttpError("not_found", "peek and reset are not available in this service");
-    return ctx.limiters;
-  }
-  function needStore(): OverrideStore {
-    if (!store) throw new HttpError("not_found", "no overrides store is configured (start with --overrides URL)");
-    return store;
-  }
-
-  async function list(res: ServerResponse, store: OverrideStore, url: URL): Promise<void> {
-    const q = url.searchParams;
-    const limitText = q.get("limit");
-    const limit = limitText === null ? undefined : Number(limitText);
-    if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000)) {
-      throw new HttpError("bad_request", `limit: must be a whole number from 1 to 1000 (got ${JSON.stringify(limitText)})`);
-    }
-    const expired = q.get("expired");
-    if (expired !== null && expired !== "true" && expired !== "false") {
-      throw new HttpError("bad_request", `expired: must be true or false (got ${JSON.stringify(expired)})`);
-    }
-    let page;
-    try {
-      page = await store.list({
-        domain: q.get("domain") ?? undefined,
-        keyPrefix: q.get("prefix") ?? undefined,
-        cursor: q.get("cursor") ?? undefined,
-        limit,
-        liveAtMs: expired === "true" ? undefined : clock(),
-      });
-    } catch (e) {
-      if (e instanceof RangeError) throw new HttpError("bad_request", e.message);
-      throw e;
-    }
-    send(res, 200, { items: page.items.map((o) => toDocument(o, true)), nextCursor: page.nextCursor ?? null });
-  }
-
-  async function create(req: IncomingMessage, res: ServerResponse, store: OverrideStore): Promise<void> {
-    const o = validate(await readJson(req, false), {});
-    try {
-      const stored = await store.create(o, clock());
-      await settle();
-      audit({ action: "create", domain: o.domain, key: o.key });
-      res.setHeader("Location", `${ADMIN_PREFIX}overrides/${encodeURIComponent(o.domain)}/${encodeURIComponent(o.key)}`);
-      send(res, 201, toDocument(stored, true));
-    } catch (e) {
-      if (e instanceof OverrideConflictError) throw new HttpError("conflict", `${e.message}; PUT to replace it`);
-      throw e;
-    }
-  }
-
-  async function read(res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
-    const o = await store.get(domain, key);
-    if (!o || (o.expiresAtMs !== undefined && o.expiresAtMs <= clock())) {
-      throw new HttpError("not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
-    }
-    send(res, 200, toDocument(o, true));
-  }
-
-  async function replace(req: IncomingMessage, res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
-    const o = validate(await readJson(req, false), { domain, key });
-    const updated = await store.update(o);
-    const stored = updated ?? (await store.put(o));
-    await settle();
-    audit({ action: updated ? "replace" : "create", domain, key });
-    send(res, updated ? 200 : 201, toDocument(stored, true));
-  }
-
-  async function remove(req: IncomingMessage, res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
-    await readJson(req, true);
-    if (!(await store.delete(domain, key)))
-      throw new HttpError("not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
-    await settle();
-    audit({ action: "delete", domain, key });
-    res.statusCode = 204;
-    res.end();
-  }
-
-  async function block(req: IncomingMessage, res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
-    const o = validate((await readJson(req, true)) ?? {}, { domain, key, policy: "blocked" });
-    const stored = await store.put(o);
-    await settle();
-    audit({ action: "block", domain, key });
-    send(res, 200, toDocument(stored, true));
-  }
-
-  async function unblock(req: IncomingMessage, res: ServerResponse, store: OverrideStore, domain: string, key: string): Promise<void> {
-    await readJson(req, true);
-    const o = await store.get(domain, key);
-    if (!o || o.policy !== "blocked" || (o.expiresAtMs !== undefined && o.expiresAtMs <= clock())) {
-      throw new HttpError("not_found", `${JSON.stringify(key)} in domain ${JSON.stringify(domain)} is not blocked`);
-    }
-    await store.delete(domain, key);
-    await settle();
-    audit({ action: "unblock", domain, key });
-    send(res, 200, { domain, key, blocked: false });
-  }
-
-  function validate(body: unknown, fixed: { domain?: string; key?: string; policy?: Override["policy"] }): Override {
-    const r = parseOverride(body, { nowMs: clock(), ...fixed });
-    if (!r.ok) {
-      const first = r.issues[0];
-      const message =
-        r.issues.length === 1 && first
-          ? `${first.path}: ${first.message}`
-          : `${r.issues.length} problems: ${r.issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`;
-      throw new HttpError("bad_request", message, r.issues);
-    }
-    return r.override;
-  }
-
-  /** Brings this instance's cache up to date with a write just made (read-your-writes). */
-  async function settle(): Promise<void> {
-    // The write is durable already; a cache that cannot catch up now will on the next signal.
-    await ctx.cache?.refresh().catch(() => undefined);
-  }
 }
 
-/**
- * The check a key names: a canonical descriptor key (`user_id=42`, `a=1|b=2`), or with
- * `?policy=<name>` a plain key under that named policy (as `GET /v1/keys/...`).
- */
-function checkInput(domain: string, key: string, url: URL): CheckInput {
-  const policy = url.searchParams.get("policy");
-  if (policy !== null) return { domain, key, policy };
-  const entries = parseDescriptorKey(key);
-  if (!entries) {
-    throw new HttpError(
-      "bad_request",
-      `key: ${JSON.stringify(key)} is not a descriptor key (key=value, several joined by |); for a plain key add ?policy=<name>`,
-    );
+/** The routes of one path shape, by method; a method not listed answers 405 with this list. */
+type Methods = Readonly<Record<string, AdminRoute>>;
+
+/** The route table: each path shape under {@link ADMIN_PREFIX} and what each method does there. */
+const OVERRIDES: Methods = { GET: listOverrides, POST: createOverride };
+const OVERRIDE: Methods = { GET: readOverride, PUT: replaceOverride, DELETE: deleteOverride };
+const KEY: Methods = { GET: peekKey };
+const KEY_ACTIONS: ReadonlyMap<string, Methods> = new Map([
+  ["reset", { POST: resetKey }],
+  ["block", { POST: blockKey }],
+  ["unblock", { POST: unblockKey }],
+]);
+/** An unknown action under a key: every action is a POST, so other methods answer 405 first. */
+const UNKNOWN_KEY_ACTION: Methods = { POST: ({ url }) => Promise.reject(notFound(url)) };
+
+/** Finds the path's routes in the table, with the `{domain}` and `{key}` it names. */
+function match(admin: Admin, url: URL): { methods: Methods; domain: string; key: string } {
+  const parts = url.pathname.slice(ADMIN_PREFIX.length).split("/").map(decodePart);
+  const [resource, domain = "", key, action, ...rest] = parts;
+  if (rest.length > 0) throw notFound(url);
+  if (resource === "overrides") {
+    needStore(admin);
+    if (domain === "") return { methods: OVERRIDES, domain, key: "" };
+    if (key === undefined || key === "" || action !== undefined) throw notFound(url);
+    return { methods: OVERRIDE, domain, key };
   }
-  return { domain, descriptors: [entries] };
+  if (resource === "keys" && domain && key) {
+    if (action === undefined) return { methods: KEY, domain, key };
+    return { methods: KEY_ACTIONS.get(action) ?? UNKNOWN_KEY_ACTION, domain, key };
+  }
+  throw notFound(url);
+}
+
+/** One path segment, percent-decoded (keys may contain `/`). */
+function decodePart(p: string): string {
+  try {
+    return decodeURIComponent(p);
+  } catch {
+    throw new HttpError("bad_request", `path: bad percent-encoding in ${JSON.stringify(p)}`);
+  }
 }
 
 function isOverrideStore(x: unknown): x is OverrideStore {
