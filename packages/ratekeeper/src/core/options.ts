@@ -130,15 +130,8 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
   }
   const o = spec as Record<string, unknown>;
   const before = issues.length;
-  const algorithm = o.algorithm;
-  if (typeof algorithm !== "string" || !(ALGORITHMS as readonly string[]).includes(algorithm)) {
-    issues.push({
-      path: at("algorithm"),
-      message: `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")} (got ${describeValue(algorithm)})`,
-    });
-    return undefined;
-  }
-  const alg = algorithm as AlgorithmName;
+  const alg = readAlgorithm(o.algorithm, at("algorithm"), issues);
+  if (alg === undefined) return undefined;
   for (const k of Object.keys(o)) {
     if (o[k] !== undefined && !COMMON.includes(k) && !KNOWN_OPTIONS[alg].includes(k)) {
       const allowed = [...COMMON, ...KNOWN_OPTIONS[alg]].join(", ");
@@ -152,86 +145,106 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
   } catch (e) {
     issues.push(...(e as RateLimitConfigError).issues);
   }
-  let capacity = limit;
-  let buckets = 1;
-  let weighted = true;
-  let alignFirst = false;
-  let shape = false;
-  let burst = 0;
-  switch (alg) {
-    case "fixed-window":
-      if (o.align !== undefined && o.align !== "clock" && o.align !== "first-request") {
-        issues.push({ path: at("align"), message: `must be "clock" or "first-request" (got ${describeValue(o.align)})` });
-      }
-      alignFirst = o.align === "first-request";
-      break;
-    case "sliding-log":
-      if (limit > 1_000_000)
-        issues.push({
-          path: at("limit"),
-          message: `must be at most 1000000 for sliding-log, which stores one timestamp per unit (got ${limit})`,
-        });
-      break;
-    case "sliding-window":
-      if (o.buckets !== undefined) buckets = positiveInt(o.buckets, at("buckets"), issues);
-      if (buckets > 1000) issues.push({ path: at("buckets"), message: `must be at most 1000 (got ${buckets})` });
-      if (o.weighted !== undefined && typeof o.weighted !== "boolean") {
-        issues.push({ path: at("weighted"), message: `must be true or false (got ${describeValue(o.weighted)})` });
-      }
-      weighted = o.weighted !== false;
-      if (windowMs > 0 && buckets > 0 && windowMs % buckets !== 0) {
-        issues.push({ path: at("buckets"), message: `must divide window (${windowMs} ms) into whole milliseconds (got ${buckets})` });
-      }
-      break;
-    case "token-bucket":
-    case "leaky-bucket":
-      if (o.capacity !== undefined) capacity = positiveInt(o.capacity, at("capacity"), issues);
-      if (alg === "leaky-bucket") {
-        if (o.mode !== undefined && o.mode !== "police" && o.mode !== "shape") {
-          issues.push({ path: at("mode"), message: `must be "police" or "shape" (got ${describeValue(o.mode)})` });
-        }
-        shape = o.mode === "shape";
-      }
-      break;
-    case "gcra":
-      if (o.burst !== undefined) {
-        if (typeof o.burst !== "number" || !Number.isSafeInteger(o.burst) || o.burst < 0) {
-          issues.push({ path: at("burst"), message: `must be a whole number >= 0 (got ${describeValue(o.burst)})` });
-        } else burst = o.burst;
-      }
-      capacity = burst + 1;
-      break;
-  }
+  const reading: SpecReading = { o, at, issues, limit, windowMs };
+  const fields: AlgorithmFields = { ...DEFAULT_FIELDS, capacity: limit, ...ALGORITHM_FIELDS[alg](reading) };
   // Buckets keep their level in units of (cost x windowMs), leaking `limit` per ms: keep it exact.
-  if (issues.length === before && capacity * windowMs > MAX_EXACT) {
+  if (issues.length === before && fields.capacity * windowMs > MAX_EXACT) {
     issues.push({
       path: at(alg === "gcra" ? "burst" : "capacity"),
       message: `times window (${windowMs} ms) must stay below 2^53 for exact arithmetic`,
     });
   }
-  let name = `${limit}-per-${typeof o.window === "string" ? o.window : `${windowMs}ms`}`;
-  if (o.name !== undefined) {
-    if (typeof o.name !== "string" || !/^[A-Za-z0-9_.:-]{1,64}$/.test(o.name)) {
-      issues.push({
-        path: at("name"),
-        message: `must be 1-64 characters of letters, digits, "_", ".", ":" or "-" (got ${describeValue(o.name)})`,
-      });
-    } else name = o.name;
-  }
+  const name = readName(reading);
   if (issues.length > before) return undefined;
-  return {
-    algorithm: alg,
-    algorithmId: ALGORITHMS.indexOf(alg),
-    name,
-    limit,
-    windowMs,
-    capacity,
-    buckets,
-    weighted,
-    alignFirst,
-    shape,
-    burst,
-  };
+  return { algorithm: alg, algorithmId: ALGORITHMS.indexOf(alg), name, limit, windowMs, ...fields };
+}
+
+/** One spec being read: its fields, where it sits, the problems found so far, and its common fields. */
+interface SpecReading {
+  readonly o: Readonly<Record<string, unknown>>;
+  /** The path of one of its fields, for error messages. */
+  readonly at: (field: string) => string;
+  readonly issues: ConfigIssue[];
+  /** `limit`, 0 when invalid (its problem is already listed). */
+  readonly limit: number;
+  /** `window` in ms, 0 when invalid (its problem is already listed). */
+  readonly windowMs: number;
+}
+
+/** The fields of a {@link ResolvedLimit} that only some algorithms set. */
+type AlgorithmFields = Pick<ResolvedLimit, "capacity" | "buckets" | "weighted" | "alignFirst" | "shape" | "burst">;
+/** What an algorithm that does not use a field gets (`capacity` defaults to `limit`). */
+const DEFAULT_FIELDS: Omit<AlgorithmFields, "capacity"> = { buckets: 1, weighted: true, alignFirst: false, shape: false, burst: 0 };
+
+/** Per algorithm: checks its own options and resolves them; the fields it leaves out keep their defaults. */
+const ALGORITHM_FIELDS: Readonly<Record<AlgorithmName, (r: SpecReading) => Partial<AlgorithmFields>>> = {
+  "fixed-window": ({ o, at, issues }) => {
+    if (o.align !== undefined && o.align !== "clock" && o.align !== "first-request") {
+      issues.push({ path: at("align"), message: `must be "clock" or "first-request" (got ${describeValue(o.align)})` });
+    }
+    return { alignFirst: o.align === "first-request" };
+  },
+  "sliding-log": ({ at, issues, limit }) => {
+    if (limit > 1_000_000)
+      issues.push({
+        path: at("limit"),
+        message: `must be at most 1000000 for sliding-log, which stores one timestamp per unit (got ${limit})`,
+      });
+    return {};
+  },
+  "sliding-window": ({ o, at, issues, windowMs }) => {
+    const buckets = o.buckets === undefined ? 1 : positiveInt(o.buckets, at("buckets"), issues);
+    if (buckets > 1000) issues.push({ path: at("buckets"), message: `must be at most 1000 (got ${buckets})` });
+    if (o.weighted !== undefined && typeof o.weighted !== "boolean") {
+      issues.push({ path: at("weighted"), message: `must be true or false (got ${describeValue(o.weighted)})` });
+    }
+    if (windowMs > 0 && buckets > 0 && windowMs % buckets !== 0) {
+      issues.push({ path: at("buckets"), message: `must divide window (${windowMs} ms) into whole milliseconds (got ${buckets})` });
+    }
+    return { buckets, weighted: o.weighted !== false };
+  },
+  "token-bucket": readCapacity,
+  "leaky-bucket": (r) => {
+    const { o, at, issues } = r;
+    const fields = readCapacity(r);
+    if (o.mode !== undefined && o.mode !== "police" && o.mode !== "shape") {
+      issues.push({ path: at("mode"), message: `must be "police" or "shape" (got ${describeValue(o.mode)})` });
+    }
+    return { ...fields, shape: o.mode === "shape" };
+  },
+  gcra: ({ o, at, issues }) => {
+    let burst = 0;
+    if (o.burst !== undefined) {
+      if (typeof o.burst !== "number" || !Number.isSafeInteger(o.burst) || o.burst < 0) {
+        issues.push({ path: at("burst"), message: `must be a whole number >= 0 (got ${describeValue(o.burst)})` });
+      } else burst = o.burst;
+    }
+    return { burst, capacity: burst + 1 };
+  },
+};
+
+/** The buckets' `capacity`, when given. */
+function readCapacity({ o, at, issues }: SpecReading): Partial<AlgorithmFields> {
+  return o.capacity === undefined ? {} : { capacity: positiveInt(o.capacity, at("capacity"), issues) };
+}
+
+function readAlgorithm(algorithm: unknown, path: string, issues: ConfigIssue[]): AlgorithmName | undefined {
+  if (typeof algorithm === "string" && (ALGORITHMS as readonly string[]).includes(algorithm)) return algorithm as AlgorithmName;
+  issues.push({ path, message: `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")} (got ${describeValue(algorithm)})` });
+  return undefined;
+}
+
+/** `name`, or the default `<limit>-per-<window as written>`. */
+function readName({ o, at, issues, limit, windowMs }: SpecReading): string {
+  if (o.name === undefined) return `${limit}-per-${typeof o.window === "string" ? o.window : `${windowMs}ms`}`;
+  if (typeof o.name !== "string" || !/^[A-Za-z0-9_.:-]{1,64}$/.test(o.name)) {
+    issues.push({
+      path: at("name"),
+      message: `must be 1-64 characters of letters, digits, "_", ".", ":" or "-" (got ${describeValue(o.name)})`,
+    });
+    return "";
+  }
+  return o.name;
 }
 
 function positiveInt(v: unknown, path: string, issues: ConfigIssue[]): number {
