@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { DecisionObserver } from "./service/types.js";
+import { EnvoyStats, type EnvoyStatsOptions } from "./envoy-stats.js";
+import type { DecisionObserver, LimitStatKey } from "./service/types.js";
 
 const BREAKER = { closed: 0, "half-open": 1, open: 2 } as const;
 
@@ -26,6 +27,8 @@ const BREAKER = { closed: 0, "half-open": 1, open: 2 } as const;
  * - With the in-memory store: `ratekeeper_memory_store_keys` and `ratekeeper_memory_store_bytes`
  *   (held now; bytes as the store estimates them), `ratekeeper_memory_store_max_keys` and
  *   `ratekeeper_memory_store_max_bytes` (the bounds: older keys are dropped to stay within them).
+ * - envoyproxy/ratelimit's per-limit stats, `ratelimit_service_rate_limit_*{domain,key1,key2}`:
+ *   see envoy-stats.ts.
  * @example const m = new Metrics(); const svc = new DecisionService({ store, rules, observer: m });
  */
 export class Metrics implements DecisionObserver {
@@ -41,8 +44,9 @@ export class Metrics implements DecisionObserver {
   private breakerState: "closed" | "half-open" | "open" = "closed";
   private readonly lastReload: Gauge;
   readonly rules: Gauge;
+  private readonly envoy: EnvoyStats;
 
-  constructor() {
+  constructor(options: EnvoyStatsOptions = {}) {
     const pending = this.pending;
     this.decisions = new Counter({
       name: "ratekeeper_decisions_total",
@@ -99,6 +103,7 @@ export class Metrics implements DecisionObserver {
     this.reloads.inc({ result: "ok" }, 0);
     this.reloads.inc({ result: "failed" }, 0);
     this.lastReload.set(1);
+    this.envoy = new EnvoyStats(this.registry, options);
     collectDefaultMetrics({ register: this.registry });
   }
 
@@ -171,6 +176,10 @@ export class Metrics implements DecisionObserver {
     let outcomes = rules.get(rule);
     if (outcomes === undefined) rules.set(rule, (outcomes = new Map<string, number>()));
     outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+  }
+
+  limitHit(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void {
+    this.envoy.hit(stat, limit, usedBefore, cost);
   }
 
   storeLatency(seconds: number): void {

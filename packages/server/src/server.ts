@@ -70,6 +70,10 @@ export interface ServeOptions {
    * @default { kind: "ratekeeper" }
    */
   rlsHeaders?: RlsHeaders | undefined;
+  /** envoyproxy/ratelimit's `NEAR_LIMIT_RATIO`, for its `near_limit` stat (envoy-stats.ts). @default 0.8 */
+  nearLimitRatio?: number | undefined;
+  /** Stat keys carrying request values (`detailed_metric`, descriptors' own limits) kept in /metrics before `(overflow)`. @default 1000 */
+  maxDetailedMetricKeys?: number | undefined;
   /** Limit header styles (as the middleware's `headers` option). @default ["ietf"] */
   headerStyles?: readonly HeaderStyle[] | undefined;
   /** Time a client has to send a whole request (headers: at most 5 s of it); slower ones get 408. @default 10000 */
@@ -101,7 +105,7 @@ export interface RunningService {
  */
 export async function startService(options: ServeOptions): Promise<RunningService> {
   const logger = options.logger ?? createLogger();
-  const metrics = new Metrics();
+  const metrics = new Metrics({ nearLimitRatio: options.nearLimitRatio, maxValuedKeys: options.maxDetailedMetricKeys });
   checkRulesSize(options.configFile, options.maxRulesBytes);
   const rules = loadRulesFile(options.configFile, { mergeDomains: options.mergeDomains });
   const isDirectory = statSync(options.configFile).isDirectory();

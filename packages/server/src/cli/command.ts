@@ -58,5 +58,13 @@ export function nonNegative(text: string | undefined, name: string): number | un
   return n;
 }
 
+/** A share from 0 to 1 in decimal (`0.8`, `1`, `.5`), or undefined when not given. */
+export function ratio(text: string | undefined, name: string): number | undefined {
+  if (text === undefined || text === "") return undefined;
+  const n = /^(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$/.test(text) ? Number(text) : Number.NaN;
+  if (!(n >= 0 && n <= 1)) throw new UsageError(`${name}: must be a decimal number from 0 to 1, e.g. 0.8 (got ${JSON.stringify(text)})`);
+  return n;
+}
+
 /** A string flag's value (parseArgs types every value loosely). */
 export const str = (v: Values[string]): string | undefined => (typeof v === "string" ? v : undefined);

@@ -6,7 +6,7 @@ import { openOverrideStore } from "../overrides/open.js";
 import { startService, type ServiceOverrides } from "../server.js";
 import { chooseAdminToken } from "./admin-token.js";
 import { REDIS_FAILURES, type RedisFailureName } from "../redis-store.js";
-import { UsageError, nonNegative, port, positive, str, type Command } from "./command.js";
+import { UsageError, nonNegative, port, positive, ratio, str, type Command } from "./command.js";
 
 /**
  * The rules `ratekeeper serve` runs without --config, so that `npx @ratekeeper/server serve` works
@@ -39,6 +39,8 @@ export const SERVE_COMMAND: Command = {
     "allow-empty-rules": { type: "boolean" },
     "memory-max-bytes": { type: "string" },
     "no-dashboard": { type: "boolean" },
+    "near-limit-ratio": { type: "string" },
+    "max-detailed-metric-keys": { type: "string" },
   },
   flagHelp: {
     config:
@@ -64,6 +66,10 @@ export const SERVE_COMMAND: Command = {
     "allow-empty-rules": "apply a reloaded rules file that has no rules (refused otherwise: a file cut short would lift every limit)",
     "memory-max-bytes": "BYTES  bound on the in-memory store's estimated key memory; older keys are dropped [default 268435456]",
     "no-dashboard": "do not serve /dashboard (nor count what it shows)",
+    "near-limit-ratio":
+      "RATIO  hits above this share of a limit count as near_limit in envoyproxy/ratelimit's stats (0-1) [env NEAR_LIMIT_RATIO, default 0.8]",
+    "max-detailed-metric-keys":
+      "N  stat keys carrying request values (detailed_metric, descriptors' own limits) kept in /metrics; further ones count as (overflow) [default 1000]",
   },
   async run(v) {
     const given = str(v.config);
@@ -112,6 +118,8 @@ export const SERVE_COMMAND: Command = {
         headerStyles,
         requestTimeoutMs: positive(str(v["request-timeout"]), "--request-timeout"),
         maxBodyBytes: positive(str(v["max-body"]), "--max-body"),
+        nearLimitRatio: ratio(str(v["near-limit-ratio"]) ?? process.env.NEAR_LIMIT_RATIO, "--near-limit-ratio"),
+        maxDetailedMetricKeys: positive(str(v["max-detailed-metric-keys"]), "--max-detailed-metric-keys"),
         logger,
       });
     } catch (e) {

@@ -44,6 +44,8 @@ export interface Rule extends CompiledPolicy {
   readonly unlimited: boolean;
   /** envoyproxy/ratelimit's `rate_limit.replaces`: the names of rules this one switches off in the same request. */
   readonly replaces?: readonly string[] | undefined;
+  /** envoyproxy/ratelimit's `detailed_metric`: its stats are kept per descriptor value, not per rule (metrics/envoy-stats.ts). */
+  readonly detailedMetric?: boolean | undefined;
 }
 
 /** A level of the descriptor tree: exact key=value children, wildcard prefixes, and any-value children. */

@@ -356,6 +356,7 @@ function compileRule(n: NodeInput, domain: string, id: string, at: string, issue
         denyAll,
         rlsName,
         replaces,
+        detailedMetric: n.detailed_metric === true,
       };
     }
     // Envoy's ratelimit counts per calendar unit: a clock-aligned fixed window is the same thing.
@@ -385,5 +386,19 @@ function compileRule(n: NodeInput, domain: string, id: string, at: string, issue
   // Envoy's RLS reports a rate_limit block's own name ("" when none), as envoyproxy/ratelimit does.
   const rlsName = n.rate_limit !== undefined ? (n.rate_limit.name ?? "") : undefined;
   const replaces = (n.rate_limit?.replaces ?? []).map((r) => r.name ?? "");
-  return { id, path: at, domain, specs, limits, policyId: limiterId(limits), cost, shadow, unlimited: false, rlsName, replaces };
+  const detailedMetric = n.detailed_metric === true;
+  return {
+    id,
+    path: at,
+    domain,
+    specs,
+    limits,
+    policyId: limiterId(limits),
+    cost,
+    shadow,
+    unlimited: false,
+    rlsName,
+    replaces,
+    detailedMetric,
+  };
 }

@@ -1,4 +1,4 @@
-import type { DecisionObserver } from "../service/types.js";
+import type { DecisionObserver, LimitStatKey } from "../service/types.js";
 import { SpaceSaving } from "./space-saving.js";
 
 /** Seconds of per-second history kept per rule. */
@@ -210,5 +210,10 @@ export class TeeObserver implements DecisionObserver {
   decisionReason(reason: string): void {
     this.a.decisionReason?.(reason);
     this.b.decisionReason?.(reason);
+  }
+
+  limitHit(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void {
+    this.a.limitHit?.(stat, limit, usedBefore, cost);
+    this.b.limitHit?.(stat, limit, usedBefore, cost);
   }
 }

@@ -6,9 +6,18 @@ import { LimiterCache } from "./limiters.js";
 import type { Override, OverrideLookup } from "../overrides/types.js";
 import { descriptorKey } from "./descriptor-key.js";
 import { DecisionExplain, describeLimits, describeOutcome, matchedText, type Matched } from "./explain.js";
+import { ruleStatKey, usedBefore, valuedStatKey } from "./limit-stats.js";
 import { isReplaced, replacedNames } from "./replaces.js";
 import { blockedStatus, decidedStatus, denyAllStatus, unlimitedStatus, withRlsName } from "./status.js";
-import { CheckError, type CallerLimit, type CheckInput, type CheckResult, type DecisionObserver, type DescriptorStatus } from "./types.js";
+import {
+  CheckError,
+  type CallerLimit,
+  type CheckInput,
+  type CheckResult,
+  type DecisionObserver,
+  type DescriptorStatus,
+  type LimitStatKey,
+} from "./types.js";
 
 /** Options of {@link DecisionService}. */
 export interface DecisionServiceOptions {
@@ -51,6 +60,8 @@ interface Application {
   readonly matched: Matched;
   /** This descriptor's request cost (the check's, or its own `hits_addend`); 0: check only, charge nothing. */
   readonly cost: number;
+  /** envoyproxy/ratelimit's stat key of the limit (service/limit-stats.ts), when the observer counts them. */
+  readonly stat?: LimitStatKey | undefined;
 }
 
 /**
@@ -251,7 +262,9 @@ export class DecisionService {
     if (callerLimit !== undefined) {
       const matched = "the limit sent with the descriptor (Envoy route config)";
       const policy = this.limiters.callerPolicy(callerLimit);
-      return this.apply({ check, label: domain, domain, key, ruleId: `${domain}/(descriptor limit)`, policy, matched, cost });
+      // Its stat key carries the request's values; a domain no rule names is labelled "(unknown)".
+      const stat = this.observer?.limitHit ? valuedStatKey(check.rules.domains.has(domain) ? domain : "(unknown)", entries) : undefined;
+      return this.apply({ check, label: domain, domain, key, ruleId: `${domain}/(descriptor limit)`, policy, matched, cost, stat });
     }
     const { rules, nowMs } = check;
     const m = matchDescriptor(rules, domain, entries);
@@ -284,7 +297,8 @@ export class DecisionService {
       this.observer?.decision(domain, rule.id, "unlimited");
       return unlimitedStatus(key, { rule: rule.id, source: "rule", why: `matched ${m.via.join(" > ")}: unlimited` }, rule.shadow);
     }
-    return this.apply({ check, label: domain, domain, key, ruleId: rule.id, policy: rule, matched: m.via, cost });
+    const stat = this.observer?.limitHit ? ruleStatKey(rule, m.via, m.shared ?? entries) : undefined;
+    return this.apply({ check, label: domain, domain, key, ruleId: rule.id, policy: rule, matched: m.via, cost, stat });
   }
 
   /** Decides one descriptor under a policy (or the override in force for its key). */
@@ -316,6 +330,7 @@ export class DecisionService {
     if (!peek) {
       const outcome = d.allowed ? "ok" : shadow ? "shadow_over_limit" : "over_limit";
       this.observer?.decision(a.label, a.ruleId, outcome, d.allowed || shadow ? undefined : stateKey);
+      if (a.stat !== undefined) this.observer?.limitHit?.(a.stat, d.limit, usedBefore(d, cost), cost);
     }
     const source = a.ruleId.startsWith("policy:") ? "policy" : "rule";
     const explain = new DecisionExplain(a.ruleId, source, a.matched, limiter.limits, d, cost, shadow);
@@ -325,7 +340,10 @@ export class DecisionService {
   /** A policy of 0 requests per window (envoyproxy/ratelimit's `requests_per_unit: 0`): every request is over. */
   private deniedAll(a: Application, deny: NonNullable<CompiledPolicy["denyAll"]>, stateKey: string, peek: boolean): DescriptorStatus {
     const shadow = a.policy.shadow;
-    if (!peek) this.observer?.decision(a.label, a.ruleId, shadow ? "shadow_over_limit" : "over_limit", shadow ? undefined : stateKey);
+    if (!peek) {
+      this.observer?.decision(a.label, a.ruleId, shadow ? "shadow_over_limit" : "over_limit", shadow ? undefined : stateKey);
+      if (a.stat !== undefined) this.observer?.limitHit?.(a.stat, 0, 0, a.policy.cost * a.cost);
+    }
     const source = a.ruleId.startsWith("policy:") ? "policy" : "rule";
     const why = `${matchedText(a.matched)}: ${deny.name}, every request is over the limit`;
     return withRlsName(denyAllStatus(a.key, deny, shadow, { rule: a.ruleId, source, why }, a.check.nowMs), a.policy.rlsName);

@@ -106,4 +106,24 @@ export interface DecisionObserver {
   storeError(kind: "error" | "failure_policy"): void;
   /** A decision came with a reason (`limit`, `denial-cache`, `overloaded`, `degraded`, `store-error`, `insurance`). */
   decisionReason?(reason: string): void;
+  /**
+   * One descriptor charged `cost` units against a limit of `limit` of which `usedBefore` were
+   * used: over the limit exactly when `usedBefore + cost > limit` (envoyproxy/ratelimit's
+   * per-limit stats; not called for checks that charge nothing).
+   */
+  limitHit?(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void;
+}
+
+/**
+ * What envoyproxy/ratelimit counts a limit's stats under: its stat key, `<domain>.<key>[_<value>]...`
+ * (the rule's path in the rules, or with `detailed_metric` and a descriptor's own limit, the
+ * request's entries), sanitised as its `SanitizeStatName`.
+ */
+export interface LimitStatKey {
+  readonly key: string;
+  readonly domain: string;
+  /** The key carries the request's values (bounded by a cap in the metrics), not only the rules'. */
+  readonly valued: boolean;
+  /** The rule is in shadow mode. */
+  readonly shadow: boolean;
 }

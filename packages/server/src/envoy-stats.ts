@@ -1,0 +1,127 @@
+/**
+ * envoyproxy/ratelimit's per-limit stats as Prometheus counters, with the names and labels its
+ * Prometheus sink exports (src/stats/prom/default_mapper.yaml), so its dashboards and alerts keep
+ * working:
+ *
+ * `ratelimit_service_rate_limit_{total_hits,within_limit,near_limit,over_limit,shadow_mode}`
+ * with `domain` and `key1` for a stat key of two parts (`api.user` -> domain `api`, key1
+ * `user`), and `key2` too for deeper ones (`api.path_/x.user`: deeper parts are dropped, as
+ * its mapper drops them).
+ *
+ * Counted as its base limiter counts (src/limiter/base_limiter.go), in units of hits
+ * (`hits_addend`): `total_hits` every unit; `within_limit` the units of an admitted hit;
+ * `near_limit` the units above `floor(limit x NEAR_LIMIT_RATIO)` (0.8 by default) and up to the
+ * limit; `over_limit` the units above the limit; `shadow_mode` the units above the limit of a
+ * shadow rule (answered OK). A hit crossing a threshold is split at it.
+ *
+ * Cardinality: a rule's stat key comes from the rules. Keys carrying the request's values
+ * (`detailed_metric` rules, descriptors with their own limit) are kept for the first
+ * `maxValuedKeys` distinct keys; hits of any further one are counted under
+ * `{domain="<domain>", key1="(overflow)"}` (domain `(unknown)` when no rule names it).
+ */
+import { Counter, type Registry } from "prom-client";
+import type { LimitStatKey } from "./service/types.js";
+
+/** Options of {@link EnvoyStats}. */
+export interface EnvoyStatsOptions {
+  /** envoyproxy/ratelimit's `NEAR_LIMIT_RATIO`: hits above this share of the limit are near it. @default 0.8 */
+  nearLimitRatio?: number | undefined;
+  /** The most stat keys carrying request values kept (then `(overflow)`). @default 1000 */
+  maxValuedKeys?: number | undefined;
+}
+
+type Labels = Partial<Record<"domain" | "key1" | "key2", string>>;
+
+/** One stat key's counts since the last scrape, and its labels. */
+interface Counts {
+  readonly labels: Labels;
+  total_hits: number;
+  within_limit: number;
+  near_limit: number;
+  over_limit: number;
+  shadow_mode: number;
+}
+
+const STATS = ["total_hits", "within_limit", "near_limit", "over_limit", "shadow_mode"] as const;
+const HELP: Record<(typeof STATS)[number], string> = {
+  total_hits: "Hits (hits_addend units) checked against the limit (envoyproxy/ratelimit's stat).",
+  within_limit: "Hits within the limit (envoyproxy/ratelimit's stat).",
+  near_limit: "Hits above NEAR_LIMIT_RATIO of the limit and within it (envoyproxy/ratelimit's stat).",
+  over_limit: "Hits over the limit (envoyproxy/ratelimit's stat).",
+  shadow_mode: "Hits over the limit of a shadow_mode rule, answered OK (envoyproxy/ratelimit's stat).",
+};
+
+/**
+ * Counts hits in a plain Map on the hot path and flushes them into prom-client at scrape time.
+ * @example const s = new EnvoyStats(registry); s.hit({ key: "api.user", domain: "api", valued: false, shadow: false }, 5, 0, 1);
+ */
+export class EnvoyStats {
+  private readonly pending = new Map<string, Counts>();
+  private readonly overflow = new Map<string, Counts>();
+  private readonly nearRatio: number;
+  private readonly maxValuedKeys: number;
+  private valuedKeys = 0;
+
+  constructor(registry: Registry, options: EnvoyStatsOptions = {}) {
+    this.nearRatio = Math.fround(options.nearLimitRatio ?? 0.8);
+    this.maxValuedKeys = options.maxValuedKeys ?? 1000;
+    const sources = [this.pending, this.overflow];
+    for (const stat of STATS) {
+      new Counter({
+        name: `ratelimit_service_rate_limit_${stat}`,
+        help: HELP[stat],
+        labelNames: ["domain", "key1", "key2"],
+        registers: [registry],
+        collect() {
+          for (const source of sources) {
+            for (const c of source.values()) {
+              if (c[stat] > 0) this.inc(c.labels, c[stat]);
+              c[stat] = 0;
+            }
+          }
+        },
+      });
+    }
+  }
+
+  /** One descriptor charged `cost` units, `usedBefore` of `limit` being used before (over when the sum passes the limit). */
+  hit(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void {
+    const c = this.pending.get(stat.key) ?? this.countsFor(stat);
+    const after = usedBefore + cost;
+    // As its base limiter: float32 arithmetic, rounded down.
+    const near = Math.floor(Math.fround(Math.fround(limit) * this.nearRatio));
+    c.total_hits += cost;
+    if (after > limit) {
+      if (usedBefore >= limit) c.over_limit += cost;
+      else {
+        c.over_limit += after - limit;
+        c.near_limit += limit - Math.max(near, usedBefore);
+      }
+      if (stat.shadow) c.shadow_mode += usedBefore >= limit ? cost : after - limit;
+    } else {
+      if (after > near) c.near_limit += usedBefore >= near ? cost : after - near;
+      c.within_limit += cost;
+    }
+  }
+
+  /** A new key's counts; past the cap, a valued key's hits go to its domain's overflow counts (not kept by key). */
+  private countsFor(stat: LimitStatKey): Counts {
+    if (stat.valued && this.valuedKeys >= this.maxValuedKeys) {
+      let o = this.overflow.get(stat.domain);
+      if (o === undefined) this.overflow.set(stat.domain, (o = newCounts({ domain: stat.domain, key1: "(overflow)" })));
+      return o;
+    }
+    if (stat.valued) this.valuedKeys++;
+    // Its mapper: `domain.key1` by one rule, `domain.key1.key2(.more)` by another.
+    const parts = stat.key.split(".");
+    const labels: Labels = { domain: parts[0] ?? "", key1: parts[1] ?? "" };
+    if (parts.length > 2) labels.key2 = parts[2] ?? "";
+    const c = newCounts(labels);
+    this.pending.set(stat.key, c);
+    return c;
+  }
+}
+
+function newCounts(labels: Labels): Counts {
+  return { labels, total_hits: 0, within_limit: 0, near_limit: 0, over_limit: 0, shadow_mode: 0 };
+}
