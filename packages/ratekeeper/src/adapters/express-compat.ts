@@ -171,16 +171,7 @@ function check(o: ExpressRateLimitCompatOptions): void {
  */
 export function erlRateLimit(o: ExpressRateLimitCompatOptions): ExpressRateLimitCompat {
   check(o);
-  const standard = o.standardHeaders === true ? "draft-6" : (o.standardHeaders ?? false);
-  const config: ResolvedCompat = {
-    windowMs: o.windowMs ?? 60_000,
-    limit: o.limit ?? o.max ?? 5,
-    message: o.message ?? "Too many requests, please try again later.",
-    statusCode: o.statusCode ?? 429,
-    legacyHeaders: o.legacyHeaders ?? true,
-    standardHeaders: standard,
-    requestPropertyName: o.requestPropertyName ?? "rateLimit",
-  };
+  const config = resolveCompat(o);
   const cores = new Map<number, HttpRateLimiter<Request>>();
   const coreFor = (limit: number): HttpRateLimiter<Request> => {
     let core = cores.get(limit);
@@ -232,6 +223,20 @@ export function erlRateLimit(o: ExpressRateLimitCompatOptions): ExpressRateLimit
       return undefined;
     },
   });
+}
+
+/** The options with express-rate-limit's defaults: what its handler receives as `options`. */
+function resolveCompat(o: ExpressRateLimitCompatOptions): ResolvedCompat {
+  return {
+    windowMs: o.windowMs ?? 60_000,
+    limit: o.limit ?? o.max ?? 5,
+    message: o.message ?? "Too many requests, please try again later.",
+    statusCode: o.statusCode ?? 429,
+    legacyHeaders: o.legacyHeaders ?? true,
+    // `true` means draft-6, as in express-rate-limit.
+    standardHeaders: o.standardHeaders === true ? "draft-6" : (o.standardHeaders ?? false),
+    requestPropertyName: o.requestPropertyName ?? "rateLimit",
+  };
 }
 
 /** ratekeeper's middleware options for one limit value. */
