@@ -5,11 +5,13 @@
  * count), and a readiness check that notices a frozen or unreachable Redis within about 2 s even
  * with no traffic (a ping every half second through the store's own watchdog and breaker).
  */
-import { Redis } from "ioredis";
+import type { Cluster, Redis } from "ioredis";
 import { MemoryStore } from "ratekeeper";
 import { RedisStore, type BreakerState } from "ratekeeper/redis";
 import type { Logger } from "./log.js";
 import type { Metrics } from "./metrics.js";
+import { createRedisClient } from "./redis-client.js";
+import type { RedisConnection } from "./redis-connection.js";
 
 /** The failure policies the service offers (the library's, with `insurance` meaning a per-process MemoryStore). */
 export type RedisFailureName = "degraded" | "open" | "closed" | "insurance" | "throw";
@@ -20,7 +22,8 @@ const PING_MS = 500;
 const LOG_EVERY_MS = 10_000;
 
 export interface ServiceRedisOptions {
-  url: string;
+  /** Which Redis: a single one, a Cluster or Sentinel's master (redis-connection.ts). */
+  connection: RedisConnection;
   /** @default "degraded" */
   failure?: RedisFailureName | undefined;
   /** The store's `timeoutMs` (0: none). @default the library's (1000) */
@@ -32,7 +35,8 @@ export interface ServiceRedisOptions {
 /** A Redis store opened for the service. */
 export interface ServiceRedis {
   readonly store: RedisStore;
-  readonly client: Redis;
+  /** An ioredis `Redis` (single, Sentinel) or `Cluster`. */
+  readonly client: Redis | Cluster;
   /** The breaker's state (`closed` while Redis answers). */
   state(): BreakerState;
   /** Stops the pings, leaves the instance registry, closes the client. */
@@ -42,17 +46,15 @@ export interface ServiceRedis {
 /**
  * Opens the client and the store. The client fails commands at once while disconnected (no
  * offline queue: the store's breaker answers instead) and reconnects every 50-500 ms, so the
- * service follows Redis back within about a second.
+ * service follows Redis back within about a second (createRedisClient has the details for a
+ * Cluster and for Sentinel). On a Cluster the store has a breaker per hash slot: a master that
+ * fails turns only its slots over to the failure policy, and its promoted replica takes them back.
  */
 export function openServiceRedis(o: ServiceRedisOptions): ServiceRedis {
   const { logger, metrics } = o;
-  const client = new Redis(o.url, {
-    lazyConnect: false,
-    maxRetriesPerRequest: 1,
-    enableOfflineQueue: false,
-    retryStrategy: (times) => Math.min(times * 50, 500),
-  });
+  const client = createRedisClient(o.connection);
   client.on("error", () => undefined); // connection errors reach the store as failed calls; logged below, rate-limited
+  client.on("node error", () => undefined); // the same, from one node of a Cluster
   const failure = o.failure ?? "degraded";
   let failures = 0;
   let firstFailure = "";

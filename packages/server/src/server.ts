@@ -11,6 +11,8 @@ import { DashboardStats, TeeObserver } from "./dashboard/stats.js";
 import type { StoreHealth } from "./dashboard/state.js";
 import { createLogger, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
+import { redisReady } from "./redis-client.js";
+import { describeRedis, parseRedisSettings, type RedisConnection } from "./redis-connection.js";
 import { openServiceRedis, type RedisFailureName, type ServiceRedis } from "./redis-store.js";
 import type { OverrideLookup, OverrideStore } from "./overrides/types.js";
 import { DecisionService } from "./service/decide.js";
@@ -32,8 +34,10 @@ export interface ServeOptions {
   configFile: string;
   /** A directory of rules files: merge a domain found in several files (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`). @default false */
   mergeDomains?: boolean | undefined;
-  /** `redis://...`: use the Redis store (shared by every instance); otherwise the memory store. */
+  /** `redis://host:port` (or `rediss://`): use the Redis store on a single Redis (shared by every instance); otherwise the memory store. */
   redisUrl?: string | undefined;
+  /** A Redis Cluster, Sentinel, or a single Redis with TLS and credentials (redis-connection.ts); takes precedence over `redisUrl`. */
+  redis?: RedisConnection | undefined;
   /**
    * What answers while Redis is down (the library's `failure` option): `degraded` keeps limiting
    * in each instance at its share of every limit and charges Redis when it is back; `open`
@@ -113,10 +117,13 @@ export async function startService(options: ServeOptions): Promise<RunningServic
 
   let store: Store;
   let redis: ServiceRedis | undefined;
-  if (options.redisUrl) {
-    redis = openServiceRedis({ url: options.redisUrl, failure: options.redisFailure, timeoutMs: options.redisTimeoutMs, logger, metrics });
+  const connection =
+    options.redis ?? (options.redisUrl ? parseRedisSettings({ url: { value: options.redisUrl, from: "redisUrl" } }) : undefined);
+  if (connection) {
+    logger.info({ redis: describeRedis(connection) }, "redis store");
+    redis = openServiceRedis({ connection, failure: options.redisFailure, timeoutMs: options.redisTimeoutMs, logger, metrics });
     store = redis.store;
-    await waitReady(redis, 5_000).catch((e: Error) => logger.warn({ err: e.message }, "redis not reachable yet"));
+    await redisReady(redis.client, 5_000).catch((e: Error) => logger.warn({ err: e.message }, "redis not reachable yet"));
   } else {
     const memory = new MemoryStore(options.memoryMaxBytes !== undefined ? { maxBytes: options.memoryMaxBytes } : {});
     metrics.watchMemoryStore(memory);
@@ -242,19 +249,6 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   };
 
   return { httpPort, grpcPort, service, metrics, logger, close };
-}
-
-function waitReady(redis: ServiceRedis, timeoutMs: number): Promise<void> {
-  const client = redis.client;
-  if (client.status === "ready") return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`redis not ready after ${timeoutMs} ms`)), timeoutMs);
-    t.unref();
-    client.once("ready", () => {
-      clearTimeout(t);
-      resolve();
-    });
-  });
 }
 
 function isOverrideStore(s: unknown): s is OverrideStore {

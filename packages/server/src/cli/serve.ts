@@ -7,6 +7,7 @@ import { startService, type ServiceOverrides } from "../server.js";
 import { chooseAdminToken } from "./admin-token.js";
 import { REDIS_FAILURES, type RedisFailureName } from "../redis-store.js";
 import { UsageError, nonNegative, port, positive, ratio, str, type Command } from "./command.js";
+import { REDIS_FLAGS, REDIS_FLAG_HELP, redisFromCommandLine } from "./redis-flags.js";
 
 /**
  * The rules `ratekeeper serve` runs without --config, so that `npx @ratekeeper/server serve` works
@@ -21,7 +22,7 @@ export const SERVE_COMMAND: Command = {
   summary: "run the decision service (HTTP API, Envoy rate limit gRPC API, /metrics)",
   flags: {
     config: { type: "string", short: "c" },
-    redis: { type: "string" },
+    ...REDIS_FLAGS,
     "redis-failure": { type: "string" },
     "redis-timeout": { type: "string" },
     port: { type: "string", short: "p" },
@@ -45,7 +46,7 @@ export const SERVE_COMMAND: Command = {
   flagHelp: {
     config:
       "PATH  rules file (YAML), ours or envoyproxy/ratelimit's, or a directory of them (a directory is not reloaded; MERGE_DOMAIN_CONFIG=true merges a domain split over its files) [default: the built-in rules, rules/default.yaml in this package]",
-    redis: "URL  share state in Redis (redis://host:6379); default: in-memory store [env REDIS_URL]",
+    ...REDIS_FLAG_HELP,
     "redis-failure":
       "POLICY  what answers while Redis is down: degraded (each instance limits at its share and charges Redis when it is back), open (admit), closed (deny), insurance (per-process memory store), throw (503) [default degraded]",
     "redis-timeout":
@@ -100,7 +101,7 @@ export const SERVE_COMMAND: Command = {
     try {
       running = await startService({
         configFile,
-        redisUrl: str(v.redis) ?? process.env.REDIS_URL,
+        redis: redisFromCommandLine(v, process.env),
         mergeDomains: process.env.MERGE_DOMAIN_CONFIG === "true",
         redisFailure: redisFailure as RedisFailureName | undefined,
         port: port(str(v.port) ?? process.env.PORT, "--port", 8080),
