@@ -3,7 +3,7 @@ import { describeValue, RateLimitConfigError, RateLimitStoreError } from "../../
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BindOptions, BoundStore, Store } from "../../store.js";
 import { ScriptFormat } from "../redis/script-format.js";
-import { decideByPolicy } from "../redis/without-redis.js";
+import { decideByPolicy, type DecisionCall } from "../redis/without-redis.js";
 import { scriptSource, SECTIONS_OF, type ScriptSource } from "../redis/script-source.js";
 import {
   resolveHttpRedisOptions,
@@ -165,11 +165,11 @@ class HttpRedisTable implements BoundStore {
   }
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Promise<Decision> {
-    return this.decide("c", key, cost, nowMs, maxDelayMs);
+    return this.decide({ op: "consume", key, cost, nowMs, maxDelayMs });
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
-    return this.decide("p", key, cost, nowMs, undefined);
+    return this.decide({ op: "peek", key, cost, nowMs, maxDelayMs: undefined });
   }
 
   async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
@@ -192,18 +192,14 @@ class HttpRedisTable implements BoundStore {
     await this.insuranceStore()?.reset(key);
   }
 
-  private async decide(
-    mode: "c" | "p",
-    key: string,
-    cost: number,
-    nowMs: number | undefined,
-    maxDelayMs: number | undefined,
-  ): Promise<Decision> {
+  private async decide(call: DecisionCall): Promise<Decision> {
+    const { op, key, cost, nowMs, maxDelayMs } = call;
+    const mode = op === "consume" ? "c" : "p";
     let reply: readonly unknown[];
     try {
       reply = await this.call(mode, key, cost, nowMs, maxDelayMs);
     } catch (e) {
-      return this.failed(e, mode === "c" ? "consume" : "peek", key, cost, nowMs, maxDelayMs);
+      return this.failed(e, call);
     }
     return this.format.decision(reply, cost);
   }
@@ -252,16 +248,9 @@ class HttpRedisTable implements BoundStore {
   }
 
   /** A consume or peek that Redis did not answer: the failure policy decides. */
-  private async failed(
-    e: unknown,
-    op: "consume" | "peek",
-    key: string,
-    cost: number,
-    nowMs: number | undefined,
-    maxDelayMs: number | undefined,
-  ): Promise<Decision> {
-    const err = this.store.report(e, op, key);
+  private async failed(e: unknown, call: DecisionCall): Promise<Decision> {
+    const err = this.store.report(e, call.op, call.key);
     const local = () => this.insuranceStore() as BoundStore;
-    return decideByPolicy(this.store.failure, err, this.limits, local, { op, key, cost, nowMs, maxDelayMs });
+    return decideByPolicy(this.store.failure, err, this.limits, local, call);
   }
 }

@@ -9,7 +9,7 @@ import { fastOutcome, FAST_ALGORITHMS } from "./fast-reply.js";
 import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 import { ScriptFormat } from "./script-format.js";
-import { decideByPolicy, withoutRedis } from "./without-redis.js";
+import { decideByPolicy, withoutRedis, type DecisionCall } from "./without-redis.js";
 import type { RedisStore } from "./store.js";
 
 /** What a denial by the `"closed"` policy, or by backpressure, says to retry after. */
@@ -83,13 +83,13 @@ export class RedisTable implements BoundStore {
     const bound = this.shapes ? maxDelayMs : undefined;
     const hit = this.denials?.get(key, cost, nowMs ?? Date.now(), bound);
     if (hit !== undefined) return Promise.resolve(hit);
-    return this.decide("c", key, cost, nowMs, bound);
+    return this.decide({ op: "consume", key, cost, nowMs, maxDelayMs: bound });
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
     const hit = this.denials?.get(key, cost, nowMs ?? Date.now());
     if (hit !== undefined) return Promise.resolve(hit);
-    return this.decide("p", key, cost, nowMs, undefined);
+    return this.decide({ op: "peek", key, cost, nowMs, maxDelayMs: undefined });
   }
 
   async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
@@ -137,20 +137,16 @@ export class RedisTable implements BoundStore {
     }
   }
 
-  private async decide(
-    mode: "c" | "p",
-    key: string,
-    cost: number,
-    nowMs: number | undefined,
-    maxDelayMs: number | undefined,
-  ): Promise<Decision> {
+  private async decide(call: DecisionCall): Promise<Decision> {
+    const { op, key, cost, nowMs, maxDelayMs } = call;
+    const mode = op === "consume" ? "c" : "p";
     this.store.checkConnection();
     if (!this.store.enter()) return withoutRedis(this.limits, "overloaded", false);
     let outcome: readonly unknown[];
     try {
       outcome = await this.call(mode, key, cost, nowMs, maxDelayMs);
     } catch (e) {
-      return this.failed(e, mode === "c" ? "consume" : "peek", key, cost, nowMs, maxDelayMs);
+      return this.failed(e, call);
     } finally {
       this.store.leave();
     }
@@ -312,20 +308,13 @@ export class RedisTable implements BoundStore {
   }
 
   /** A consume or peek that Redis did not answer: the failure policy decides. */
-  private async failed(
-    e: unknown,
-    op: "consume" | "peek",
-    key: string,
-    cost: number,
-    nowMs: number | undefined,
-    maxDelayMs: number | undefined,
-  ): Promise<Decision> {
+  private async failed(e: unknown, call: DecisionCall): Promise<Decision> {
     // While the breaker is open no call is made; the change of state was reported once.
-    const err = e instanceof RedisDownError ? new RateLimitStoreError(e.message, { cause: e }) : this.report(e, op, key);
+    const err = e instanceof RedisDownError ? new RateLimitStoreError(e.message, { cause: e }) : this.report(e, call.op, call.key);
     const local = () => this.fallbackStore() as BoundStore | DegradedLimiter;
-    const d = await decideByPolicy(this.store.failure, err, this.limits, local, { op, key, cost, nowMs, maxDelayMs });
+    const d = await decideByPolicy(this.store.failure, err, this.limits, local, call);
     // What the degraded limiter admitted is charged to Redis once it answers again.
-    if (d.reason === "degraded" && op === "consume" && d.allowed) this.store.holdsLedger(this);
+    if (d.reason === "degraded" && call.op === "consume" && d.allowed) this.store.holdsLedger(this);
     return d;
   }
 

@@ -19,8 +19,8 @@ export function withoutRedis(limits: readonly ResolvedLimit[], reason: "overload
   return { ...newDecision(o, limits[0] as ResolvedLimit, 0, undefined), reason };
 }
 
-/** The call Redis did not answer. */
-export interface UnansweredCall {
+/** A consume or peek as a Redis-backed store's table runs it; when Redis does not answer, the failure policy gets it. */
+export interface DecisionCall {
   op: "consume" | "peek";
   key: string;
   cost: number;
@@ -41,7 +41,7 @@ export async function decideByPolicy(
   err: RateLimitStoreError,
   limits: readonly ResolvedLimit[],
   local: () => LocalStore,
-  call: UnansweredCall,
+  call: DecisionCall,
 ): Promise<Decision> {
   if (failure === "throw") throw err;
   if (failure === "open" || failure === "closed") return withoutRedis(limits, "store-error", failure === "open");
