@@ -14,9 +14,10 @@ import type { ResolvedLimit } from "./options.js";
  * algorithms fall back to the generic call. Measured: 6% faster per decision on a hot key in a
  * process using every algorithm, no change with one (docs/benchmarks/memory.md).
  *
- * So `checkKind`, `commitKind` and `consume1` repeat one switch on purpose: folding them into one
- * helper that takes the method to call would make that call site megamorphic again. A duplicate
- * finder lists them; they are the only deliberate copies in the library.
+ * So `checkKind`, `commitKind` and `consume1` repeat one switch on purpose, and `run` calls the
+ * first two with the same arguments from two loops: folding them into one helper that takes the
+ * method to call would make that call site megamorphic again. A duplicate finder lists them;
+ * they are the only deliberate copies in the library.
  */
 const KIND_GENERIC = 0;
 const KIND_FIXED = 1;
@@ -138,6 +139,9 @@ export class Evaluator {
     if (this.single) return this.run1(states[0] as LimitState, nowMs, cost, commit, maxDelayMs);
     let allowed = true;
     const n = this.limits.length;
+    // All or nothing: check every limit, then charge them only if all allow. The two loops pass
+    // the same arguments to two switches of their own (checkKind, commitKind), for V8's inlining
+    // (see the top of this file).
     for (let i = 0; i < n; i++) {
       const out = this.outs[i] as Outcome;
       checkKind(
