@@ -55,6 +55,8 @@ export interface ServeOptions {
   grpcPort?: number | undefined;
   /** Interface to listen on. @default "0.0.0.0" */
   host?: string | undefined;
+  /** Interface the gRPC port listens on (envoyproxy/ratelimit's `GRPC_HOST`). @default host */
+  grpcHost?: string | undefined;
   /** Reload the rules when the file changes. @default true */
   watch?: boolean | undefined;
   /** The in-memory store's bound on its estimated bytes (the library's `MemoryStore` `maxBytes`). @default 268435456 */
@@ -187,7 +189,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   const grpc: GrpcServer = createGrpcServer({ service, logger, healthy: () => readiness().ready, headers: options.rlsHeaders });
   let grpcPort: number;
   try {
-    grpcPort = await bindGrpc(grpc, host, options.grpcPort ?? 8081);
+    grpcPort = await bindGrpc(grpc, options.grpcHost ?? host, options.grpcPort ?? 8081);
   } catch (e) {
     http.close();
     throw e;

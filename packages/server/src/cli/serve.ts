@@ -8,6 +8,7 @@ import { chooseAdminToken } from "./admin-token.js";
 import { REDIS_FAILURES, type RedisFailureName } from "../redis-store.js";
 import { UsageError, nonNegative, port, positive, ratio, str, type Command } from "./command.js";
 import { REDIS_FLAGS, REDIS_FLAG_HELP, redisFromCommandLine } from "./redis-flags.js";
+import { envoyEnvironment, rlsHeadersOption } from "./envoy-env.js";
 
 /**
  * The rules `ratekeeper serve` runs without --config, so that `npx @ratekeeper/server serve` works
@@ -42,6 +43,9 @@ export const SERVE_COMMAND: Command = {
     "no-dashboard": { type: "boolean" },
     "near-limit-ratio": { type: "string" },
     "max-detailed-metric-keys": { type: "string" },
+    "grpc-host": { type: "string" },
+    "rls-headers": { type: "string" },
+    "rls-header-names": { type: "string" },
   },
   flagHelp: {
     config:
@@ -71,8 +75,16 @@ export const SERVE_COMMAND: Command = {
       "RATIO  hits above this share of a limit count as near_limit in envoyproxy/ratelimit's stats (0-1) [env NEAR_LIMIT_RATIO, default 0.8]",
     "max-detailed-metric-keys":
       "N  stat keys carrying request values (detailed_metric, descriptors' own limits) kept in /metrics; further ones count as (overflow) [default 1000]",
+    "grpc-host": "ADDR  interface the gRPC port listens on [env GRPC_HOST, default: --host]",
+    "rls-headers":
+      "STYLE  headers of Envoy RLS answers: ratekeeper (RateLimit-*, Retry-After), envoy (envoyproxy/ratelimit's limit, remaining, reset) or none [env LIMIT_RESPONSE_HEADERS_ENABLED: true envoy, false none; default ratekeeper]",
+    "rls-header-names":
+      "L,R,S  the envoy style's header names [env LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER; default RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset]",
   },
-  async run(v) {
+  async run(commandLine) {
+    // envoyproxy/ratelimit's variables, as flags under the command line's (cli/envoy-env.ts).
+    const envoy = envoyEnvironment(process.env, commandLine);
+    const v = { ...envoy.flags, ...commandLine };
     const given = str(v.config);
     if (given === "") throw new UsageError("--config: needs a file name (the rules file, e.g. rules.yaml)");
     const configFile = given ?? DEFAULT_RULES_FILE;
@@ -88,13 +100,15 @@ export const SERVE_COMMAND: Command = {
     if (memoryMaxBytes !== undefined && memoryMaxBytes < 4096)
       throw new UsageError(`--memory-max-bytes: must be at least 4096 (got ${memoryMaxBytes})`);
     const admin = chooseAdminToken(v, process.env);
-    const logger = createLogger();
+    const logger = createLogger(envoy.logLevel);
+    const rlsHeaders = rlsHeadersOption(str(v["rls-headers"]), str(v["rls-header-names"]));
     if (given === undefined)
       logger.warn(
         { config: configFile },
         "no --config: serving the built-in default rules (100 a minute per remote_address in domain web, policy default); copy the file and pass --config FILE for your own",
       );
     if (admin.warning) logger.warn(admin.warning);
+    for (const l of envoy.lines) logger[l.level]({ variable: l.variable, value: l.value }, l.msg);
     const overridesUrl = str(v.overrides) ?? process.env.RATEKEEPER_OVERRIDES;
     const overrides = overridesUrl ? await openOverrides(overridesUrl, logger) : undefined;
     let running;
@@ -108,6 +122,8 @@ export const SERVE_COMMAND: Command = {
         redisTimeoutMs: nonNegative(str(v["redis-timeout"]), "--redis-timeout"),
         grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
         host: str(v.host),
+        grpcHost: str(v["grpc-host"]),
+        rlsHeaders,
         watch: given !== undefined && v["no-watch"] !== true,
         reloadSettleMs: positive(str(v["reload-settle"]), "--reload-settle"),
         maxRulesBytes: positive(str(v["max-rules-bytes"]), "--max-rules-bytes"),
@@ -119,7 +135,7 @@ export const SERVE_COMMAND: Command = {
         headerStyles,
         requestTimeoutMs: positive(str(v["request-timeout"]), "--request-timeout"),
         maxBodyBytes: positive(str(v["max-body"]), "--max-body"),
-        nearLimitRatio: ratio(str(v["near-limit-ratio"]) ?? process.env.NEAR_LIMIT_RATIO, "--near-limit-ratio"),
+        nearLimitRatio: ratio(str(v["near-limit-ratio"]), "--near-limit-ratio"),
         maxDetailedMetricKeys: positive(str(v["max-detailed-metric-keys"]), "--max-detailed-metric-keys"),
         logger,
       });

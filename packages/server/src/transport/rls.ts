@@ -80,6 +80,8 @@ export class RlsServiceError extends CheckError {}
 export type RlsHeaders =
   /** ratekeeper's limit headers (the middleware's `RateLimit-*` and `Retry-After`). */
   | { readonly kind: "ratekeeper" }
+  /** None (envoyproxy/ratelimit's default, `LIMIT_RESPONSE_HEADERS_ENABLED=false`). */
+  | { readonly kind: "none" }
   /** envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`: limit, remaining and reset of the closest descriptor, under these names. */
   | { readonly kind: "envoy"; readonly limit: string; readonly remaining: string; readonly reset: string };
 
@@ -172,7 +174,8 @@ export function rlsResponse(r: CheckResult, headers: RlsHeaders): RlsResponse {
   return {
     overall_code: r.allowed ? "OK" : "OVER_LIMIT",
     statuses,
-    response_headers_to_add: headers.kind === "envoy" ? envoyHeaders(statuses, headers) : ratekeeperHeaders(r),
+    response_headers_to_add:
+      headers.kind === "envoy" ? envoyHeaders(statuses, headers) : headers.kind === "none" ? [] : ratekeeperHeaders(r),
   };
 }
 
