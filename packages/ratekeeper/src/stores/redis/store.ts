@@ -1,9 +1,9 @@
 /**
- * RedisStore: the Redis connection's whole life for every limiter bound to it (lanes, breaker and
- * probes, backpressure, the degraded ledgers, the instance registry, close). Longer than our
- * ~350-line guide on purpose: these share one state machine per lane, and splitting them would
- * spread one transition over several files. The per-limiter work is in table.ts, the wire in
- * lanes.ts and batcher.ts, the fallbacks in degraded.ts and without-redis.ts.
+ * RedisStore: the Redis connection's life for every limiter bound to it (binding, scripts,
+ * backpressure, the degraded ledgers, the instance registry, ping, close). The per-limiter work
+ * is in table.ts; the lanes' breakers, their watchdog and probes in breakers.ts (each breaker's
+ * state machine in breaker.ts); the wire in lanes.ts and batcher.ts; the fallbacks in degraded.ts
+ * and without-redis.ts.
  */
 import { RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
@@ -12,7 +12,8 @@ import { LeasedTable } from "../leased-table.js";
 import { MemoryStore } from "../memory.js";
 import { isNoScript, type RedisShim } from "./client.js";
 import { InstanceRegistry } from "./instances.js";
-import { Lanes, RedisDownError, RedisTimeoutError, type Lane, type WaitingCall } from "./lanes.js";
+import { Breakers, PROBE } from "./breakers.js";
+import { RedisDownError, RedisTimeoutError, type Lane, type Lanes } from "./lanes.js";
 import { RedisBlockSource } from "./lease-source.js";
 import { RedisLeases } from "./leases.js";
 import {
@@ -44,9 +45,6 @@ export interface RedisStoreStats {
   readonly unreconciled: number;
 }
 
-/** A trivial script to ask whether a lane's master answers again (routed by its key). */
-const PROBE = "return 1";
-
 /**
  * The Redis store: exact across any number of app servers. One Lua script call (EVALSHA, EVAL on
  * NOSCRIPT) per decision, every limit of the key included, all-or-nothing; the Lua mirrors
@@ -77,6 +75,8 @@ export class RedisStore implements Store {
   readonly opts: ResolvedRedisOptions;
   /** @internal */
   readonly lanes: Lanes;
+  /** The lanes' breakers, driven by every call (breakers.ts). */
+  private readonly breakers: Breakers;
   private registry: InstanceRegistry | undefined;
   private local: MemoryStore | undefined;
   /** Limiters holding admissions made while degraded, to charge to Redis when it answers again. */
@@ -87,7 +87,6 @@ export class RedisStore implements Store {
   readonly serverClock = new ServerClock();
   private waiting = 0;
   private overloaded = 0;
-  private aggregate: BreakerState = "closed";
 
   constructor(options: RedisStoreOptions) {
     this.opts = resolveRedisOptions(options);
@@ -95,7 +94,11 @@ export class RedisStore implements Store {
     this.timeoutMs = this.opts.timeoutMs;
     this.failure = this.opts.failure;
     this.minTtlMs = this.opts.minTtlMs;
-    this.lanes = new Lanes(this.opts.shim.isCluster, this.timeoutMs, (lane) => this.stalled(lane));
+    // A lane that answers again: charge Redis with what the degraded limiter admitted without it.
+    this.breakers = new Breakers(this.opts, (lane) => {
+      for (const t of [...this.ledgers]) void t.reconcile(lane);
+    });
+    this.lanes = this.breakers.lanes;
     // Fail at construction, not on the first decision, if the scripts did not ship.
     loadScript("ratekeeper", []);
   }
@@ -118,13 +121,13 @@ export class RedisStore implements Store {
 
   /** The circuit breaker's state: `closed` while Redis answers. */
   get state(): BreakerState {
-    return this.aggregate;
+    return this.breakers.state;
   }
 
   /** Counters for metrics and readiness. */
   stats(): RedisStoreStats {
     return {
-      state: this.aggregate,
+      state: this.breakers.state,
       pending: this.waiting,
       overloaded: this.overloaded,
       instances: this.instances(),
@@ -183,9 +186,7 @@ export class RedisStore implements Store {
 
   /** @internal Opens the breaker at once when the client reports its connection lost (single Redis). */
   checkConnection(): void {
-    if (this.opts.shim.isCluster || !this.opts.shim.lost()) return;
-    const lane = this.lanes.of("");
-    if (lane.breaker.state === "closed") this.transition(lane, lane.breaker.failed(true, performance.now()), "connection lost");
+    this.breakers.checkConnection();
   }
 
   /** @internal A decision starts waiting for Redis; false when `maxPending` are already waiting (backpressure). */
@@ -261,44 +262,9 @@ export class RedisStore implements Store {
     return this.exchange(lane, () => this.run(lane, script, keys, args), 1, onLate);
   }
 
-  /**
-   * @internal One call to Redis on `lane`, watched by the lane's watchdog: it rejects with a
-   * RedisTimeoutError when the lane stalls. A reply that arrives after that goes to `onLate`
-   * (to give back what it charged). Every reply, early or late, tells the breaker Redis answers.
-   */
+  /** @internal One call to Redis on `lane`, watched by its watchdog and driving its breaker: see {@link Breakers.exchange}. */
   exchange<T>(lane: Lane, send: () => Promise<T>, decisions: number, onLate?: (value: T) => void): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      let answered = false;
-      const call: WaitingCall = {
-        abandon(error) {
-          if (answered) return;
-          answered = true;
-          reject(error);
-        },
-      };
-      this.lanes.begin(lane, call);
-      const t0 = performance.now();
-      send().then(
-        (value) => {
-          this.lanes.end(lane, call);
-          this.roundTrip(performance.now() - t0, decisions);
-          this.transition(lane, lane.breaker.succeeded(), "Redis answered");
-          if (answered) {
-            if (onLate) onLate(value);
-            return;
-          }
-          answered = true;
-          resolve(value);
-        },
-        (e: unknown) => {
-          this.lanes.end(lane, call);
-          if (answered) return;
-          answered = true;
-          this.transition(lane, lane.breaker.failed(false, performance.now()), e instanceof Error ? e.message : String(e));
-          reject(e instanceof Error ? e : new Error(String(e)));
-        },
-      );
-    });
+    return this.breakers.exchange(lane, send, decisions, onLate);
   }
 
   /** @internal Wraps and reports a failure; never throws. */
@@ -316,16 +282,6 @@ export class RedisStore implements Store {
     return err;
   }
 
-  private roundTrip(ms: number, decisions: number): void {
-    const f = this.opts.onRoundTrip;
-    if (f === undefined) return;
-    try {
-      f(ms, decisions);
-    } catch {
-      /* a failing observer must not fail the decision */
-    }
-  }
-
   private instanceRegistry(): InstanceRegistry {
     if (this.registry === undefined) {
       const key = `${this.prefix}instances`;
@@ -337,54 +293,6 @@ export class RedisStore implements Store {
       });
     }
     return this.registry;
-  }
-
-  /** The lane's watchdog timed its calls out: Redis is down for it. */
-  private stalled(lane: Lane): void {
-    this.transition(lane, lane.breaker.failed(true, performance.now()), `no reply for ${this.timeoutMs} ms`);
-  }
-
-  /** Applies a breaker change: the probe schedule, reconciliation, and the store-wide state and its event. */
-  private transition(lane: Lane, to: BreakerState | undefined, cause: string): void {
-    if (to === undefined) return;
-    if (to === "open") this.scheduleProbe(lane);
-    if (to === "closed") for (const t of [...this.ledgers]) void t.reconcile(lane);
-    const lanes = this.lanes.all();
-    const next: BreakerState = lanes.some((l) => l.breaker.state === "open")
-      ? "open"
-      : lanes.some((l) => l.breaker.state === "half-open")
-        ? "half-open"
-        : "closed";
-    if (next === this.aggregate) return;
-    const from = this.aggregate;
-    this.aggregate = next;
-    const f = this.opts.onStateChange;
-    if (f === undefined) return;
-    try {
-      f({ from, to: next, cause });
-    } catch {
-      /* a failing observer must not break the breaker */
-    }
-  }
-
-  /** After the open breaker's pause, goes half-open and sends one probe on the lane. */
-  private scheduleProbe(lane: Lane): void {
-    if (lane.probing) return;
-    lane.probing = true;
-    const t = setTimeout(
-      () => {
-        lane.probing = false;
-        if (!lane.breaker.probe()) return;
-        this.transition(lane, "half-open", "probing");
-        const key = lane.probeKey || `${this.prefix}probe`;
-        this.exchange(lane, () => this.opts.shim.eval(PROBE, [key], []), 0).then(
-          () => undefined, // exchange closed the breaker
-          () => undefined, // exchange (or the watchdog) opened it again, which schedules the next probe
-        );
-      },
-      Math.max(0, lane.breaker.probeAtMs - performance.now()),
-    );
-    t.unref?.();
   }
 }
 
