@@ -221,6 +221,29 @@ describeRedis("outage: a real redis-server fails under traffic", () => {
     await until("Redis to decide again", async () => ((await limiter.peek("k")).reason === undefined ? true : undefined));
   });
 
+  it("degraded: an admission made on one failed call, the breaker still closed, is charged to Redis all the same", async () => {
+    // One error short of opening the breaker (a Cluster slot whose master just died gives such
+    // errors): no closing of the breaker follows, yet the admission must reach Redis.
+    const io = await ioredis();
+    let failNext = false;
+    const flaky: RedisClientLike = {
+      evalsha: (...a: Parameters<Redis["evalsha"]>) => {
+        if (!failNext) return io.evalsha(...a);
+        failNext = false;
+        return Promise.reject(new Error("Connection is closed."));
+      },
+      eval: (...a: Parameters<Redis["eval"]>) => io.eval(...a),
+      del: (...keys: string[]) => io.del(...keys),
+    };
+    const { store, limiter } = await setup("degraded", flaky);
+    await timed(limiter, "k", 1);
+    failNext = true;
+    const [r] = await timed(limiter, "k", 1);
+    expect([r?.d?.allowed, r?.d?.reason]).toEqual([true, "degraded"]);
+    expect(store.state).toBe("closed");
+    await until("the degraded admission to be charged", async () => ((await used(limiter, "k")) === 2 ? true : undefined), 2_000);
+  });
+
   it("node-redis: the breaker opens on a lost connection and closes when Redis is back", async () => {
     const client = createClient({ url: redis.url, socket: { reconnectStrategy: () => 50 } });
     client.on("error", () => undefined); // node-redis emits connection errors as events

@@ -20,6 +20,8 @@ export class Lane {
   probeKey = "";
   /** A probe is scheduled or out. */
   probing = false;
+  /** A reconciliation is scheduled for admissions made while the breaker stayed closed. */
+  reconcileQueued = false;
   /** Scripts being sent with EVAL on this lane (by SHA): other calls that meet NOSCRIPT wait for them. */
   readonly loading = new Map<string, Promise<void>>();
   constructor(readonly id: number) {}

@@ -45,6 +45,9 @@ export interface RedisStoreStats {
   readonly unreconciled: number;
 }
 
+/** How soon admissions made while a lane's breaker stayed closed are charged to Redis (ms). */
+const RECONCILE_SOON_MS = 100;
+
 /**
  * The Redis store: exact across any number of app servers. One Lua script call (EVALSHA, EVAL on
  * NOSCRIPT) per decision, every limit of the key included, all-or-nothing; the Lua mirrors
@@ -207,6 +210,22 @@ export class RedisStore implements Store {
   /** @internal A limiter holds admissions to reconcile when its lane answers again. */
   holdsLedger(table: RedisTable): void {
     this.ledgers.add(table);
+  }
+
+  /**
+   * @internal The `"degraded"` policy admitted on `lane`, or a reconciliation there failed. A
+   * closing breaker reconciles; but a call can fail without the breaker opening (one error of a
+   * few in a row, as a Cluster gives for a slot whose master just died), and then nothing would
+   * close it: reconcile shortly if the breaker is still closed then.
+   */
+  reconcileSoon(lane: Lane): void {
+    if (lane.reconcileQueued) return;
+    lane.reconcileQueued = true;
+    const t = setTimeout(() => {
+      lane.reconcileQueued = false;
+      if (lane.breaker.state === "closed") for (const table of [...this.ledgers]) void table.reconcile(lane);
+    }, RECONCILE_SOON_MS);
+    t.unref?.();
   }
 
   /** @internal A limiter's ledger is empty again. */

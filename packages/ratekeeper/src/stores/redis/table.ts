@@ -134,6 +134,7 @@ export class RedisTable implements BoundStore {
     } catch (e) {
       this.degraded?.record(key, units);
       this.store.report(e, { op: "reconcile", key, timedOut: e instanceof RedisTimeoutError });
+      this.store.reconcileSoon(this.store.lanes.of(this.keysOf(key)[0] as string));
     }
   }
 
@@ -314,7 +315,10 @@ export class RedisTable implements BoundStore {
     const local = () => this.fallbackStore() as BoundStore | DegradedLimiter;
     const d = await decideByPolicy(this.store.failure, err, this.limits, local, call);
     // What the degraded limiter admitted is charged to Redis once it answers again.
-    if (d.reason === "degraded" && call.op === "consume" && d.allowed) this.store.holdsLedger(this);
+    if (d.reason === "degraded" && call.op === "consume" && d.allowed) {
+      this.store.holdsLedger(this);
+      this.store.reconcileSoon(this.store.lanes.of(this.keysOf(call.key)[0] as string));
+    }
     return d;
   }
 
