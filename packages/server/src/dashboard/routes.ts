@@ -1,8 +1,11 @@
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../log.js";
-import { HttpError, methodNotAllowed, sendError, sendJson, TokenCheck } from "../http-io.js";
+import { HttpError, methodNotAllowed, sendError, TokenCheck } from "../http-io.js";
+import { EventStreams } from "./events.js";
 import { StateBuilder, type StateSources } from "./state.js";
+
+export { MAX_EVENT_CLIENTS } from "./events.js";
 
 /** Where the page's static files are: packages/server/dashboard/ (shipped with the package, no build step). */
 export const DASHBOARD_ASSETS = new URL("../../dashboard/", import.meta.url);
@@ -11,9 +14,6 @@ const ASSETS: Readonly<Record<string, string>> = {
   "app.js": "text/javascript; charset=utf-8",
   "style.css": "text/css; charset=utf-8",
 };
-
-/** The most dashboards streaming at once; further ones are told to poll /dashboard/api/state. */
-export const MAX_EVENT_CLIENTS = 16;
 
 /** The page runs only its own files: no inline script, nothing from another origin. */
 const SECURITY_HEADERS = {
@@ -47,27 +47,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
   for (const name of Object.keys(ASSETS)) files.set(name, readFileSync(new URL(name, DASHBOARD_ASSETS)));
   const builder = new StateBuilder(options);
   const token = options.adminToken ? new TokenCheck(options.adminToken) : undefined;
-  const streams = new Set<ServerResponse>();
-  let unsubscribe: (() => void) | undefined;
-
-  const broadcast = () => {
-    if (streams.size === 0) return;
-    builder.build().then(
-      (state) => {
-        const frame = `event: state\ndata: ${JSON.stringify(state)}\n\n`;
-        for (const res of streams) res.write(frame);
-      },
-      (e: unknown) => options.logger.warn({ err: (e as Error).message }, "dashboard: state failed"),
-    );
-  };
-
-  async function handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
-    try {
-      await route(req, res, path);
-    } catch (e) {
-      sendError(req, res, e);
-    }
-  }
+  const streams = new EventStreams(builder, options.stats, options.logger);
 
   async function route(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     // The admin token, as a bearer token or (browsers ask for a user and password) the Basic password.
@@ -98,47 +78,18 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       res.end(body);
       return;
     }
-    if (name === "api/events") return events(req, res);
+    if (name === "api/events") return streams.open(req, res);
     throw new HttpError("not_found", `no dashboard route ${path}`);
   }
 
-  async function events(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (streams.size >= MAX_EVENT_CLIENTS) {
-      sendJson(
-        res,
-        503,
-        { error: "unavailable", message: `${MAX_EVENT_CLIENTS} dashboards are streaming already; poll /dashboard/api/state instead` },
-        { "retry-after": "10" },
-      );
-      return;
-    }
-    res.writeHead(200, {
-      "content-type": "text/event-stream",
-      "cache-control": "no-store",
-      connection: "keep-alive",
-      "x-accel-buffering": "no",
-    });
-    // The first state at once; then one per tick. `retry`: how long a browser waits before reconnecting.
-    res.write(`retry: 2000\nevent: state\ndata: ${JSON.stringify(await builder.build())}\n\n`);
-    streams.add(res);
-    unsubscribe ??= options.stats.onTick(broadcast);
-    req.socket.setTimeout(0);
-    res.once("close", () => {
-      streams.delete(res);
-      if (streams.size === 0 && unsubscribe) {
-        unsubscribe();
-        unsubscribe = undefined;
-      }
-    });
-  }
-
   return {
-    handle,
-    close() {
-      for (const res of streams) res.end();
-      streams.clear();
-      unsubscribe?.();
-      unsubscribe = undefined;
+    async handle(req, res, path) {
+      try {
+        await route(req, res, path);
+      } catch (e) {
+        sendError(req, res, e);
+      }
     },
+    close: () => streams.close(),
   };
 }
