@@ -49,24 +49,28 @@ export function chartViews(r: SimulationResult): ChartView[] {
     sort: labels,
     header: { labelOrient: "top", labelAngle: 0, labelAlign: "left", labelAnchor: "start", labelFontSize: 12, labelPadding: 2 },
   };
-  return [
-    admittedView(r, t, xTime, color, facet, unit),
-    worstView(r, t, xTime, color, facet, unit),
-    retryView(r, color),
-    stateView(r, t, xTime, color, facet),
-  ];
+  const ctx: Charting = { r, t, xTime, color, facet, unit };
+  return [admittedView(ctx), worstView(ctx), retryView(r, color), stateView(ctx)];
 }
 
 type Encoding = Record<string, unknown>;
 
-function admittedView(
-  r: SimulationResult,
-  t: (b: number) => number,
-  xTime: Encoding,
-  color: Encoding,
-  facet: Encoding,
-  unit: string,
-): ChartView {
+/** What the views over time share: the result, the axes and encodings every chart uses alike. */
+interface Charting {
+  readonly r: SimulationResult;
+  /** The x value (in the time unit) of the middle of a time bucket. */
+  readonly t: (bin: number) => number;
+  /** The x axis: time since start. */
+  readonly xTime: Encoding;
+  /** One colour per algorithm, the same in every chart. */
+  readonly color: Encoding;
+  /** One row per algorithm, labelled above it. */
+  readonly facet: Encoding;
+  /** What is counted: "requests", or "units" when requests have costs. */
+  readonly unit: string;
+}
+
+function admittedView({ r, t, xTime, color, facet, unit }: Charting): ChartView {
   const values: Record<string, unknown>[] = [];
   const w = formatMs(r.windowMs);
   for (const a of r.algorithms)
@@ -105,22 +109,12 @@ function admittedView(
   };
 }
 
-function worstView(
-  r: SimulationResult,
-  t: (b: number) => number,
-  xTime: Encoding,
-  color: Encoding,
-  facet: Encoding,
-  unit: string,
-): ChartView {
+/** The worst rolling window of each algorithm: over the whole run (bars), then over time. */
+function worstView(ctx: Charting): ChartView {
+  const { r, t, xTime, color, facet, unit } = ctx;
   const values: Record<string, unknown>[] = [];
   for (const a of r.algorithms)
     for (let b = 0; b < r.bins; b++) values.push({ algorithm: a.label, t: t(b), worst: a.series.worstInWindow[b] });
-  const bars = r.algorithms.map((a) => ({
-    algorithm: a.label,
-    worst: a.worstInWindow.units,
-    ratio: `${(a.worstInWindow.units / r.limit).toFixed(2)}x`,
-  }));
   const limitRule = { mark: { type: "rule", color: "#d62728", strokeDash: [5, 3], strokeWidth: 1.5 }, encoding: { y: { datum: r.limit } } };
   return {
     name: "worst-window",
@@ -128,30 +122,7 @@ function worstView(
     caption: `The most ${unit} one key had admitted in any window of ${formatMs(r.windowMs)} ending at an admission. Above the red line (the limit, ${r.limit}) the algorithm let more through than "${r.limit} per window" read as a rolling window. Top: the worst over the whole run; below: over time.`,
     spec: {
       vconcat: [
-        {
-          data: { values: bars },
-          width: WIDTH,
-          height: 22 * bars.length,
-          layer: [
-            {
-              mark: { type: "bar" },
-              encoding: {
-                y: { field: "algorithm", type: "nominal", sort: bars.map((b) => b.algorithm), title: null, axis: { labelLimit: 320 } },
-                x: { field: "worst", type: "quantitative", title: `most ${unit} in one rolling window (limit ${r.limit})` },
-                color,
-              },
-            },
-            {
-              mark: { type: "text", align: "left", dx: 4 },
-              encoding: {
-                y: { field: "algorithm", type: "nominal", sort: bars.map((b) => b.algorithm) },
-                x: { field: "worst", type: "quantitative" },
-                text: { field: "ratio" },
-              },
-            },
-            { mark: { type: "rule", color: "#d62728", strokeDash: [5, 3], strokeWidth: 1.5 }, encoding: { x: { datum: r.limit } } },
-          ],
-        },
+        worstBars(ctx),
         {
           data: { values },
           facet: { row: facet },
@@ -169,6 +140,39 @@ function worstView(
         },
       ],
     },
+  };
+}
+
+/** The worst window of each algorithm over the whole run: one bar each, with its ratio to the limit. */
+function worstBars({ r, color, unit }: Charting): VegaLiteSpec {
+  const bars = r.algorithms.map((a) => ({
+    algorithm: a.label,
+    worst: a.worstInWindow.units,
+    ratio: `${(a.worstInWindow.units / r.limit).toFixed(2)}x`,
+  }));
+  return {
+    data: { values: bars },
+    width: WIDTH,
+    height: 22 * bars.length,
+    layer: [
+      {
+        mark: { type: "bar" },
+        encoding: {
+          y: { field: "algorithm", type: "nominal", sort: bars.map((b) => b.algorithm), title: null, axis: { labelLimit: 320 } },
+          x: { field: "worst", type: "quantitative", title: `most ${unit} in one rolling window (limit ${r.limit})` },
+          color,
+        },
+      },
+      {
+        mark: { type: "text", align: "left", dx: 4 },
+        encoding: {
+          y: { field: "algorithm", type: "nominal", sort: bars.map((b) => b.algorithm) },
+          x: { field: "worst", type: "quantitative" },
+          text: { field: "ratio" },
+        },
+      },
+      { mark: { type: "rule", color: "#d62728", strokeDash: [5, 3], strokeWidth: 1.5 }, encoding: { x: { datum: r.limit } } },
+    ],
   };
 }
 
@@ -220,7 +224,7 @@ function retryView(r: SimulationResult, color: Encoding): ChartView {
   };
 }
 
-function stateView(r: SimulationResult, t: (b: number) => number, xTime: Encoding, color: Encoding, facet: Encoding): ChartView {
+function stateView({ r, t, xTime, color, facet }: Charting): ChartView {
   const values: Record<string, unknown>[] = [];
   const title = (a: SimulationResult["algorithms"][number]) => `${a.label}: ${a.stateLabel}`;
   for (const a of r.algorithms)
