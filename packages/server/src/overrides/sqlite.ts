@@ -1,14 +1,14 @@
 /**
- * The SQLite override store (the embedded default): schema, versioned writes with tombstones,
- * the change feed, paging and purge, all on one better-sqlite3 handle. Longer than our ~350-line
- * guide on purpose: every statement is prepared once on that handle and each method is a few
- * lines around one of them; rows.ts holds what it shares with the PostgreSQL store.
+ * The SQLite override store (the embedded default): versioned writes with tombstones, the change
+ * feed, paging and purge, on one better-sqlite3 handle. Its schema, migrations and prepared
+ * statements are in sqlite-schema.ts; rows.ts holds what it shares with the PostgreSQL store.
  */
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { serializePolicy } from "./schema.js";
 import { PolicyInterner, decodeCursor, encodeCursor, pageSize, rowToChange, rowToOverride, type OverrideRow } from "./rows.js";
+import { COLUMNS, migrate, prepareStatements, type RawRow, type Statements } from "./sqlite-schema.js";
 import {
   OverrideConflictError,
   type ChangeBatch,
@@ -35,34 +35,6 @@ export interface SqliteOverrideStoreOptions {
 }
 
 /**
- * Migrations, applied in order and recorded in SQLite's `user_version`, so opening is idempotent
- * and a newer build can add steps. Rows are never removed by a delete at first: they become
- * tombstones (`deleted = 1`) with a new version, so a cache following the change feed sees the
- * deletion; tombstones are forgotten after a retention period (see `purge`).
- */
-const MIGRATIONS: readonly string[] = [
-  `CREATE TABLE IF NOT EXISTS ratekeeper_overrides (
-     domain TEXT NOT NULL,
-     key TEXT NOT NULL,
-     policy TEXT NOT NULL,
-     expires_at_ms INTEGER,
-     note TEXT,
-     version INTEGER NOT NULL,
-     updated_at_ms INTEGER NOT NULL,
-     deleted INTEGER NOT NULL DEFAULT 0,
-     PRIMARY KEY (domain, key)
-   ) WITHOUT ROWID;
-   CREATE INDEX IF NOT EXISTS ratekeeper_overrides_version ON ratekeeper_overrides (version);
-   CREATE INDEX IF NOT EXISTS ratekeeper_overrides_expiry ON ratekeeper_overrides (expires_at_ms) WHERE expires_at_ms IS NOT NULL AND deleted = 0;
-   CREATE TABLE IF NOT EXISTS ratekeeper_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-   INSERT OR IGNORE INTO ratekeeper_meta (name, value) VALUES ('version', 0), ('horizon', 0);`,
-];
-
-const COLUMNS = "domain, key, policy, expires_at_ms, note, version, updated_at_ms, deleted";
-/** A row as better-sqlite3's raw mode gives it, in {@link COLUMNS} order. */
-type RawRow = [string, string, string, number | null, string | null, number, number, number];
-
-/**
  * The embedded default configuration store: one SQLite file (WAL mode), no server, survives
  * restarts. Writes are serialised by SQLite, so the version counter in `ratekeeper_meta` gives
  * the change feed in commit order.
@@ -80,7 +52,7 @@ export class SqliteOverrideStore implements OverrideStore {
   private readonly listeners = new Set<(s: ChangeSignal) => void | Promise<void>>();
   private pollTimer: NodeJS.Timeout | undefined;
   private lastSignalled = 0;
-  private readonly stmt: ReturnType<SqliteOverrideStore["prepare"]>;
+  private readonly stmt: Statements;
 
   constructor(options: SqliteOverrideStoreOptions) {
     this.description = `sqlite:${options.path}`;
@@ -93,60 +65,9 @@ export class SqliteOverrideStore implements OverrideStore {
     this.db.pragma("journal_mode = WAL");
     this.db.pragma("busy_timeout = 5000");
     this.db.pragma("synchronous = NORMAL");
-    this.migrate();
-    this.stmt = this.prepare();
+    migrate(this.db);
+    this.stmt = prepareStatements(this.db);
     this.lastSignalled = this.versionNow();
-  }
-
-  private migrate(): void {
-    const current = this.db.pragma("user_version", { simple: true }) as number;
-    for (let i = current; i < MIGRATIONS.length; i++) {
-      this.db
-        .transaction(() => {
-          this.db.exec(MIGRATIONS[i] as string);
-          this.db.pragma(`user_version = ${i + 1}`);
-        })
-        .immediate();
-    }
-  }
-
-  private prepare() {
-    const db = this.db;
-    return {
-      get: db.prepare<[string, string], OverrideRow>(
-        `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE domain = ? AND key = ? AND deleted = 0`,
-      ),
-      bump: db.prepare<[number], { value: number }>(`UPDATE ratekeeper_meta SET value = value + ? WHERE name = 'version' RETURNING value`),
-      version: db.prepare<[], { value: number }>(`SELECT value FROM ratekeeper_meta WHERE name = 'version'`),
-      horizon: db.prepare<[], { value: number }>(`SELECT value FROM ratekeeper_meta WHERE name = 'horizon'`),
-      upsert: db.prepare(
-        `INSERT INTO ratekeeper_overrides (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)
-         ON CONFLICT (domain, key) DO UPDATE SET policy = excluded.policy, expires_at_ms = excluded.expires_at_ms,
-           note = excluded.note, version = excluded.version, updated_at_ms = excluded.updated_at_ms, deleted = 0`,
-      ),
-      tombstone: db.prepare(
-        `UPDATE ratekeeper_overrides SET deleted = 1, version = ?, updated_at_ms = ? WHERE domain = ? AND key = ? AND deleted = 0`,
-      ),
-      scanFirst: db
-        .prepare<[number], unknown[]>(`SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE deleted = 0 ORDER BY domain, key LIMIT ?`)
-        .raw(true),
-      scanAfter: db
-        .prepare<[string, string, number], unknown[]>(
-          `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE (domain, key) > (?, ?) AND deleted = 0 ORDER BY domain, key LIMIT ?`,
-        )
-        .raw(true),
-      changes: db.prepare<[number, number], OverrideRow>(
-        `SELECT ${COLUMNS} FROM ratekeeper_overrides WHERE version > ? ORDER BY version LIMIT ?`,
-      ),
-      expired: db.prepare<[number], { domain: string; key: string }>(
-        `SELECT domain, key FROM ratekeeper_overrides WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ? AND deleted = 0`,
-      ),
-      oldTombstones: db.prepare<[number], { v: number | null; n: number }>(
-        `SELECT max(version) AS v, count(*) AS n FROM ratekeeper_overrides WHERE deleted = 1 AND updated_at_ms < ?`,
-      ),
-      dropTombstones: db.prepare(`DELETE FROM ratekeeper_overrides WHERE deleted = 1 AND updated_at_ms < ?`),
-      setHorizon: db.prepare(`UPDATE ratekeeper_meta SET value = max(value, ?) WHERE name = 'horizon'`),
-    };
   }
 
   private versionNow(): number {
