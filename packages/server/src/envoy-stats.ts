@@ -14,6 +14,9 @@
  * limit; `over_limit` the units above the limit; `shadow_mode` the units above the limit of a
  * shadow rule (answered OK). A hit crossing a threshold is split at it.
  *
+ * Also its `ratelimit_service_config_load_success` and `ratelimit_service_config_load_error`:
+ * rules loaded (at start and on each reload) and reloads refused.
+ *
  * Cardinality: a rule's stat key comes from the rules. Keys carrying the request's values
  * (`detailed_metric` rules, descriptors with their own limit) are kept for the first
  * `maxValuedKeys` distinct keys; hits of any further one are counted under
@@ -61,6 +64,7 @@ export class EnvoyStats {
   private readonly nearRatio: number;
   private readonly maxValuedKeys: number;
   private valuedKeys = 0;
+  private readonly loads: Record<"success" | "error", Counter>;
 
   constructor(registry: Registry, options: EnvoyStatsOptions = {}) {
     this.nearRatio = Math.fround(options.nearLimitRatio ?? 0.8);
@@ -82,6 +86,17 @@ export class EnvoyStats {
         },
       });
     }
+    const load = (what: "success" | "error", help: string) =>
+      new Counter({ name: `ratelimit_service_config_load_${what}`, help, registers: [registry] });
+    this.loads = {
+      success: load("success", "Rules loaded, at start and on each reload (envoyproxy/ratelimit's stat)."),
+      error: load("error", "Rules reloads refused: the last good rules stay (envoyproxy/ratelimit's stat)."),
+    };
+  }
+
+  /** Rules were loaded (`ok`: at start or on a reload) or a reload was refused. */
+  configLoad(ok: boolean): void {
+    this.loads[ok ? "success" : "error"].inc();
   }
 
   /** One descriptor charged `cost` units, `usedBefore` of `limit` being used before (over when the sum passes the limit). */

@@ -193,5 +193,11 @@ export class Metrics implements DecisionObserver {
   reload(ok: boolean): void {
     this.reloads.inc({ result: ok ? "ok" : "failed" });
     this.lastReload.set(ok ? 1 : 0);
+    this.envoy.configLoad(ok);
+  }
+
+  /** The rules were loaded at start (envoyproxy/ratelimit counts it as a config load). */
+  loaded(): void {
+    this.envoy.configLoad(true);
   }
 }

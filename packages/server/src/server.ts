@@ -6,6 +6,7 @@ import { MemoryStore, type Store } from "ratekeeper";
 import type { HeaderStyle } from "ratekeeper/http";
 import { loadRulesFile } from "./config/load.js";
 import { checkRulesSize, watchRules } from "./config/reload.js";
+import { watchRulesDir, type WatchRulesDirOptions } from "./config/reload-dir.js";
 import { createDashboard, type Dashboard } from "./dashboard/routes.js";
 import { DashboardStats, TeeObserver } from "./dashboard/stats.js";
 import type { StoreHealth } from "./dashboard/state.js";
@@ -57,7 +58,7 @@ export interface ServeOptions {
   host?: string | undefined;
   /** Interface the gRPC port listens on (envoyproxy/ratelimit's `GRPC_HOST`). @default host */
   grpcHost?: string | undefined;
-  /** Reload the rules when the file changes. @default true */
+  /** Reload the rules when the file (or a file of the directory) changes. @default true */
   watch?: boolean | undefined;
   /** The in-memory store's bound on its estimated bytes (the library's `MemoryStore` `maxBytes`). @default 268435456 */
   memoryMaxBytes?: number | undefined;
@@ -116,6 +117,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   const rules = loadRulesFile(options.configFile, { mergeDomains: options.mergeDomains });
   const isDirectory = statSync(options.configFile).isDirectory();
   metrics.rules.set(rules.rules.length);
+  metrics.loaded();
 
   let store: Store;
   let redis: ServiceRedis | undefined;
@@ -195,25 +197,30 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     throw e;
   }
 
+  const reloadOptions: WatchRulesDirOptions = {
+    settleMs: options.reloadSettleMs,
+    maxBytes: options.maxRulesBytes,
+    allowEmpty: options.allowEmptyRules,
+    mergeDomains: options.mergeDomains,
+    onLoading: (i) => logger.info({ file: i.file, bytes: i.bytes }, "rules file changed: parsing"),
+    onReload: (r) => {
+      service.setRules(r);
+      metrics.reload(true);
+      metrics.rules.set(r.rules.length);
+      logger.info({ file: options.configFile, rules: r.rules.length }, "rules reloaded");
+    },
+    onError: (e) => {
+      metrics.reload(false);
+      logger.error({ file: options.configFile, errors: e.message.split("\n") }, "rules reload failed: keeping the last good rules");
+    },
+  };
+  // A directory (envoyproxy/ratelimit's runtime layout) is watched as a whole: files added, changed, removed.
   const stopWatching =
-    options.watch === false || isDirectory
+    options.watch === false
       ? () => {}
-      : watchRules(options.configFile, {
-          settleMs: options.reloadSettleMs,
-          maxBytes: options.maxRulesBytes,
-          allowEmpty: options.allowEmptyRules,
-          onLoading: (i) => logger.info({ file: i.file, bytes: i.bytes }, "rules file changed: parsing"),
-          onReload: (r) => {
-            service.setRules(r);
-            metrics.reload(true);
-            metrics.rules.set(r.rules.length);
-            logger.info({ file: options.configFile, rules: r.rules.length }, "rules reloaded");
-          },
-          onError: (e) => {
-            metrics.reload(false);
-            logger.error({ file: options.configFile, errors: e.message.split("\n") }, "rules reload failed: keeping the last good rules");
-          },
-        });
+      : isDirectory
+        ? watchRulesDir(options.configFile, reloadOptions)
+        : watchRules(options.configFile, reloadOptions);
 
   logger.info(
     { httpPort, grpcPort, store: redis ? "redis" : "memory", rules: rules.rules.length, config: options.configFile },

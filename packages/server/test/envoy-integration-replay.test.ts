@@ -3,14 +3,14 @@
  * testBasicBaseConfig, testShareThreshold, testConfigReload), replayed over gRPC with a client
  * built from the official Envoy protos against `ratekeeper serve`, reading that project's own
  * runtime directory (runtime/current/ratelimit/config, unmodified copies) unchanged.
- * Not replayed: its statsd counters and local-cache gauges (ours are Prometheus counters), and
- * its live reload of the directory (a directory is read at start: "reload" is replayed by a
- * second start with reload.yaml added).
+ * The reload is live, as there: reload.yaml copied into the watched directory, counted by
+ * `ratelimit_service_config_load_success`. Not replayed: its local-cache gauges.
  */
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../../../test-support/process.js";
 import { ROOT, rlsClient, startServiceProcess, type RlsClient, type ServiceProc } from "./support.js";
 
 const CORPUS = path.join(ROOT, "packages/server/test/fixtures/envoy-ratelimit/integration");
@@ -104,20 +104,40 @@ describe("envoyproxy/ratelimit integration expectations over gRPC (official prot
     }
   });
 
-  it("reload: reload/block is unknown before reload.yaml is in the directory; after, key1 is 50 per SECOND", async () => {
-    const before = await rls.shouldRateLimit(request("reload", [[["block", "foo"]]]));
-    expect(before.statuses).toEqual([{ code: "OK", current_limit: null, limit_remaining: 0, duration_until_reset: null, quota: null }]);
-    copyFileSync(path.join(CORPUS, "reload.yaml"), path.join(configDir, "reload.yaml"));
-    const again = await startServiceProcess(["--config", configDir, "--no-watch"]);
-    const client = rlsClient(again.grpcPort);
+  it("reload (its testConfigReload, live): reload.yaml copied into the watched directory is loaded and counted; its removal reloads again", async () => {
+    // A service of its own, watching its own copy of the directory (settle shortened for the test).
+    const own = mkdtempSync(path.join(tmpdir(), "rk-envoy-reload-"));
+    const ownConfig = path.join(own, "runtime/current/ratelimit/config");
+    mkdirSync(ownConfig, { recursive: true });
+    for (const f of ["basic.yaml", "another.yaml", "share_threshold.yaml"])
+      copyFileSync(path.join(CORPUS, "config", f), path.join(ownConfig, f));
+    const live = await startServiceProcess(["--config", ownConfig, "--reload-settle", "200"]);
+    const client = rlsClient(live.grpcPort);
+    const loads = async () => {
+      const text = await (await fetch(`${live.base}/metrics`)).text();
+      return Number(/^ratelimit_service_config_load_success (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
+    };
     try {
+      const before = await client.shouldRateLimit(request("reload", [[["block", "foo"]]]));
+      expect(before.statuses).toEqual([{ code: "OK", current_limit: null, limit_remaining: 0, duration_until_reset: null, quota: null }]);
+      const loadsBefore = await loads();
+      expect(loadsBefore).toBe(1); // the load at start
+      copyFileSync(path.join(CORPUS, "reload.yaml"), path.join(ownConfig, "reload.yaml"));
+      await until(async () => (await loads()) > loadsBefore, "the reload to be counted");
       const r = await client.shouldRateLimit(request("reload", [[["key1", `foo${random()}`]]]));
       expect(r.statuses[0]).toEqual(status("OK", 50, "SECOND", 49, r.statuses[0].duration_until_reset));
       const block = await client.shouldRateLimit(request("reload", [[["block", "foo"]]]));
       expect(block.overall_code).toBe("OVER_LIMIT"); // requests_per_unit: 0
+      // "Removal of config files must trigger a reload".
+      const loadsAfter = await loads();
+      rmSync(path.join(ownConfig, "reload.yaml"));
+      await until(async () => (await loads()) > loadsAfter, "the removal's reload to be counted");
+      const gone = await client.shouldRateLimit(request("reload", [[["block", "foo"]]]));
+      expect(gone.overall_code).toBe("OK");
     } finally {
       client.close();
-      await again.stop();
+      await live.stop();
+      rmSync(own, { recursive: true, force: true });
     }
   });
 });

@@ -41,7 +41,7 @@ export const REDIS_CONNECTION_VARS = [
 ] as const;
 
 const NO_STATSD = "stats are Prometheus counters on the HTTP port's /metrics (its names: ratelimit_service_rate_limit_*); no statsd";
-const XDS = "configuration comes from files (--config or RUNTIME_ROOT); xDS is not supported";
+const XDS = "configuration comes from files (--config or RUNTIME_ROOT), hot-reloaded; xDS is not supported";
 const ONE_REDIS = "ratekeeper keeps every limit, per-second ones included, in the one Redis of REDIS_URL";
 const POOL = "ratekeeper uses one auto-pipelined connection per Redis node (ioredis); no pool to size";
 const TLS_GRPC = "the gRPC port serves plaintext; put TLS in front (an Envoy sidecar, a service mesh)";

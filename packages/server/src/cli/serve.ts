@@ -49,7 +49,7 @@ export const SERVE_COMMAND: Command = {
   },
   flagHelp: {
     config:
-      "PATH  rules file (YAML), ours or envoyproxy/ratelimit's, or a directory of them (a directory is not reloaded; MERGE_DOMAIN_CONFIG=true merges a domain split over its files) [default: the built-in rules, rules/default.yaml in this package]",
+      "PATH  rules file (YAML), ours or envoyproxy/ratelimit's, or a directory of them (reloaded as files are added, changed or removed; MERGE_DOMAIN_CONFIG=true merges a domain split over its files) [default: the built-in rules, rules/default.yaml in this package]",
     ...REDIS_FLAG_HELP,
     "redis-failure":
       "POLICY  what answers while Redis is down: degraded (each instance limits at its share and charges Redis when it is back), open (admit), closed (deny), insurance (per-process memory store), throw (503) [default degraded]",
