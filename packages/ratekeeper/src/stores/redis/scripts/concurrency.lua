@@ -23,6 +23,8 @@ Cost: O(log n) per call for n leases held, plus the expired leases it drops.
 ]]
 local key = KEYS[1]
 local mode = ARGV[1]
+-- The caller's time, or Redis's own (TIME: seconds, microseconds) when it sends "". lease.lua
+-- reads it in the same lines: each script is a file of its own, loaded and hashed alone.
 local now
 if ARGV[2] == "" then
   local t = redis.call("TIME")

@@ -33,6 +33,8 @@ Blocks are at most max(1, floor(capacity / (2 * lessees))), and a bucket gives n
 max(1, min(want, floor(that / 2))) (see core/lease-block.ts for why).
 ]]
 local mode = ARGV[1]
+-- The caller's time, or Redis's own (TIME: seconds, microseconds) when it sends "". concurrency.lua
+-- reads it in the same lines: each script is a file of its own, loaded and hashed alone.
 local now
 if ARGV[2] == "" then
   local t = redis.call("TIME")
