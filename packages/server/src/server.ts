@@ -77,6 +77,12 @@ export interface ServeOptions {
    * @default { kind: "ratekeeper" }
    */
   rlsHeaders?: RlsHeaders | undefined;
+  /**
+   * envoyproxy/ratelimit's global `SHADOW_MODE`: Envoy RLS answers (gRPC, `/json`) are OK overall
+   * even over a limit; each descriptor's status still says OVER_LIMIT, and it is counted.
+   * @default false
+   */
+  globalShadowMode?: boolean | undefined;
   /** envoyproxy/ratelimit's `NEAR_LIMIT_RATIO`, for its `near_limit` stat (envoy-stats.ts). @default 0.8 */
   nearLimitRatio?: number | undefined;
   /** Stat keys carrying request values (`detailed_metric`, descriptors' own limits) kept in /metrics before `(overflow)`. @default 1000 */
@@ -177,6 +183,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     adminToken: options.adminToken,
     overridesStore: options.overrides?.store,
     rlsHeaders: options.rlsHeaders,
+    globalShadow: options.globalShadowMode,
     dashboard,
   });
   const host = options.host ?? "0.0.0.0";
@@ -188,7 +195,13 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     });
   });
   const httpPort = (http.address() as AddressInfo).port;
-  const grpc: GrpcServer = createGrpcServer({ service, logger, healthy: () => readiness().ready, headers: options.rlsHeaders });
+  const grpc: GrpcServer = createGrpcServer({
+    service,
+    logger,
+    healthy: () => readiness().ready,
+    headers: options.rlsHeaders,
+    globalShadow: options.globalShadowMode,
+  });
   let grpcPort: number;
   try {
     grpcPort = await bindGrpc(grpc, options.grpcHost ?? host, options.grpcPort ?? 8081);

@@ -140,13 +140,13 @@ describe("every variable of envoyproxy/ratelimit is mapped or answered", () => {
 
   it("the unused ones are warnings that say what to use instead", () => {
     const r = envoyEnvironment(
-      { USE_STATSD: "true", GRPC_SERVER_USE_TLS: "true", SHADOW_MODE: "true", MEMCACHE_HOST_PORT: "m:11211", DEBUG_PORT: "6070" },
+      { USE_STATSD: "true", GRPC_SERVER_USE_TLS: "true", QUOTA_MODE: "true", MEMCACHE_HOST_PORT: "m:11211", DEBUG_PORT: "6070" },
       {},
     );
     const by = Object.fromEntries(r.lines.map((l) => [l.variable, l]));
     expect(by.USE_STATSD).toMatchObject({ level: "warn", msg: expect.stringMatching(/\/metrics/) });
     expect(by.GRPC_SERVER_USE_TLS).toMatchObject({ level: "warn", msg: expect.stringMatching(/TLS in front/) });
-    expect(by.SHADOW_MODE).toMatchObject({ level: "warn", msg: expect.stringMatching(/ARE denied.*shadow_mode: true/) });
+    expect(by.QUOTA_MODE).toMatchObject({ level: "warn", msg: expect.stringMatching(/quota mode is not supported/) });
     expect(by.MEMCACHE_HOST_PORT).toMatchObject({ level: "warn", msg: expect.stringMatching(/memcache is not supported/) });
     expect(by.DEBUG_PORT).toMatchObject({ level: "warn", msg: expect.stringMatching(/HTTP port/) });
   });

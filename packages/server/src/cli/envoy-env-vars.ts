@@ -247,11 +247,7 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: "REDIS_POOL_ON_EMPTY_BEHAVIOR", doc: `not used: ${POOL}`, verdict: () => answered(`not used: ${POOL}`) },
   {
     name: "SHADOW_MODE",
-    doc: "not used: set shadow_mode: true on the rules to try them without denying",
-    verdict: (v) =>
-      isTrue(v)
-        ? answered("not used: requests over the limit ARE denied; set shadow_mode: true on the rules to try them without denying")
-        : mapped("false: limits are enforced"),
+    doc: "--global-shadow-mode (true): Envoy RLS answers are OK overall even over a limit; the descriptors' statuses still say OVER_LIMIT",
   },
   {
     name: "QUOTA_MODE",

@@ -94,6 +94,15 @@ export function envoyEnvironment(env: NodeJS.ProcessEnv, given: Values): EnvoyEn
       pinoLevel ? `log level ${pinoLevel}` : "not a log level (debug, info, warn, error): info",
     );
 
+  const shadow = take("SHADOW_MODE");
+  if (shadow !== undefined) {
+    if (!/^(1|t|true)$/i.test(shadow.trim())) note("SHADOW_MODE", "info", "false: limits are enforced");
+    else if (given["global-shadow-mode"] !== undefined) note("SHADOW_MODE", "info", "--global-shadow-mode on the command line wins");
+    else {
+      flags["global-shadow-mode"] = true;
+      note("SHADOW_MODE", "info", "mapped to --global-shadow-mode: Envoy RLS answers are OK overall even over a limit");
+    }
+  }
   configFromRuntime(env, given, toFlag, note, take);
   headersFromEnv(toFlag, note, take);
 

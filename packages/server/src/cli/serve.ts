@@ -46,6 +46,7 @@ export const SERVE_COMMAND: Command = {
     "grpc-host": { type: "string" },
     "rls-headers": { type: "string" },
     "rls-header-names": { type: "string" },
+    "global-shadow-mode": { type: "boolean" },
   },
   flagHelp: {
     config:
@@ -78,6 +79,8 @@ export const SERVE_COMMAND: Command = {
     "grpc-host": "ADDR  interface the gRPC port listens on [env GRPC_HOST, default: --host]",
     "rls-headers":
       "STYLE  headers of Envoy RLS answers: ratekeeper (RateLimit-*, Retry-After), envoy (envoyproxy/ratelimit's limit, remaining, reset) or none [env LIMIT_RESPONSE_HEADERS_ENABLED: true envoy, false none; default ratekeeper]",
+    "global-shadow-mode":
+      "Envoy RLS answers are OK overall even over a limit (each descriptor's status still says OVER_LIMIT): try limits without denying [env SHADOW_MODE=true]",
     "rls-header-names":
       "L,R,S  the envoy style's header names [env LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER; default RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset]",
   },
@@ -124,6 +127,7 @@ export const SERVE_COMMAND: Command = {
         host: str(v.host),
         grpcHost: str(v["grpc-host"]),
         rlsHeaders,
+        globalShadowMode: v["global-shadow-mode"] === true,
         watch: given !== undefined && v["no-watch"] !== true,
         reloadSettleMs: positive(str(v["reload-settle"]), "--reload-settle"),
         maxRulesBytes: positive(str(v["max-rules-bytes"]), "--max-rules-bytes"),

@@ -24,6 +24,8 @@ export interface EnvoyHttpOptions {
   readonly logger: Logger;
   /** The response headers the answer adds, as over gRPC. */
   readonly headers: RlsHeaders;
+  /** envoyproxy/ratelimit's global shadow mode: the overall code is always OK (200). */
+  readonly globalShadow: boolean;
   /** Largest body, in bytes. */
   readonly maxBodyBytes: number;
   readonly readiness: () => { ready: boolean };
@@ -43,8 +45,12 @@ export async function envoyJson(req: IncomingMessage, res: ServerResponse, o: En
     else o.logger.warn({ err: e }, "/json: the store failed");
     return goError(res, 400, "Bad Request");
   }
-  const text = rlsResponseJson(rlsResponse(result, o.headers));
-  res.writeHead(result.allowed ? 200 : 429, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  const answer = rlsResponse(result, o.headers, o.globalShadow);
+  const text = rlsResponseJson(answer);
+  res.writeHead(answer.overall_code === "OK" ? 200 : 429, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+  });
   res.end(text);
 }
 

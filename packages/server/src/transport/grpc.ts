@@ -41,6 +41,8 @@ export interface GrpcOptions {
   healthy?: (() => boolean) | undefined;
   /** The response headers ShouldRateLimit adds. @default { kind: "ratekeeper" } */
   headers?: RlsHeaders | undefined;
+  /** envoyproxy/ratelimit's global shadow mode: the overall code is always OK. @default false */
+  globalShadow?: boolean | undefined;
 }
 
 /**
@@ -56,6 +58,7 @@ export interface GrpcOptions {
 export function createGrpcServer(options: GrpcOptions): grpc.Server {
   const { service, logger } = options;
   const headers = options.headers ?? { kind: "ratekeeper" };
+  const shadow = options.globalShadow === true;
   const def = loadRlsDefinition() as unknown as {
     envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
     grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
@@ -74,8 +77,9 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
       } catch (e) {
         return failed(e, callback);
       }
-      if (result instanceof Promise) result.then((r) => callback(null, rlsResponse(r, headers))).catch((e: unknown) => failed(e, callback));
-      else callback(null, rlsResponse(result, headers));
+      if (result instanceof Promise)
+        result.then((r) => callback(null, rlsResponse(r, headers, shadow))).catch((e: unknown) => failed(e, callback));
+      else callback(null, rlsResponse(result, headers, shadow));
     },
   });
 

@@ -34,6 +34,8 @@ export interface HttpOptions {
   overridesStore?: unknown;
   /** The response headers `/json` answers add, as over gRPC. @default { kind: "ratekeeper" } */
   rlsHeaders?: RlsHeaders | undefined;
+  /** `/json` answers in envoyproxy/ratelimit's global shadow mode (overall OK). @default false */
+  globalShadow?: boolean | undefined;
   /** Answers `/dashboard` and everything under it (it checks the admin token itself); without it they are 404. */
   dashboard?: Dashboard | undefined;
 }
@@ -75,6 +77,7 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
     service,
     logger,
     headers: options.rlsHeaders ?? { kind: "ratekeeper" },
+    globalShadow: options.globalShadow === true,
     maxBodyBytes: maxBody,
     readiness: options.readiness,
   };

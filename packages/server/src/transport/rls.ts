@@ -168,11 +168,15 @@ export function rlsStatus(s: DescriptorStatus): RlsStatus {
   return out;
 }
 
-/** A check's result as a `RateLimitResponse`: OVER_LIMIT when any descriptor is. */
-export function rlsResponse(r: CheckResult, headers: RlsHeaders): RlsResponse {
+/**
+ * A check's result as a `RateLimitResponse`: OVER_LIMIT when any descriptor is, unless
+ * `globalShadow` (envoyproxy/ratelimit's `SHADOW_MODE`: the overall code is OK, the descriptors'
+ * statuses still say which are over).
+ */
+export function rlsResponse(r: CheckResult, headers: RlsHeaders, globalShadow = false): RlsResponse {
   const statuses = r.statuses.map(rlsStatus);
   return {
-    overall_code: r.allowed ? "OK" : "OVER_LIMIT",
+    overall_code: r.allowed || globalShadow ? "OK" : "OVER_LIMIT",
     statuses,
     response_headers_to_add:
       headers.kind === "envoy" ? envoyHeaders(statuses, headers) : headers.kind === "none" ? [] : ratekeeperHeaders(r),

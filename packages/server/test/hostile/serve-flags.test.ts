@@ -38,6 +38,10 @@ describe("serve flags", () => {
     ["--max-rules-bytes", "4MB"],
     ["--memory-max-bytes", "12kB"],
     ["--port", "0x50"],
+    ["--near-limit-ratio", "1.5"],
+    ["--near-limit-ratio", "80%"],
+    ["--max-detailed-metric-keys", "1e3"],
+    ["--rls-headers", "fancy"],
   ] as const) {
     it(`${flag} ${bad} is a usage error naming the flag`, () => {
       const r = serve([flag, bad]);
@@ -45,6 +49,29 @@ describe("serve flags", () => {
       expect(r.stderr).toContain(`${flag}: must be`);
     });
   }
+
+  it("envoyproxy/ratelimit's variables with values that cannot be used are usage errors naming them", () => {
+    for (const [name, value] of [
+      ["PORT", "http"],
+      ["NEAR_LIMIT_RATIO", "high"],
+      ["REDIS_TIMEOUT", "10"],
+    ]) {
+      const r = spawnSync(process.execPath, [CLI, "serve", "--config", rules, "--no-watch"], {
+        encoding: "utf8",
+        env: { ...process.env, RATEKEEPER_ADMIN_TOKEN: "", [name as string]: value },
+        timeout: 10_000,
+      });
+      expect(r.status, name).toBe(2);
+      expect(r.stderr).toContain(`${name}: must be`);
+    }
+  });
+
+  it("--rls-header-names needs --rls-headers envoy, and three header names", () => {
+    expect(serve(["--rls-header-names", "A,B,C"]).stderr).toMatch(/--rls-header-names: only with --rls-headers envoy/);
+    const r = serve(["--rls-headers", "envoy", "--rls-header-names", "A,B"]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--rls-header-names: must be three header names/);
+  });
 
   it("--memory-max-bytes below 4096 is a usage error", () => {
     const r = serve(["--memory-max-bytes", "100"]);
