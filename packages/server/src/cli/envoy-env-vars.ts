@@ -226,8 +226,8 @@ export const ENV_VARS: readonly EnvVar[] = [
   },
   ...REDIS_CONNECTION_VARS.map((name) => ({
     name,
-    doc: "the Redis connection, with REDIS_URL (--redis and its settings; docs/redis.md)",
-    verdict: () => mapped("read by the Redis connection settings (--redis; docs/redis.md)"),
+    doc: "the Redis connection, with REDIS_URL (--redis and its settings; docs/service.md, Redis topologies)",
+    verdict: () => mapped("read by the Redis connection settings (--redis; docs/service.md, Redis topologies)"),
   })),
   { name: "REDIS_POOL_SIZE", doc: `not used: ${POOL}`, verdict: () => answered(`not used: ${POOL}`) },
   { name: "REDIS_PIPELINE_WINDOW", doc: `not used: ${POOL}`, verdict: () => answered(`not used: ${POOL}`) },
