@@ -58,6 +58,10 @@ export interface ServeOptions {
   host?: string | undefined;
   /** Interface the gRPC port listens on (envoyproxy/ratelimit's `GRPC_HOST`). @default host */
   grpcHost?: string | undefined;
+  /** Close a gRPC connection this old (GOAWAY), so clients spread over instances again (its `GRPC_MAX_CONNECTION_AGE`). @default never */
+  grpcMaxConnectionAgeMs?: number | undefined;
+  /** Time calls in flight then have before the connection closes (its `GRPC_MAX_CONNECTION_AGE_GRACE`). @default unlimited */
+  grpcMaxConnectionAgeGraceMs?: number | undefined;
   /** Reload the rules when the file (or a file of the directory) changes. @default true */
   watch?: boolean | undefined;
   /** The in-memory store's bound on its estimated bytes (the library's `MemoryStore` `maxBytes`). @default 268435456 */
@@ -201,6 +205,8 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     healthy: () => readiness().ready,
     headers: options.rlsHeaders,
     globalShadow: options.globalShadowMode,
+    maxConnectionAgeMs: options.grpcMaxConnectionAgeMs,
+    maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs,
   });
   let grpcPort: number;
   try {

@@ -71,16 +71,8 @@ export const ENV_VARS: readonly EnvVar[] = [
   },
   { name: "GRPC_HOST", doc: "--grpc-host: the gRPC interface" },
   { name: "GRPC_PORT", doc: "--grpc-port: the gRPC port" },
-  {
-    name: "GRPC_MAX_CONNECTION_AGE",
-    doc: "not used: gRPC connections are kept until the client or shutdown closes them",
-    verdict: () => answered("not used: gRPC connections are kept until the client or shutdown closes them"),
-  },
-  {
-    name: "GRPC_MAX_CONNECTION_AGE_GRACE",
-    doc: "not used (see GRPC_MAX_CONNECTION_AGE)",
-    verdict: () => answered("not used (see GRPC_MAX_CONNECTION_AGE)"),
-  },
+  { name: "GRPC_MAX_CONNECTION_AGE", doc: "--grpc-max-connection-age: a gRPC connection this old is closed (GOAWAY)" },
+  { name: "GRPC_MAX_CONNECTION_AGE_GRACE", doc: "--grpc-max-connection-age-grace: the time calls in flight then have" },
   {
     name: "GRPC_SERVER_USE_TLS",
     doc: `not used: ${TLS_GRPC}`,

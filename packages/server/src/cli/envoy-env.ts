@@ -81,6 +81,13 @@ export function envoyEnvironment(env: NodeJS.ProcessEnv, given: Values): EnvoyEn
   const nearRatio = take("NEAR_LIMIT_RATIO");
   if (nearRatio !== undefined && nearRatio !== "")
     toFlag("NEAR_LIMIT_RATIO", "near-limit-ratio", String(ratio(nearRatio, "NEAR_LIMIT_RATIO")));
+  for (const [name, flag] of [
+    ["GRPC_MAX_CONNECTION_AGE", "grpc-max-connection-age"],
+    ["GRPC_MAX_CONNECTION_AGE_GRACE", "grpc-max-connection-age-grace"],
+  ] as const) {
+    const v = take(name);
+    if (v !== undefined && v !== "") toFlag(name, flag, String(goDurationMs(v, name)));
+  }
   const timeout = take("REDIS_TIMEOUT");
   if (timeout !== undefined && timeout !== "") toFlag("REDIS_TIMEOUT", "redis-timeout", String(goDurationMs(timeout, "REDIS_TIMEOUT")));
 

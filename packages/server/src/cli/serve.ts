@@ -47,6 +47,8 @@ export const SERVE_COMMAND: Command = {
     "rls-headers": { type: "string" },
     "rls-header-names": { type: "string" },
     "global-shadow-mode": { type: "boolean" },
+    "grpc-max-connection-age": { type: "string" },
+    "grpc-max-connection-age-grace": { type: "string" },
   },
   flagHelp: {
     config:
@@ -79,6 +81,9 @@ export const SERVE_COMMAND: Command = {
     "grpc-host": "ADDR  interface the gRPC port listens on [env GRPC_HOST, default: --host]",
     "rls-headers":
       "STYLE  headers of Envoy RLS answers: ratekeeper (RateLimit-*, Retry-After), envoy (envoyproxy/ratelimit's limit, remaining, reset) or none [env LIMIT_RESPONSE_HEADERS_ENABLED: true envoy, false none; default ratekeeper]",
+    "grpc-max-connection-age":
+      "MS  close (GOAWAY) a gRPC connection this old, so clients spread over instances again [env GRPC_MAX_CONNECTION_AGE, default never]",
+    "grpc-max-connection-age-grace": "MS  time calls in flight then have [env GRPC_MAX_CONNECTION_AGE_GRACE, default unlimited]",
     "global-shadow-mode":
       "Envoy RLS answers are OK overall even over a limit (each descriptor's status still says OVER_LIMIT): try limits without denying [env SHADOW_MODE=true]",
     "rls-header-names":
@@ -128,6 +133,8 @@ export const SERVE_COMMAND: Command = {
         grpcHost: str(v["grpc-host"]),
         rlsHeaders,
         globalShadowMode: v["global-shadow-mode"] === true,
+        grpcMaxConnectionAgeMs: positive(str(v["grpc-max-connection-age"]), "--grpc-max-connection-age"),
+        grpcMaxConnectionAgeGraceMs: nonNegative(str(v["grpc-max-connection-age-grace"]), "--grpc-max-connection-age-grace"),
         watch: given !== undefined && v["no-watch"] !== true,
         reloadSettleMs: positive(str(v["reload-settle"]), "--reload-settle"),
         maxRulesBytes: positive(str(v["max-rules-bytes"]), "--max-rules-bytes"),

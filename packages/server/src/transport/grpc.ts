@@ -43,6 +43,10 @@ export interface GrpcOptions {
   headers?: RlsHeaders | undefined;
   /** envoyproxy/ratelimit's global shadow mode: the overall code is always OK. @default false */
   globalShadow?: boolean | undefined;
+  /** Close (GOAWAY) a connection this old, so clients spread over instances again (its GRPC_MAX_CONNECTION_AGE). @default never */
+  maxConnectionAgeMs?: number | undefined;
+  /** How long calls in flight then have before the connection is closed (its GRPC_MAX_CONNECTION_AGE_GRACE). @default unlimited */
+  maxConnectionAgeGraceMs?: number | undefined;
 }
 
 /**
@@ -67,6 +71,8 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
     "grpc.keepalive_permit_without_calls": 1,
     // Larger messages are refused (RESOURCE_EXHAUSTED) before they are decoded into objects.
     "grpc.max_receive_message_length": REQUEST_CAPS.grpcMessageBytes,
+    ...(options.maxConnectionAgeMs !== undefined ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
+    ...(options.maxConnectionAgeGraceMs !== undefined ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs } : {}),
   });
   server.addService(def.envoy.service.ratelimit.v3.RateLimitService.service, {
     ShouldRateLimit(call: grpc.ServerUnaryCall<RlsRequest, RlsResponse>, callback: grpc.sendUnaryData<RlsResponse>): void {
