@@ -100,7 +100,7 @@ export class SqliteOverrideStore implements OverrideStore {
 
   // better-sqlite3 is synchronous and throws; every method turns that into a rejected promise.
   get(domain: string, key: string): Promise<StoredOverride | undefined> {
-    return settle(() => {
+    return promised(() => {
       const row = this.stmt.get.get(domain, key);
       return row ? rowToOverride(row, this.policies) : undefined;
     });
@@ -165,7 +165,7 @@ export class SqliteOverrideStore implements OverrideStore {
   }
 
   list(options: ListOverridesOptions = {}): Promise<OverridePage> {
-    return settle(() => this.listNow(options));
+    return promised(() => this.listNow(options));
   }
 
   private listNow(options: ListOverridesOptions): OverridePage {
@@ -202,11 +202,11 @@ export class SqliteOverrideStore implements OverrideStore {
   }
 
   currentVersion(): Promise<number> {
-    return settle(() => this.versionNow());
+    return promised(() => this.versionNow());
   }
 
   scan(after: readonly [string, string] | undefined, limit: number): Promise<StoredOverride[]> {
-    return settle(() => {
+    return promised(() => {
       // Raw arrays (in COLUMNS order) rather than objects: half the cost when loading a million rows.
       const rows = (after ? this.stmt.scanAfter.all(after[0], after[1], limit) : this.stmt.scanFirst.all(limit)) as RawRow[];
       const out: StoredOverride[] = new Array<StoredOverride>(rows.length);
@@ -228,7 +228,7 @@ export class SqliteOverrideStore implements OverrideStore {
 
   changesSince(afterVersion: number, limit: number): Promise<ChangeBatch> {
     // One read transaction, so the horizon and the rows agree.
-    return settle(() =>
+    return promised(() =>
       this.db.transaction(() => {
         const rows = this.stmt.changes.all(afterVersion, limit);
         const horizon = this.stmt.horizon.get()?.value ?? 0;
@@ -291,7 +291,7 @@ export class SqliteOverrideStore implements OverrideStore {
 }
 
 /** Runs a synchronous database call, turning a throw into a rejected promise. */
-function settle<T>(fn: () => T): Promise<T> {
+function promised<T>(fn: () => T): Promise<T> {
   try {
     return Promise.resolve(fn());
   } catch (e) {

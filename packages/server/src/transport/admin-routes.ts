@@ -28,7 +28,7 @@ export interface Admin {
   /** Writes one change to the audit log. */
   audit(entry: AdminAuditEntry): void;
   /** Brings this instance's cache up to date with a write just made (read-your-writes). */
-  settle(): Promise<void>;
+  refreshCache(): Promise<void>;
 }
 
 /** One admin request once its path has matched a route. */
@@ -81,7 +81,7 @@ export async function createOverride(call: AdminCall): Promise<void> {
   const o = validate(admin, await body(call, false), {});
   try {
     const stored = await needStore(admin).create(o, admin.clock());
-    await admin.settle();
+    await admin.refreshCache();
     admin.audit({ action: "create", domain: o.domain, key: o.key });
     res.setHeader("Location", `${ADMIN_PREFIX}overrides/${encodeURIComponent(o.domain)}/${encodeURIComponent(o.key)}`);
     send(res, 201, toDocument(stored, true));
@@ -107,7 +107,7 @@ export async function replaceOverride(call: AdminCall): Promise<void> {
   const o = validate(admin, await body(call, false), { domain, key });
   const updated = await store.update(o);
   const stored = updated ?? (await store.put(o));
-  await admin.settle();
+  await admin.refreshCache();
   admin.audit({ action: updated ? "replace" : "create", domain, key });
   send(res, updated ? 200 : 201, toDocument(stored, true));
 }
@@ -118,7 +118,7 @@ export async function deleteOverride(call: AdminCall): Promise<void> {
   await body(call, true);
   if (!(await needStore(admin).delete(domain, key)))
     throw new HttpError("not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
-  await admin.settle();
+  await admin.refreshCache();
   admin.audit({ action: "delete", domain, key });
   res.statusCode = 204;
   res.end();
@@ -150,7 +150,7 @@ export async function blockKey(call: AdminCall): Promise<void> {
   const store = needStore(admin);
   const o = validate(admin, (await body(call, true)) ?? {}, { domain, key, policy: "blocked" });
   const stored = await store.put(o);
-  await admin.settle();
+  await admin.refreshCache();
   admin.audit({ action: "block", domain, key });
   send(res, 200, toDocument(stored, true));
 }
@@ -165,7 +165,7 @@ export async function unblockKey(call: AdminCall): Promise<void> {
     throw new HttpError("not_found", `${JSON.stringify(key)} in domain ${JSON.stringify(domain)} is not blocked`);
   }
   await store.delete(domain, key);
-  await admin.settle();
+  await admin.refreshCache();
   admin.audit({ action: "unblock", domain, key });
   send(res, 200, { domain, key, blocked: false });
 }

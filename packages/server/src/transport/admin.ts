@@ -99,7 +99,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
     clock: ctx.clock ?? Date.now,
     maxBodyBytes: ctx.maxBodyBytes ?? 1024 * 1024,
     audit: (entry) => ctx.logger?.info({ admin: entry }, "admin change"),
-    async settle() {
+    async refreshCache() {
       // The write is durable already; a cache that cannot catch up now will on the next signal.
       await ctx.cache?.refresh().catch(() => undefined);
     },
