@@ -4,7 +4,8 @@
  * envoyproxy/ratelimit's variables (REDIS_TLS, REDIS_TLS_CACERT, REDIS_AUTH=user:password,
  * REDIS_TLS_SKIP_HOSTNAME_VERIFICATION) reach a real redis-server; a certificate that does not
  * name the host, one from another CA, and a wrong password each leave the service not ready,
- * answering by the failure policy. Certificates made with openssl for the test.
+ * answering by the failure policy. Certificates made with openssl for the test. Also the unix
+ * socket, envoyproxy/ratelimit's default form (REDIS_SOCKET_TYPE=unix, REDIS_URL=<path>).
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -73,7 +74,7 @@ describeRedis("the service on Redis with TLS and an ACL user", () => {
   let dir: string;
   let redis: RedisHandle;
   let tlsPort: number;
-  const svc: Record<"flags" | "envoy" | "wrongName" | "otherCa" | "wrongPassword", ServiceProc> = {} as never;
+  const svc: Record<"flags" | "envoy" | "wrongName" | "otherCa" | "wrongPassword" | "socket", ServiceProc> = {} as never;
 
   beforeAll(async () => {
     if (!run) return;
@@ -106,25 +107,36 @@ describeRedis("the service on Redis with TLS and an ACL user", () => {
     tlsPort = await freePort();
     const f = (name: string) => path.join(dir, name);
     redis = await startRedis({
-      args: ["--tls-port", String(tlsPort), "--tls-cert-file", f("server.pem"), "--tls-key-file", f("server.key")].concat([
+      args: [
+        "--tls-port",
+        String(tlsPort),
+        "--tls-cert-file",
+        f("server.pem"),
+        "--tls-key-file",
+        f("server.key"),
         "--tls-ca-cert-file",
         f("ca.pem"),
         "--tls-auth-clients",
         "no",
         "--aclfile",
         f("users.acl"),
-      ]),
+        "--unixsocket",
+        f("redis.sock"),
+        "--unixsocketperm",
+        "700",
+      ],
     });
     const args = ["--config", f("rules.yaml"), "--no-watch"];
     const envoy = { REDIS_URL: `127.0.0.1:${tlsPort}`, REDIS_TLS: "true", REDIS_TLS_CACERT: f("ca.pem"), REDIS_AUTH: "app:s3cret" };
     const skip = { REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: "true" };
     const ours = (url: string) => [...args, "--redis", url, "--redis-tls-ca", f("ca.pem")];
-    [svc.flags, svc.envoy, svc.wrongName, svc.otherCa, svc.wrongPassword] = await Promise.all([
+    [svc.flags, svc.envoy, svc.wrongName, svc.otherCa, svc.wrongPassword, svc.socket] = await Promise.all([
       startServiceProcess(ours(`rediss://app:s3cret@localhost:${tlsPort}`)),
       startServiceProcess(args, { ...envoy, ...skip }),
       startServiceProcess(args, envoy),
       startServiceProcess(args, { ...envoy, ...skip, REDIS_TLS_CACERT: f("other.pem") }),
       startServiceProcess(ours(`rediss://app:wrong@localhost:${tlsPort}`)),
+      startServiceProcess(args, { REDIS_SOCKET_TYPE: "unix", REDIS_URL: f("redis.sock"), REDIS_AUTH: "app:s3cret" }),
     ]);
   });
 
@@ -136,16 +148,22 @@ describeRedis("the service on Redis with TLS and an ACL user", () => {
 
   const check = (s: ServiceProc, user: string) => postJson(`${s.base}/v1/check`, { domain: "t", descriptors: [{ user }] });
 
-  it.skipIf(!run)("rediss:// with --redis-tls-ca, and REDIS_TLS with REDIS_AUTH=user:password: both decide in that Redis", async () => {
-    for (const s of [svc.flags, svc.envoy]) expect((await fetch(`${s.base}/readyz`)).status).toBe(200);
-    expect(svc.flags.lines.join("\n")).toContain(`"redis":"single localhost:${tlsPort} (tls, auth as app)"`);
-    expect(svc.flags.lines.join("\n")).not.toContain("s3cret");
-    const a = await check(svc.flags, "u");
-    const b = await check(svc.envoy, "u");
-    expect([a.json.statuses[0].remaining, a.json.statuses[0].reason]).toEqual([4, null]);
-    expect([b.json.statuses[0].remaining, b.json.statuses[0].reason]).toEqual([3, null]);
-    expect(await rawCommand(redis.port, ["KEYS", "rk:{*user=u}*"])).toMatch(/user=u/);
-  });
+  it.skipIf(!run)(
+    "rediss:// with --redis-tls-ca, REDIS_TLS with REDIS_AUTH=user:password, a unix socket: all decide in that Redis",
+    async () => {
+      for (const s of [svc.flags, svc.envoy]) expect((await fetch(`${s.base}/readyz`)).status).toBe(200);
+      expect(svc.flags.lines.join("\n")).toContain(`"redis":"single localhost:${tlsPort} (tls, auth as app)"`);
+      expect(svc.flags.lines.join("\n")).not.toContain("s3cret");
+      const a = await check(svc.flags, "u");
+      const b = await check(svc.envoy, "u");
+      expect([a.json.statuses[0].remaining, a.json.statuses[0].reason]).toEqual([4, null]);
+      expect([b.json.statuses[0].remaining, b.json.statuses[0].reason]).toEqual([3, null]);
+      expect(await rawCommand(redis.port, ["KEYS", "rk:{*user=u}*"])).toMatch(/user=u/);
+      // The same Redis over its unix socket.
+      const c = await check(svc.socket, "u");
+      expect([c.json.statuses[0].remaining, c.json.statuses[0].reason]).toEqual([2, null]);
+    },
+  );
 
   it.skipIf(!run)("a certificate not naming the host, another CA, a wrong password: not ready, the failure policy answers", async () => {
     for (const s of [svc.wrongName, svc.otherCa, svc.wrongPassword]) {
