@@ -18,7 +18,7 @@
  * rules loaded (at start and on each reload) and reloads refused.
  *
  * Cardinality: a rule's stat key comes from the rules. Keys carrying the request's values
- * (`detailed_metric` rules, descriptors with their own limit) are kept for the first
+ * (`detailed_metric` rules, `value_to_metric` nodes, descriptors with their own limit) are kept for the first
  * `maxValuedKeys` distinct keys; hits of any further one are counted under
  * `{domain="<domain>", key1="(overflow)"}` (domain `(unknown)` when no rule names it).
  */

@@ -33,6 +33,14 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 0 }
   - key: free
     rate_limit: { unlimited: true }
+  - key: vtm
+    value_to_metric: true
+    rate_limit: { unit: minute, requests_per_unit: 5 }
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: user
+        rate_limit: { unit: minute, requests_per_unit: 5 }
 `;
 
 let dir: string;
@@ -137,6 +145,28 @@ describe("envoyproxy/ratelimit's stats as Prometheus counters", () => {
     await ask([{ ...d("own=q"), limit: { requests_per_unit: 3, unit: "MINUTE" } }]);
     expect(await stat("total_hits", { domain: "s", key1: "own_q" })).toBeUndefined();
     expect(await stat("total_hits", { domain: "s", key1: "(overflow)" })).toBe(3);
+  });
+
+  it("value_to_metric: the request's value in the key at that node, as its GetLimit builds it (sharing the cap)", async () => {
+    const fresh = await startService({
+      configFile: path.join(dir, "s.yaml"),
+      port: 0,
+      grpcPort: 0,
+      host: "127.0.0.1",
+      watch: false,
+      dashboard: false,
+      logger: createLogger("silent"),
+    });
+    const c = rlsClient(fresh.grpcPort);
+    try {
+      await c.shouldRateLimit({ domain: "s", descriptors: [d("vtm=abc"), d("route=/a", "user=u")] });
+      const text = await (await fetch(`http://127.0.0.1:${fresh.httpPort}/metrics`)).text();
+      expect(text).toContain('ratelimit_service_rate_limit_total_hits{domain="s",key1="vtm_abc"} 1');
+      expect(text).toContain('ratelimit_service_rate_limit_total_hits{domain="s",key1="route_/a",key2="user"} 1');
+    } finally {
+      c.close();
+      await fresh.close();
+    }
   });
 
   it("check-only (hits_addend 0 on the descriptor) counts nothing", async () => {

@@ -19,6 +19,8 @@ export interface Match {
    * replaced by its pattern (`files/*`), so every matching value shares one counter.
    */
   readonly shared?: readonly DescriptorEntry[] | undefined;
+  /** Which levels matched a node with `value_to_metric` (for its stat key); undefined when none did. */
+  readonly valueToMetric?: readonly boolean[] | undefined;
 }
 
 /**
@@ -35,6 +37,7 @@ export function matchDescriptor(rules: Rules, domain: string, entries: readonly 
   if (level === undefined) return { rule: undefined, via: [], miss: `no domain "${domain}" in the rules` };
   const via: string[] = [];
   let shared: DescriptorEntry[] | undefined;
+  let toMetric: boolean[] | undefined;
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i] as DescriptorEntry;
     const w: Level["wildcards"][number] | undefined =
@@ -45,8 +48,9 @@ export function matchDescriptor(rules: Rules, domain: string, entries: readonly 
       return { rule: undefined, via, miss: `no descriptor for ${e.key}=${e.value}${via.length ? ` under ${via.join(" > ")}` : ""}` };
     }
     via.push(node.label);
+    if (node.valueToMetric === true) (toMetric ??= new Array<boolean>(entries.length).fill(false))[i] = true;
     if (i === entries.length - 1) {
-      if (node.rule) return { rule: node.rule, via, miss: undefined, shared };
+      if (node.rule) return { rule: node.rule, via, miss: undefined, shared, valueToMetric: toMetric };
       return { rule: undefined, via, miss: `${via.join(" > ")} has no policy of its own (only nested descriptors)` };
     }
     if (node.children === undefined) {

@@ -67,6 +67,8 @@ export interface TreeNode {
   readonly children: Level | undefined;
   /** How the node matches, for explain: `user_id`, `user_id=vip` or `path=/search*`. */
   readonly label: string;
+  /** envoyproxy/ratelimit's `value_to_metric`: its stat key carries the request's value here. */
+  readonly valueToMetric?: boolean | undefined;
 }
 
 /** A named policy for plain-key checks. */

@@ -287,7 +287,7 @@ function compileLevel(
       n.descriptors && n.descriptors.length > 0 ? compileLevel(n.descriptors, domain, id, `${at}.descriptors`, rules, issues) : undefined;
     // A node with neither a policy nor nested descriptors matches and limits nothing: it lets
     // its value through (envoyproxy/ratelimit's "whitelisting").
-    const node: TreeNode = { rule, children, label };
+    const node: TreeNode = n.value_to_metric === true ? { rule, children, label, valueToMetric: true } : { rule, children, label };
     if (n.value === undefined) level.anyValue.set(n.key, node);
     else if (n.value.includes("*"))
       level.wildcards.push({ key: n.key, parts: n.value.split("*"), node, shared: n.share_threshold === true });

@@ -297,7 +297,7 @@ export class DecisionService {
       this.observer?.decision(domain, rule.id, "unlimited");
       return unlimitedStatus(key, { rule: rule.id, source: "rule", why: `matched ${m.via.join(" > ")}: unlimited` }, rule.shadow);
     }
-    const stat = this.observer?.limitHit ? ruleStatKey(rule, m.via, m.shared ?? entries) : undefined;
+    const stat = this.observer?.limitHit ? ruleStatKey(rule, m.via, m.shared ?? entries, m.valueToMetric) : undefined;
     return this.apply({ check, label: domain, domain, key, ruleId: rule.id, policy: rule, matched: m.via, cost, stat });
   }
 

@@ -5,7 +5,8 @@
  *   (a wildcard as its pattern), e.g. `api.path_/search*.user`. Bounded by the rules, and the
  *   same for every request, so computed once per rule;
  * - a `detailed_metric` rule, and a descriptor carrying its own limit: the request's entries,
- *   e.g. `api.user_42` (`valued`: the metrics cap how many such keys they keep).
+ *   e.g. `api.user_42`; a path through `value_to_metric` nodes: the request's value at those
+ *   (`valued`: the metrics cap how many such keys they keep).
  * Sanitised as its `SanitizeStatName`: ':' and '|' become '_', and so do the dots of IPv4
  * addresses.
  */
@@ -24,10 +25,25 @@ export function sanitizeStatName(s: string): string {
 
 /**
  * A matched rule's stat key. `via` is the match path (`["path=/api", "user"]`); `entries` the
- * request's (or, with `share_threshold`, the entries counted under their patterns).
+ * request's (or, with `share_threshold`, the entries counted under their patterns);
+ * `valueToMetric` the levels whose node has `value_to_metric` (there the request's value is in
+ * the key, as its GetLimit builds it).
  */
-export function ruleStatKey(rule: Rule, via: readonly string[], entries: readonly DescriptorEntry[]): LimitStatKey {
+export function ruleStatKey(
+  rule: Rule,
+  via: readonly string[],
+  entries: readonly DescriptorEntry[],
+  valueToMetric?: readonly boolean[],
+): LimitStatKey {
   if (rule.detailedMetric === true) return valuedStatKey(rule.domain, entries, rule.shadow);
+  if (valueToMetric !== undefined) {
+    let key = rule.domain;
+    via.forEach((label, i) => {
+      const e = entries[i];
+      key += `.${valueToMetric[i] === true && e !== undefined ? (e.value === "" ? e.key : `${e.key}_${e.value}`) : label.replace("=", "_")}`;
+    });
+    return { key: sanitizeStatName(key), domain: rule.domain, valued: true, shadow: rule.shadow };
+  }
   let k = RULE_KEYS.get(rule);
   if (k === undefined) {
     // A node's label is `key` or `key=value`; a key never holds '='.
