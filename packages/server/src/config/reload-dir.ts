@@ -112,7 +112,9 @@ export function watchRulesDir(dir: string, options: WatchRulesDirOptions): () =>
 
   async function check(): Promise<void> {
     timer = undefined;
-    if (stopped || busy) return;
+    if (stopped) return;
+    // A change seen while files are parsed: look again once they are.
+    if (busy) return schedule(settleMs);
     let files: Seen[];
     try {
       files = snapshot(dir);
