@@ -115,7 +115,9 @@ async function grpcClient(port, concurrency, durationS, descriptors) {
           const base = n++ * descriptors;
           const req = {
             domain: "api",
-            descriptors: Array.from({ length: descriptors }, (_, i) => ({ entries: [{ key: "user_id", value: String((base + i) % KEYS) }] })),
+            descriptors: Array.from({ length: descriptors }, (_, i) => ({
+              entries: [{ key: "user_id", value: String((base + i) % KEYS) }],
+            })),
           };
           const t0 = process.hrtime.bigint();
           try {
@@ -374,7 +376,12 @@ async function main() {
     { id: "grpc-bare", label: "bare grpc-js RLS, constant answer, 1 descriptor (ceiling)", run: () => grpcRun(bareGrpc.port) },
     { id: "grpc", label: "ratekeeper ShouldRateLimit, 1 descriptor (memory store)", base: "grpc-bare", run: () => grpcRun(svc.grpcPort) },
     { id: "grpc-bare-5", label: "bare grpc-js RLS, constant answer, 5 descriptors (ceiling)", run: () => grpcRun(bareGrpc.port, 5) },
-    { id: "grpc-5", label: "ratekeeper ShouldRateLimit, 5 descriptors (memory store)", base: "grpc-bare-5", run: () => grpcRun(svc.grpcPort, 5) },
+    {
+      id: "grpc-5",
+      label: "ratekeeper ShouldRateLimit, 5 descriptors (memory store)",
+      base: "grpc-bare-5",
+      run: () => grpcRun(svc.grpcPort, 5),
+    },
   ];
   const results = {};
   try {
