@@ -15,7 +15,10 @@
  * shadow rule (answered OK). A hit crossing a threshold is split at it.
  *
  * Also its `ratelimit_service_config_load_success` and `ratelimit_service_config_load_error`:
- * rules loaded (at start and on each reload) and reloads refused.
+ * rules loaded (at start and on each reload) and reloads refused;
+ * `ratelimit_service_should_rate_limit_error{err_type}`: RLS calls refused, `service_error` (a
+ * request it cannot decide) or `redis_error` (the store failed); and
+ * `ratelimit_service_global_shadow_mode`: answers over a limit turned OK by `SHADOW_MODE`.
  *
  * Cardinality: a rule's stat key comes from the rules. Keys carrying the request's values
  * (`detailed_metric` rules, `value_to_metric` nodes, descriptors with their own limit) are kept for the first
@@ -65,6 +68,8 @@ export class EnvoyStats {
   private readonly maxValuedKeys: number;
   private valuedKeys = 0;
   private readonly loads: Record<"success" | "error", Counter>;
+  private readonly callErrors: Counter<"err_type">;
+  private readonly shadowed: Counter;
 
   constructor(registry: Registry, options: EnvoyStatsOptions = {}) {
     this.nearRatio = Math.fround(options.nearLimitRatio ?? 0.8);
@@ -92,6 +97,27 @@ export class EnvoyStats {
       success: load("success", "Rules loaded, at start and on each reload (envoyproxy/ratelimit's stat)."),
       error: load("error", "Rules reloads refused: the last good rules stay (envoyproxy/ratelimit's stat)."),
     };
+    this.callErrors = new Counter({
+      name: "ratelimit_service_should_rate_limit_error",
+      help: "RLS calls refused: service_error (a request it cannot decide), redis_error (the store failed) (envoyproxy/ratelimit's stat).",
+      labelNames: ["err_type"],
+      registers: [registry],
+    });
+    this.shadowed = new Counter({
+      name: "ratelimit_service_global_shadow_mode",
+      help: "Answers over a limit turned OK by the global shadow mode (envoyproxy/ratelimit's stat).",
+      registers: [registry],
+    });
+  }
+
+  /** An RLS call refused: a request it cannot decide, or the store failed. */
+  callError(kind: "service_error" | "redis_error"): void {
+    this.callErrors.inc({ err_type: kind });
+  }
+
+  /** An answer over a limit turned OK by the global shadow mode. */
+  globalShadow(): void {
+    this.shadowed.inc();
   }
 
   /** Rules were loaded (`ok`: at start or on a reload) or a reload was refused. */

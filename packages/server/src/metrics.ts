@@ -196,6 +196,14 @@ export class Metrics implements DecisionObserver {
     this.envoy.configLoad(ok);
   }
 
+  rlsError(kind: "service_error" | "redis_error"): void {
+    this.envoy.callError(kind);
+  }
+
+  rlsGlobalShadow(): void {
+    this.envoy.globalShadow();
+  }
+
   /** The rules were loaded at start (envoyproxy/ratelimit counts it as a config load). */
   loaded(): void {
     this.envoy.configLoad(true);

@@ -205,6 +205,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     healthy: () => readiness().ready,
     headers: options.rlsHeaders,
     globalShadow: options.globalShadowMode,
+    metrics,
     maxConnectionAgeMs: options.grpcMaxConnectionAgeMs,
     maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs,
   });

@@ -176,6 +176,37 @@ describe("envoyproxy/ratelimit's stats as Prometheus counters", () => {
   });
 });
 
+describe("its service counters", () => {
+  it("ratelimit_service_should_rate_limit_error{err_type=service_error}: a request it refuses, over gRPC and /json", async () => {
+    await expect(rls.shouldRateLimit({ domain: "", descriptors: [d("user=z")] })).rejects.toMatchObject({ code: 2 });
+    await fetch(`http://127.0.0.1:${svc.httpPort}/json`, { method: "POST", body: '{"domain": "s"}' });
+    const text = await (await fetch(`http://127.0.0.1:${svc.httpPort}/metrics`)).text();
+    expect(text).toContain('ratelimit_service_should_rate_limit_error{err_type="service_error"} 2');
+  });
+
+  it("ratelimit_service_global_shadow_mode: answers turned OK by SHADOW_MODE", async () => {
+    const shadowed = await startService({
+      configFile: path.join(dir, "s.yaml"),
+      port: 0,
+      grpcPort: 0,
+      host: "127.0.0.1",
+      watch: false,
+      dashboard: false,
+      globalShadowMode: true,
+      logger: createLogger("silent"),
+    });
+    const c = rlsClient(shadowed.grpcPort);
+    try {
+      for (let i = 0; i < 3; i++) expect((await c.shouldRateLimit({ domain: "s", descriptors: [d("banned=q")] })).overall_code).toBe("OK");
+      const text = await (await fetch(`http://127.0.0.1:${shadowed.httpPort}/metrics`)).text();
+      expect(text).toContain("ratelimit_service_global_shadow_mode 3");
+    } finally {
+      c.close();
+      await shadowed.close();
+    }
+  });
+});
+
 describe("NEAR_LIMIT_RATIO", () => {
   it("0.5 of 10: hits above the 5th are near", async () => {
     const other = await startService({

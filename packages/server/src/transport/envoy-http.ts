@@ -15,7 +15,7 @@ import { HttpError, readJson } from "../http-io.js";
 import type { Logger } from "../log.js";
 import type { DecisionService } from "../service/decide.js";
 import { CheckError, type CheckResult } from "../service/types.js";
-import { rlsCheckInput, rlsResponse, type RlsHeaders } from "./rls.js";
+import { rlsCheckInput, rlsResponse, type RlsHeaders, type RlsMetrics } from "./rls.js";
 import { rlsRequestFromJson, rlsResponseJson } from "./rls-json.js";
 
 /** What the two endpoints need. */
@@ -26,6 +26,8 @@ export interface EnvoyHttpOptions {
   readonly headers: RlsHeaders;
   /** envoyproxy/ratelimit's global shadow mode: the overall code is always OK (200). */
   readonly globalShadow: boolean;
+  /** Counts refused calls and shadowed answers, as over gRPC. */
+  readonly metrics?: RlsMetrics | undefined;
   /** Largest body, in bytes. */
   readonly maxBodyBytes: number;
   readonly readiness: () => { ready: boolean };
@@ -43,9 +45,12 @@ export async function envoyJson(req: IncomingMessage, res: ServerResponse, o: En
       return goError(res, 413, "Request Entity Too Large", { connection: "close" });
     if (e instanceof CheckError || e instanceof HttpError) o.logger.debug({ err: (e as Error).message }, "/json: bad request");
     else o.logger.warn({ err: e }, "/json: the store failed");
+    // A body it cannot read never reached its service: only refused requests and store failures count.
+    if (!(e instanceof HttpError)) o.metrics?.rlsError(e instanceof CheckError ? "service_error" : "redis_error");
     return goError(res, 400, "Bad Request");
   }
   const answer = rlsResponse(result, o.headers, o.globalShadow);
+  if (o.globalShadow && !result.allowed) o.metrics?.rlsGlobalShadow();
   const text = rlsResponseJson(answer);
   res.writeHead(answer.overall_code === "OK" ? 200 : 429, {
     "content-type": "application/json",

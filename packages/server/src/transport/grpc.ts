@@ -7,7 +7,7 @@ import type { DecisionService } from "../service/decide.js";
 import { REQUEST_CAPS } from "../service/request-caps.js";
 import { CheckError, type CheckResult } from "../service/types.js";
 import { healthHandlers } from "./grpc-health.js";
-import { rlsCheckInput, rlsResponse, RlsServiceError, type RlsHeaders, type RlsRequest, type RlsResponse } from "./rls.js";
+import { rlsCheckInput, rlsResponse, RlsServiceError, type RlsHeaders, type RlsMetrics, type RlsRequest, type RlsResponse } from "./rls.js";
 
 /** The directory holding the official protos (Envoy's data-plane-api and its imports, gRPC health): packages/server/proto, see its SOURCES.md. */
 export const PROTO_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "proto");
@@ -43,6 +43,8 @@ export interface GrpcOptions {
   headers?: RlsHeaders | undefined;
   /** envoyproxy/ratelimit's global shadow mode: the overall code is always OK. @default false */
   globalShadow?: boolean | undefined;
+  /** Counts refused calls and shadowed answers (envoyproxy/ratelimit's service counters). */
+  metrics?: RlsMetrics | undefined;
   /** Close (GOAWAY) a connection this old, so clients spread over instances again (its GRPC_MAX_CONNECTION_AGE). @default never */
   maxConnectionAgeMs?: number | undefined;
   /** How long calls in flight then have before the connection is closed (its GRPC_MAX_CONNECTION_AGE_GRACE). @default unlimited */
@@ -63,6 +65,7 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
   const { service, logger } = options;
   const headers = options.headers ?? { kind: "ratekeeper" };
   const shadow = options.globalShadow === true;
+  const metrics = options.metrics;
   const def = loadRlsDefinition() as unknown as {
     envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
     grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
@@ -83,13 +86,18 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
       } catch (e) {
         return failed(e, callback);
       }
-      if (result instanceof Promise)
-        result.then((r) => callback(null, rlsResponse(r, headers, shadow))).catch((e: unknown) => failed(e, callback));
-      else callback(null, rlsResponse(result, headers, shadow));
+      if (result instanceof Promise) result.then((r) => answer(r, callback)).catch((e: unknown) => failed(e, callback));
+      else answer(result, callback);
     },
   });
 
+  function answer(r: CheckResult, callback: grpc.sendUnaryData<RlsResponse>): void {
+    if (shadow && !r.allowed) metrics?.rlsGlobalShadow();
+    callback(null, rlsResponse(r, headers, shadow));
+  }
+
   function failed(e: unknown, callback: grpc.sendUnaryData<RlsResponse>): void {
+    metrics?.rlsError(e instanceof CheckError ? "service_error" : "redis_error");
     if (e instanceof RlsServiceError) return callback({ code: grpc.status.UNKNOWN, details: e.message });
     if (e instanceof CheckError) return callback({ code: grpc.status.INVALID_ARGUMENT, details: e.message });
     logger.error({ err: e }, "ShouldRateLimit failed");

@@ -78,6 +78,7 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
     logger,
     headers: options.rlsHeaders ?? { kind: "ratekeeper" },
     globalShadow: options.globalShadow === true,
+    metrics,
     maxBodyBytes: maxBody,
     readiness: options.readiness,
   };

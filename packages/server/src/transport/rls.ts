@@ -76,6 +76,16 @@ export const UINT32_MAX = 4_294_967_295;
  */
 export class RlsServiceError extends CheckError {}
 
+/**
+ * What the RLS transports report, as envoyproxy/ratelimit counts it: a call refused
+ * (`service_error`: a request it cannot decide; `redis_error`: the store failed), and an answer
+ * turned OK by the global shadow mode.
+ */
+export interface RlsMetrics {
+  rlsError(kind: "service_error" | "redis_error"): void;
+  rlsGlobalShadow(): void;
+}
+
 /** How an RLS answer adds response headers. */
 export type RlsHeaders =
   /** ratekeeper's limit headers (the middleware's `RateLimit-*` and `Retry-After`). */
