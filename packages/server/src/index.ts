@@ -5,7 +5,7 @@
  * import { startService } from "@ratekeeper/server";
  * const svc = await startService({ configFile: "examples/rules.yaml", port: 0, grpcPort: 0 });
  */
-export { compileRules } from "./config/schema.js";
+export { compileRules } from "./config/compile.js";
 export { RulesError, type Rules, type Rule, type NamedPolicy, type CompiledPolicy } from "./config/rules.js";
 export { loadRulesFile, parseRules } from "./config/load.js";
 export { watchRules, RELOAD_DEFAULTS, type WatchRulesOptions } from "./config/reload.js";

@@ -3,7 +3,8 @@ import { mergeRules, rulesFilesIn } from "./load-dir.js";
 import { LineCounter, parseDocument } from "yaml";
 import { positionOf } from "./positions.js";
 import { RulesError, type Rules } from "./rules.js";
-import { compileRules, isEnvoyForm } from "./schema.js";
+import { compileRules } from "./compile.js";
+import { isEnvoyForm } from "./schema.js";
 
 /** Options of {@link loadRulesFile}. */
 export interface LoadRulesOptions {

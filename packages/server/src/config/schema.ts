@@ -3,8 +3,8 @@
  * "descriptor list" format: key, optional value, optional trailing-`*` wildcard value, nested
  * descriptors, shadow mode, unlimited), where each rule's policy is the library's own spec object
  * (`{ algorithm, limit, window, ... }` inline, or `limits: [...]`), so one file can also drive
- * the middleware. Structure is checked with zod; every policy with the library's own
- * `resolveLimits`, so the service never accepts a policy the library would reject.
+ * the middleware. This file is the document's shape, checked with zod; compile.ts turns it into
+ * the matching tree, every policy checked by the library's own `resolveLimits`.
  *
  * ```yaml
  * policies:                       # named policies, for plain-key checks ({ key, policy })
@@ -33,12 +33,10 @@
  * ```
  */
 import { z } from "zod";
-import { collectIssues, policyId, resolveLimits, type ConfigIssue, type LimitSpec, type ResolvedLimit } from "ratekeeper";
-import { compilePools } from "./pools.js";
-import { RulesError, type Level, type NamedPolicy, type Rule, type Rules, type TreeNode } from "./rules.js";
+import { RulesError } from "./rules.js";
 
 /** Keys of a descriptor node that are structure, not policy. Everything else is the policy spec. */
-const STRUCTURAL = new Set([
+export const STRUCTURAL = new Set([
   "key",
   "value",
   "descriptors",
@@ -57,15 +55,15 @@ const STRUCTURAL = new Set([
   "metadata",
 ]);
 /** Keys of a named policy that are not the spec. */
-const POLICY_EXTRA = new Set(["cost", "shadow", "limits"]);
+export const POLICY_EXTRA = new Set(["cost", "shadow", "limits"]);
 
-const NAME_RE = /^[A-Za-z0-9_.:-]{1,64}$/;
+export const NAME_RE = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 /**
  * Envoy's `rate_limit.unit` values (any case) and their length, as envoyproxy/ratelimit counts
  * them (src/utils/utilities.go: a MONTH is 30 days, a YEAR 365).
  */
-const UNIT_MS = {
+export const UNIT_MS = {
   second: 1_000,
   minute: 60_000,
   hour: 3_600_000,
@@ -76,9 +74,9 @@ const UNIT_MS = {
 } as const;
 
 /** The same lengths as the library's durations, so default policy names read `5-per-1m`. */
-const UNIT_WINDOW = { second: "1s", minute: "1m", hour: "1h", day: "1d", week: "7d", month: "30d", year: "365d" } as const;
+export const UNIT_WINDOW = { second: "1s", minute: "1m", hour: "1h", day: "1d", week: "7d", month: "30d", year: "365d" } as const;
 
-interface NodeInput {
+export interface NodeInput {
   key: string;
   value?: string | undefined;
   name?: string | undefined;
@@ -185,25 +183,20 @@ export function isEnvoyForm(doc: unknown): doc is Record<string, unknown> {
   return typeof doc === "object" && doc !== null && !Array.isArray(doc) && ("domain" in doc || "descriptors" in doc);
 }
 
-/** The library's policy id plus the limits' names (which the id leaves out but decisions report). */
-function limiterId(limits: readonly ResolvedLimit[]): string {
-  return `${policyId(limits)}:${limits.map((l) => `${l.name}${l.shape ? "~shape" : ""}`).join(",")}`;
-}
-
 function zodPath(path: readonly PropertyKey[]): string {
   let out = "";
   for (const p of path) out += typeof p === "number" ? `[${p}]` : out ? `.${String(p)}` : String(p);
   return out;
 }
 
+/** A rules document checked against the schema (either form: `domains:` or envoyproxy/ratelimit's one domain). */
+export type RulesDocument = z.output<typeof Root>;
+
 /**
- * Validates a parsed rules document and compiles it.
- * @param doc the parsed YAML (or JSON) document
- * @param file the file name to put in front of every error
- * @throws RulesError listing every problem with its path
- * @example compileRules({ domains: [{ domain: "api", descriptors: [{ key: "user_id", algorithm: "gcra", limit: 10, window: "1s" }] }] }, "rules.yaml")
+ * Checks a parsed YAML (or JSON) document's shape.
+ * @throws RulesError listing every problem with its path, each prefixed by `file`
  */
-export function compileRules(doc: unknown, file: string): Rules {
+export function parseRulesDocument(doc: unknown, file: string): RulesDocument {
   const parsed = Root.safeParse(asDomainsDocument(doc));
   if (!parsed.success) {
     throw new RulesError(
@@ -211,194 +204,5 @@ export function compileRules(doc: unknown, file: string): Rules {
       parsed.error.issues.map((i) => ({ path: zodPath(i.path), message: i.message })),
     );
   }
-  const issues: ConfigIssue[] = [];
-  const rules: Rule[] = [];
-  const domains = new Map<string, Level>();
-  parsed.data.domains.forEach((d, di) => {
-    const path = `domains[${di}]`;
-    if (domains.has(d.domain)) issues.push({ path: `${path}.domain`, message: `duplicate domain "${d.domain}"` });
-    domains.set(d.domain, compileLevel(d.descriptors, d.domain, d.domain, `${path}.descriptors`, rules, issues));
-  });
-  const policies = new Map<string, NamedPolicy>();
-  for (const [name, raw] of Object.entries(parsed.data.policies ?? {})) {
-    const path = `policies.${name}`;
-    const r = raw as Record<string, unknown>;
-    const spec: Record<string, unknown> = {};
-    for (const k of Object.keys(r)) if (!POLICY_EXTRA.has(k)) spec[k] = r[k];
-    const specs = policySpecs(r.limits, spec, path, issues);
-    const cost = r.cost === undefined ? 1 : r.cost;
-    if (typeof cost !== "number" || !Number.isSafeInteger(cost) || cost <= 0)
-      issues.push({ path: `${path}.cost`, message: `must be > 0 (a whole number; got ${JSON.stringify(cost)})` });
-    if (r.shadow !== undefined && typeof r.shadow !== "boolean") issues.push({ path: `${path}.shadow`, message: "must be true or false" });
-    if (specs === undefined) {
-      if (r.limits === undefined && Object.keys(spec).length === 0)
-        issues.push({ path, message: "needs a policy: { algorithm, limit, window } or limits: [...]" });
-      continue;
-    }
-    const limits = resolve(specs, path, r.limits !== undefined, issues);
-    if (limits) policies.set(name, { name, specs, limits, policyId: limiterId(limits), cost: cost as number, shadow: r.shadow === true });
-  }
-  const pools = compilePools(parsed.data.concurrency, issues);
-  if (issues.length > 0) throw new RulesError(file, issues);
-  return { source: file, domains, policies, rules, pools };
-}
-
-function policySpecs(limitsField: unknown, inline: Record<string, unknown>, path: string, issues: ConfigIssue[]): LimitSpec[] | undefined {
-  const hasInline = Object.keys(inline).length > 0;
-  if (limitsField !== undefined && hasInline) {
-    issues.push({
-      path,
-      message: `give the policy either inline (algorithm, limit, window, ...) or under limits, not both (found ${Object.keys(inline).join(", ")} beside limits)`,
-    });
-    return undefined;
-  }
-  if (limitsField !== undefined) return limitsField as LimitSpec[];
-  if (hasInline) return [inline as unknown as LimitSpec];
-  return undefined;
-}
-
-function resolve(specs: LimitSpec[], path: string, asList: boolean, issues: ConfigIssue[]): ResolvedLimit[] | undefined {
-  // The library's own resolver: the same checks (and messages) as `new RateLimiter(spec)`.
-  // Inline specs are resolved as `[0]`: their issues' `[0].limit` becomes `<path>.limit`.
-  const inline = (i: ConfigIssue): ConfigIssue => ({ path: `${path}${i.path.replace(/^\[0\]/, "")}`, message: i.message });
-  return collectIssues(issues, () => resolveLimits(specs, asList ? `${path}.limits` : ""), asList ? undefined : inline);
-}
-
-function compileLevel(
-  nodes: readonly NodeInput[],
-  domain: string,
-  idPrefix: string,
-  path: string,
-  rules: Rule[],
-  issues: ConfigIssue[],
-): Level {
-  const level: Level = { exact: new Map(), wildcards: [], anyValue: new Map() };
-  const seen = new Set<string>();
-  nodes.forEach((n, i) => {
-    const at = `${path}[${i}]`;
-    const label = n.value === undefined ? n.key : `${n.key}=${n.value}`;
-    if (seen.has(label)) issues.push({ path: at, message: `duplicate descriptor ${label} at this level` });
-    seen.add(label);
-    const id = `${idPrefix}/${label}`;
-    const compiled = compileRule(n, domain, n.name ?? id, at, issues);
-    const rule = compiled === "invalid" ? undefined : compiled;
-    if (rule) rules.push(rule);
-    const children =
-      n.descriptors && n.descriptors.length > 0 ? compileLevel(n.descriptors, domain, id, `${at}.descriptors`, rules, issues) : undefined;
-    // A node with neither a policy nor nested descriptors matches and limits nothing: it lets
-    // its value through (envoyproxy/ratelimit's "whitelisting").
-    const node: TreeNode = n.value_to_metric === true ? { rule, children, label, valueToMetric: true } : { rule, children, label };
-    if (n.value === undefined) level.anyValue.set(n.key, node);
-    else if (n.value.includes("*"))
-      level.wildcards.push({ key: n.key, parts: n.value.split("*"), node, shared: n.share_threshold === true });
-    else {
-      let byValue = level.exact.get(n.key);
-      if (byValue === undefined) level.exact.set(n.key, (byValue = new Map<string, TreeNode>()));
-      byValue.set(n.value, node);
-    }
-  });
-  return level;
-}
-
-/** The rule of a node; undefined when it has no policy; "invalid" when its policy is bad (already reported). */
-function compileRule(n: NodeInput, domain: string, id: string, at: string, issues: ConfigIssue[]): Rule | "invalid" | undefined {
-  const inline: Record<string, unknown> = {};
-  for (const k of Object.keys(n)) if (!STRUCTURAL.has(k) && n[k] !== undefined) inline[k] = n[k];
-  if (n.share_threshold === true && !(n.value ?? "").includes("*")) {
-    issues.push({
-      path: `${at}.share_threshold`,
-      message: `can only be used with wildcard values (containing '*'), but found ${n.key}=${n.value ?? ""}`,
-    });
-    return "invalid";
-  }
-  // Keys that are neither envoyproxy/ratelimit's nor a ratekeeper policy (which needs an algorithm): a misspelling.
-  if (Object.keys(inline).length > 0 && inline.algorithm === undefined) {
-    issues.push({
-      path: at,
-      message: `unknown key ${Object.keys(inline)
-        .map((k) => `'${k}'`)
-        .join(", ")} (known: ${[...STRUCTURAL].join(", ")}, or a policy: algorithm, limit, window, ...)`,
-    });
-    return "invalid";
-  }
-  const shadow = n.shadow === true || n.shadow_mode === true;
-  const cost = n.cost ?? 1;
-  const unlimited = n.unlimited === true || n.rate_limit?.unlimited === true;
-  let specs: LimitSpec[] | undefined;
-  let asList = false;
-  if (n.rate_limit !== undefined && !n.rate_limit.unlimited) {
-    const { unit, requests_per_unit: rpu = 0 } = n.rate_limit;
-    if (unit === undefined) {
-      issues.push({
-        path: `${at}.rate_limit.unit`,
-        message: "required: second, minute, hour, day, week, month or year (or unlimited: true)",
-      });
-      return "invalid";
-    }
-    if (n.limits !== undefined || Object.keys(inline).length > 0) {
-      issues.push({ path: at, message: "give either rate_limit or a ratekeeper policy, not both" });
-      return "invalid";
-    }
-    const rlsName = n.rate_limit.name ?? "";
-    const replaces = (n.rate_limit.replaces ?? []).map((r) => r.name ?? "");
-    if (rpu === 0) {
-      const denyAll = { windowMs: UNIT_MS[unit], name: `0-per-1${unit}` };
-      return {
-        id,
-        path: at,
-        domain,
-        specs: [],
-        limits: [],
-        policyId: `deny-all:${unit}`,
-        cost,
-        shadow,
-        unlimited: false,
-        denyAll,
-        rlsName,
-        replaces,
-        detailedMetric: n.detailed_metric === true,
-      };
-    }
-    // Envoy's ratelimit counts per calendar unit: a clock-aligned fixed window is the same thing.
-    const named = NAME_RE.test(rlsName) ? { name: rlsName } : {};
-    specs = [{ algorithm: "fixed-window", limit: rpu, window: UNIT_WINDOW[unit], ...named }];
-  } else {
-    const before = issues.length;
-    specs = policySpecs(n.limits, inline, at, issues);
-    if (specs === undefined && issues.length > before) return "invalid";
-    asList = n.limits !== undefined;
-  }
-  if (unlimited) {
-    if (specs !== undefined) {
-      issues.push({ path: `${at}.unlimited`, message: "an unlimited rule cannot also have a policy" });
-      return "invalid";
-    }
-    const rlsName = n.rate_limit?.name;
-    const replaces = (n.rate_limit?.replaces ?? []).map((r) => r.name ?? "");
-    return { id, path: at, domain, specs: [], limits: [], policyId: "unlimited", cost, shadow, unlimited: true, rlsName, replaces };
-  }
-  if (specs === undefined) return undefined;
-  const limits = resolve(specs, at, asList, issues);
-  if (!limits) return "invalid";
-  const capacity = Math.min(...limits.map((l) => l.capacity));
-  if (cost > capacity)
-    issues.push({ path: `${at}.cost`, message: `must be at most ${capacity}, the most this policy could ever admit (got ${cost})` });
-  // Envoy's RLS reports a rate_limit block's own name ("" when none), as envoyproxy/ratelimit does.
-  const rlsName = n.rate_limit !== undefined ? (n.rate_limit.name ?? "") : undefined;
-  const replaces = (n.rate_limit?.replaces ?? []).map((r) => r.name ?? "");
-  const detailedMetric = n.detailed_metric === true;
-  return {
-    id,
-    path: at,
-    domain,
-    specs,
-    limits,
-    policyId: limiterId(limits),
-    cost,
-    shadow,
-    unlimited: false,
-    rlsName,
-    replaces,
-    detailedMetric,
-  };
+  return parsed.data;
 }
