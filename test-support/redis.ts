@@ -365,9 +365,10 @@ export interface RedisSentinelHandle {
  */
 export async function startRedisSentinel(opts: { downAfterMs?: number } = {}): Promise<RedisSentinelHandle> {
   const masterName = "rkmaster";
-  const master = await startRedis();
-  const replica = await startRedis({ args: ["--replicaof", HOST, String(master.port)] });
+  // Every file (a replication's RDB, the sentinel's rewritten config) goes in a temp dir.
   const dir = mkdtempSync(path.join(tmpdir(), "ratekeeper-sentinel-"));
+  const master = await startRedis({ args: ["--dir", dir, "--dbfilename", "master.rdb"] });
+  const replica = await startRedis({ args: ["--dir", dir, "--dbfilename", "replica.rdb", "--replicaof", HOST, String(master.port)] });
   let child: ChildProcess | undefined;
   const stop = async (): Promise<void> => {
     if (child) await killAndWait(child);

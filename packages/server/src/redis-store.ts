@@ -20,6 +20,8 @@ export const REDIS_FAILURES: readonly RedisFailureName[] = ["degraded", "open", 
 /** How often readiness pings Redis, and how often failures are logged at most. */
 const PING_MS = 500;
 const LOG_EVERY_MS = 10_000;
+/** How long a new connection may wait for its ready check before it is made again (see reconnectWhenSilent). */
+const READY_CHECK_MS = 2_000;
 
 export interface ServiceRedisOptions {
   /** Which Redis: a single one, a Cluster or Sentinel's master (redis-connection.ts). */
@@ -53,6 +55,7 @@ export interface ServiceRedis {
 export function openServiceRedis(o: ServiceRedisOptions): ServiceRedis {
   const { logger, metrics } = o;
   const client = createRedisClient(o.connection);
+  const silence = reconnectWhenSilent(client);
   client.on("error", () => undefined); // connection errors reach the store as failed calls; logged below, rate-limited
   client.on("node error", () => undefined); // the same, from one node of a Cluster
   const failure = o.failure ?? "degraded";
@@ -69,6 +72,7 @@ export function openServiceRedis(o: ServiceRedisOptions): ServiceRedis {
       metrics.breaker(e.to);
       const log = e.to === "closed" ? logger.info.bind(logger) : logger.warn.bind(logger);
       log({ from: e.from, to: e.to, cause: e.cause, failure }, e.to === "closed" ? "redis answers again" : "redis store breaker");
+      if (e.to === "open") silence.opened();
     },
     onRoundTrip: (ms) => metrics.redisRoundTrip(ms / 1000),
   });
@@ -93,8 +97,41 @@ export function openServiceRedis(o: ServiceRedisOptions): ServiceRedis {
     async close() {
       clearInterval(ping);
       clearInterval(flushLog);
+      silence.stop();
       await store.close();
       await client.quit().catch(() => client.disconnect());
     },
+  };
+}
+
+/**
+ * A Redis that stops answering with its connection still open (frozen, or cut off by a network
+ * partition) is never left by ioredis, which reconnects only when a connection closes; meanwhile
+ * Sentinel promotes a replica (ioredis#1314), or a DNS name moves to a new primary. So the
+ * connection is destroyed (not ended: a graceful close waits for the silent server, and would land
+ * when it answers again, after the store has recovered) and ioredis makes a new one, asking the
+ * sentinels (or DNS) again: when the breaker opens while ioredis still thinks the connection
+ * "ready", and when a new connection stays in "connect" (its ready check unanswered: connected to
+ * a silent server) for 2 s. Not on a Cluster: its slot map, reloaded every second, moves a silent
+ * master's slots to the replica replacing it.
+ */
+function reconnectWhenSilent(client: Redis | Cluster): { opened(): void; stop(): void } {
+  if (client.isCluster) return { opened: () => undefined, stop: () => undefined };
+  // `stream` is undefined until the first connection.
+  const drop = () => ((client as Redis).stream as Redis["stream"] | undefined)?.destroy();
+  let connectedMs = 0;
+  client.on("connect", () => (connectedMs = performance.now()));
+  const stuck = setInterval(() => {
+    if (client.status === "connect" && performance.now() - connectedMs > READY_CHECK_MS) {
+      connectedMs = performance.now();
+      drop();
+    }
+  }, PING_MS);
+  stuck.unref();
+  return {
+    opened: () => {
+      if (client.status === "ready") drop();
+    },
+    stop: () => clearInterval(stuck),
   };
 }
