@@ -67,6 +67,9 @@ describe("rules: validation", () => {
         algorithm: gcra
         limit: 1
         window: 1s
+      - key: v
+        unlimited: true
+        rate_limit: { unit: second, requests_per_unit: 0 }
   - domain: d
 `;
     let err: RulesError | undefined;
@@ -82,6 +85,8 @@ describe("rules: validation", () => {
     expect(lines.some((l) => l.startsWith("rules.yaml: domains[0].descriptors[1].limits[0].algorithm: must be one of"))).toBe(true);
     expect(lines).toContain("rules.yaml: domains[0].descriptors[2].cost: must be at most 5, the most this policy could ever admit (got 9)");
     expect(lines).toContain("rules.yaml: domains[0].descriptors[3].unlimited: an unlimited rule cannot also have a policy");
+    // Unlimited and deny-all (requests_per_unit 0) at once: a contradiction, refused like any policy.
+    expect(lines).toContain("rules.yaml: domains[0].descriptors[4].unlimited: an unlimited rule cannot also have a policy");
     expect(lines).toContain('rules.yaml: domains[1].domain: duplicate domain "d"');
   });
 
