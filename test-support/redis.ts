@@ -48,6 +48,10 @@ export interface RedisClusterHandle {
   nodes: { host: string; port: number }[];
   /** kill -9 one node (by port): its replica, if any, is promoted after the cluster node timeout. */
   kill9(port: number): Promise<void>;
+  /** SIGSTOP one node: silent with its connections open (a replica is promoted as for a dead one) until resume(). */
+  pause(port: number): void;
+  /** SIGCONT after pause(). */
+  resume(port: number): void;
   stop(): Promise<void>;
 }
 
@@ -261,6 +265,7 @@ export async function startRedisCluster(opts: number | StartRedisClusterOptions 
     ]),
   );
   const stop = async (): Promise<void> => {
+    for (const c of children.values()) if (!hasExited(c)) c.kill("SIGCONT"); // a paused node would wait for SIGKILL
     await Promise.all([...children.values()].map((c) => killAndWait(c)));
     rmSync(dir, { recursive: true, force: true });
   };
@@ -296,6 +301,8 @@ export async function startRedisCluster(opts: number | StartRedisClusterOptions 
       const c = children.get(port);
       if (c) await stopProcess(c, "SIGKILL", 5000);
     },
+    pause: (port) => children.get(port)?.kill("SIGSTOP"),
+    resume: (port) => children.get(port)?.kill("SIGCONT"),
     stop,
   };
 }
