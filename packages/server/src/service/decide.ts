@@ -1,23 +1,18 @@
 import type { Decision, LimitSpec, RateLimiter, Store } from "ratekeeper";
 import { matchDescriptor, type DescriptorEntry } from "../config/match.js";
 import type { CompiledPolicy, NamedPolicy, Rules } from "../config/rules.js";
-import { descriptorCost, requestCost } from "./costs.js";
+import type { Application, Check } from "./check.js";
+import { adjusted, descriptorCost, requestCost } from "./costs.js";
 import { LimiterCache } from "./limiters.js";
-import type { Override, OverrideLookup } from "../overrides/types.js";
+import { applyOverride, type OverrideDeps } from "./override.js";
+import { timedRun } from "./store-call.js";
+import type { OverrideLookup } from "../overrides/types.js";
 import { descriptorKey } from "./descriptor-key.js";
-import { DecisionExplain, describeLimits, describeOutcome, matchedText, type Matched } from "./explain.js";
+import { DecisionExplain, matchedText } from "./explain.js";
 import { ruleStatKey, usedBefore, valuedStatKey } from "./limit-stats.js";
 import { isReplaced, replacedNames } from "./replaces.js";
-import { blockedStatus, decidedStatus, denyAllStatus, unlimitedStatus, withRlsName } from "./status.js";
-import {
-  CheckError,
-  type CallerLimit,
-  type CheckInput,
-  type CheckResult,
-  type DecisionObserver,
-  type DescriptorStatus,
-  type LimitStatKey,
-} from "./types.js";
+import { decidedStatus, denyAllStatus, unlimitedStatus, withRlsName } from "./status.js";
+import { CheckError, type CallerLimit, type CheckInput, type CheckResult, type DecisionObserver, type DescriptorStatus } from "./types.js";
 
 /** Options of {@link DecisionService}. */
 export interface DecisionServiceOptions {
@@ -31,37 +26,6 @@ export interface DecisionServiceOptions {
   /** Pass the clock to the limiters too (tests); otherwise stores keep their own time (Redis `TIME`). @default false */
   injectClock?: boolean | undefined;
   observer?: DecisionObserver | undefined;
-}
-
-/** One check in progress: what every descriptor of it is decided with. */
-interface Check {
-  readonly rules: Rules;
-  readonly nowMs: number;
-  /** The request's cost, checked once by {@link requestCost}; each rule multiplies it by its own `cost`. */
-  readonly cost: number;
-  /** Decide without charging. */
-  readonly peek: boolean;
-  /** A cost above what a policy could ever admit is denied (Envoy's RLS) rather than an error. */
-  readonly oversizeDeny: boolean;
-  /** The rule names another descriptor of this request `replaces` (service/replaces.ts). */
-  readonly replaced?: ReadonlySet<string> | undefined;
-}
-
-/** One descriptor (or plain key) to decide under a policy. */
-interface Application {
-  readonly check: Check;
-  /** The domain for metrics labels: `(policy)`, `(unknown)` or the domain itself. */
-  readonly label: string;
-  readonly domain: string;
-  /** The canonical descriptor key, or the plain key. */
-  readonly key: string;
-  readonly ruleId: string;
-  readonly policy: CompiledPolicy;
-  readonly matched: Matched;
-  /** This descriptor's request cost (the check's, or its own `hits_addend`); 0: check only, charge nothing. */
-  readonly cost: number;
-  /** envoyproxy/ratelimit's stat key of the limit (service/limit-stats.ts), when the observer counts them. */
-  readonly stat?: LimitStatKey | undefined;
 }
 
 /**
@@ -85,6 +49,8 @@ export class DecisionService {
   private readonly observer: DecisionObserver | undefined;
   /** Which RateLimiter decides each policy, each override and each caller-sent limit. */
   private readonly limiters: LimiterCache;
+  /** What overrides are decided with (service/override.ts). */
+  private readonly overrideDeps: OverrideDeps;
 
   constructor(options: DecisionServiceOptions) {
     this.store = options.store;
@@ -94,6 +60,7 @@ export class DecisionService {
     this.injectClock = options.injectClock === true;
     this.observer = options.observer;
     this.limiters = new LimiterCache(this.store, this.injectClock ? this.clock : undefined);
+    this.overrideDeps = { limiters: this.limiters, observer: this.observer };
   }
 
   /** The rules in force. */
@@ -277,7 +244,8 @@ export class DecisionService {
       // An override can still apply (e.g. block one address that no rule names).
       const o = this.overrides?.get(domain, key, nowMs);
       const context = `no rule matched (${m.miss ?? ""})`;
-      if (o !== undefined) return this.applyOverride(o, { check, label, domain, key, ruleId: `${domain}/${key}`, cost, context });
+      if (o !== undefined)
+        return applyOverride(this.overrideDeps, o, { check, label, domain, key, ruleId: `${domain}/${key}`, cost, context });
       this.observer?.decision(label, "", "no_match");
       return unlimitedStatus(key, { rule: null, source: "none", why: `not limited: ${m.miss ?? "no rule matched"}` }, false);
     }
@@ -285,7 +253,8 @@ export class DecisionService {
     if (isReplaced(rule, check.replaced)) {
       const o = this.overrides?.get(domain, key, nowMs);
       const why = `rule ${rule.id} (name ${rule.rlsName ?? ""}) is replaced by another descriptor of this request`;
-      if (o !== undefined) return this.applyOverride(o, { check, label: domain, domain, key, ruleId: rule.id, cost, context: why });
+      if (o !== undefined)
+        return applyOverride(this.overrideDeps, o, { check, label: domain, domain, key, ruleId: rule.id, cost, context: why });
       this.observer?.decision(domain, rule.id, "replaced");
       return unlimitedStatus(key, { rule: null, source: "none", why: `not limited: ${why}` }, false);
     }
@@ -293,7 +262,7 @@ export class DecisionService {
       const o = this.overrides?.get(domain, key, nowMs);
       const context = `rule ${rule.id} is unlimited`;
       if (o !== undefined)
-        return this.applyOverride(o, { check, label: domain, domain, key, ruleId: rule.id, cost: rule.cost * cost, context });
+        return applyOverride(this.overrideDeps, o, { check, label: domain, domain, key, ruleId: rule.id, cost: rule.cost * cost, context });
       this.observer?.decision(domain, rule.id, "unlimited");
       return unlimitedStatus(key, { rule: rule.id, source: "rule", why: `matched ${m.via.join(" > ")}: unlimited` }, rule.shadow);
     }
@@ -309,7 +278,11 @@ export class DecisionService {
     const cost = policy.cost * (checkOnly ? 1 : a.cost);
     const o = this.overrides?.get(a.domain, a.key, check.nowMs);
     if (o !== undefined)
-      return this.applyOverride(o, { ...a, cost: policy.cost * a.cost, context: `${matchedText(a.matched)}, policy replaced` });
+      return applyOverride(this.overrideDeps, o, {
+        ...a,
+        cost: policy.cost * a.cost,
+        context: `${matchedText(a.matched)}, policy replaced`,
+      });
     const stateKey = `${a.domain}|${a.key}`;
     const peek = check.peek || checkOnly;
     if (policy.denyAll !== undefined) return this.deniedAll(a, policy.denyAll, stateKey, peek);
@@ -318,7 +291,7 @@ export class DecisionService {
     const oversize = cost > limiter.maxCost;
     if (oversize && !check.oversizeDeny)
       throw new CheckError(`cost: ${cost} is more than rule ${a.ruleId} could ever admit (at most ${limiter.maxCost})`);
-    const d = this.run(limiter, stateKey, oversize ? policy.cost : cost, peek || oversize);
+    const d = timedRun(this.observer, limiter, stateKey, oversize ? policy.cost : cost, peek || oversize);
     const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
     const done = (x: Decision) => this.decided(a, limiter, stateKey, cost, adjusted(x, kind, cost), peek);
     return d instanceof Promise ? d.then(done) : done(d);
@@ -348,81 +321,6 @@ export class DecisionService {
     const why = `${matchedText(a.matched)}: ${deny.name}, every request is over the limit`;
     return withRlsName(denyAllStatus(a.key, deny, shadow, { rule: a.ruleId, source, why }, a.check.nowMs), a.policy.rlsName);
   }
-
-  /** Decides one descriptor under an override: unlimited, blocked, or its own policy. `cost` is the total charged. */
-  private async applyOverride(
-    o: Override,
-    a: Omit<Application, "policy" | "matched"> & { readonly cost: number; readonly context: string },
-  ): Promise<DescriptorStatus> {
-    const { check, key, ruleId } = a;
-    // Check only (cost 0): what a request of cost 1 would get, charging nothing.
-    const checkOnly = a.cost === 0;
-    const cost = checkOnly ? 1 : a.cost;
-    const peek = check.peek || checkOnly;
-    const note = o.note ? ` (${o.note})` : "";
-    const expiry = o.expiresAtMs !== undefined ? `, until ${new Date(o.expiresAtMs).toISOString()}` : "";
-    const whyStart = `${a.context}; override for ${key}: `;
-    if (o.policy === "unlimited") {
-      if (!peek) this.observer?.decision(a.label, ruleId, "unlimited");
-      return unlimitedStatus(key, { rule: ruleId, source: "override", why: `${whyStart}unlimited${expiry}${note}` }, false);
-    }
-    if (o.policy === "blocked") {
-      if (!peek) this.observer?.decision(a.label, ruleId, "blocked", `${a.domain}|${key}`);
-      const explain = { rule: ruleId, source: "override" as const, why: `${whyStart}blocked${expiry}${note}` };
-      return blockedStatus(key, explain, o.expiresAtMs, check.nowMs);
-    }
-    const limiter = this.limiters.forOverride(o);
-    if (limiter instanceof Error) throw new CheckError(`override for ${a.domain}/${key} has a bad policy: ${limiter.message}`);
-    const oversize = cost > limiter.maxCost;
-    if (oversize && !check.oversizeDeny)
-      throw new CheckError(`cost: ${cost} is more than the override for ${key} could ever admit (at most ${limiter.maxCost})`);
-    const stateKey = `${a.domain}|${key}`;
-    const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
-    const d = adjusted(await this.run(limiter, stateKey, oversize ? 1 : cost, peek || oversize), kind, cost);
-    if (!peek) this.observer?.decision(a.label, ruleId, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : stateKey);
-    const why = `${whyStart}${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}`;
-    return decidedStatus(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
-  }
-
-  /**
-   * Asks the limiter, timing the store call for the metrics; the decision itself when the store
-   * answers synchronously (the memory store), else its promise.
-   * @throws CheckError for a bad key or cost; the store's own error otherwise
-   */
-  private run(limiter: RateLimiter, stateKey: string, cost: number, peek: boolean): Decision | Promise<Decision> {
-    const t0 = performance.now();
-    let d: Decision | Promise<Decision>;
-    try {
-      d = peek ? limiter.peek(stateKey, cost) : limiter.consumeNow(stateKey, cost);
-    } catch (e) {
-      throw this.storeFailed(e);
-    }
-    if (d instanceof Promise) {
-      return d.then(
-        (x) => this.ran(x, t0),
-        (e: unknown) => {
-          throw this.storeFailed(e);
-        },
-      );
-    }
-    return this.ran(d, t0);
-  }
-
-  /** Counts a store call that threw; a RangeError (bad key or cost) becomes the caller's CheckError. */
-  private storeFailed(e: unknown): unknown {
-    this.observer?.storeError("error");
-    return e instanceof RangeError ? new CheckError(e.message) : e;
-  }
-
-  /** Reports a decision's store latency and reason. */
-  private ran(d: Decision, t0: number): Decision {
-    this.observer?.storeLatency((performance.now() - t0) / 1000);
-    if (d.reason !== undefined) {
-      this.observer?.decisionReason?.(d.reason);
-      if (d.reason === "store-error" || d.reason === "insurance" || d.reason === "degraded") this.observer?.storeError("failure_policy");
-    }
-    return d;
-  }
 }
 
 /** The result of a check with one descriptor. */
@@ -439,15 +337,4 @@ function namedPolicy(rules: Rules, name: string | undefined): NamedPolicy {
     throw new CheckError(`policy: no policy named ${JSON.stringify(name)} (known: ${known.length ? known.join(", ") : "none"})`);
   }
   return np;
-}
-
-/**
- * A decision as the check asked for it: `oversize` (a cost no policy could admit, Envoy's RLS) is
- * a denial with 0 remaining; `check-only` (cost 0) reports the units left before a request, not
- * after one.
- */
-function adjusted(d: Decision, kind: "charged" | "check-only" | "oversize", cost: number): Decision {
-  if (kind === "oversize") return { ...d, allowed: false, remaining: 0, retryAfterMs: d.resetAfterMs };
-  if (kind === "check-only" && d.allowed) return { ...d, remaining: d.remaining + cost };
-  return d;
 }

@@ -1,0 +1,54 @@
+/**
+ * A descriptor decided under an override from the configuration store (overrides/): unlimited,
+ * blocked, or the override's own policy in place of the rule's.
+ */
+import type { Override } from "../overrides/types.js";
+import type { Application } from "./check.js";
+import { adjusted } from "./costs.js";
+import { describeLimits, describeOutcome } from "./explain.js";
+import type { LimiterCache } from "./limiters.js";
+import { blockedStatus, decidedStatus, unlimitedStatus } from "./status.js";
+import { timedRun } from "./store-call.js";
+import { CheckError, type DecisionObserver, type DescriptorStatus } from "./types.js";
+
+/** What deciding under an override needs from the decision service. */
+export interface OverrideDeps {
+  readonly limiters: LimiterCache;
+  readonly observer: DecisionObserver | undefined;
+}
+
+/** Decides one descriptor under an override: unlimited, blocked, or its own policy. `cost` is the total charged. */
+export async function applyOverride(
+  deps: OverrideDeps,
+  o: Override,
+  a: Omit<Application, "policy" | "matched"> & { readonly cost: number; readonly context: string },
+): Promise<DescriptorStatus> {
+  const { check, key, ruleId } = a;
+  // Check only (cost 0): what a request of cost 1 would get, charging nothing.
+  const checkOnly = a.cost === 0;
+  const cost = checkOnly ? 1 : a.cost;
+  const peek = check.peek || checkOnly;
+  const note = o.note ? ` (${o.note})` : "";
+  const expiry = o.expiresAtMs !== undefined ? `, until ${new Date(o.expiresAtMs).toISOString()}` : "";
+  const whyStart = `${a.context}; override for ${key}: `;
+  if (o.policy === "unlimited") {
+    if (!peek) deps.observer?.decision(a.label, ruleId, "unlimited");
+    return unlimitedStatus(key, { rule: ruleId, source: "override", why: `${whyStart}unlimited${expiry}${note}` }, false);
+  }
+  if (o.policy === "blocked") {
+    if (!peek) deps.observer?.decision(a.label, ruleId, "blocked", `${a.domain}|${key}`);
+    const explain = { rule: ruleId, source: "override" as const, why: `${whyStart}blocked${expiry}${note}` };
+    return blockedStatus(key, explain, o.expiresAtMs, check.nowMs);
+  }
+  const limiter = deps.limiters.forOverride(o);
+  if (limiter instanceof Error) throw new CheckError(`override for ${a.domain}/${key} has a bad policy: ${limiter.message}`);
+  const oversize = cost > limiter.maxCost;
+  if (oversize && !check.oversizeDeny)
+    throw new CheckError(`cost: ${cost} is more than the override for ${key} could ever admit (at most ${limiter.maxCost})`);
+  const stateKey = `${a.domain}|${key}`;
+  const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
+  const d = adjusted(await timedRun(deps.observer, limiter, stateKey, oversize ? 1 : cost, peek || oversize), kind, cost);
+  if (!peek) deps.observer?.decision(a.label, ruleId, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : stateKey);
+  const why = `${whyStart}${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}`;
+  return decidedStatus(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
+}
