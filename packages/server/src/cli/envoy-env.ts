@@ -40,132 +40,161 @@ const DEFAULT_RUNTIME_ROOT = "/srv/runtime_data/current";
  * @example envoyEnvironment({ PORT: "9000", USE_STATSD: "true" }, {}).flags // { port: "9000" }
  */
 export function envoyEnvironment(env: NodeJS.ProcessEnv, given: Values): EnvoyEnv {
-  const flags: Values = {};
-  const lines: EnvLine[] = [];
-  const set = (name: string): string | undefined => env[name];
+  const r = new EnvReader(env, given);
+  listeners(r);
+  const pinoLevel = logLevelFromEnv(r);
+  shadowMode(r);
+  configFromRuntime(r);
+  headersFromEnv(r);
+  theRest(r);
+  return { flags: r.flags, logLevel: pinoLevel, lines: r.lines };
+}
+
+/** The environment being read: the flags it gives, the lines to log, and the variables handled so far. */
+class EnvReader {
+  readonly flags: Values = {};
+  readonly lines: EnvLine[] = [];
+  private readonly handled = new Set<string>();
+
+  constructor(
+    readonly env: NodeJS.ProcessEnv,
+    /** The command line's flags: they win over the environment. */
+    readonly given: Values,
+  ) {}
+
+  /** A variable's value, marking it handled (the rest get their verdict from envoy-env-vars.ts). */
+  take(name: string): string | undefined {
+    this.handled.add(name);
+    return this.env[name];
+  }
+
+  isHandled(name: string): boolean {
+    return this.handled.has(name);
+  }
+
   /** Sets a flag from a variable, unless the command line gives it. */
-  const toFlag = (name: string, flag: string, value: string, shown = value): void => {
-    if (given[flag] !== undefined) note(name, "info", `--${flag} on the command line wins over ${name}`);
+  toFlag(name: string, flag: string, value: string, shown = value): void {
+    if (this.given[flag] !== undefined) this.note(name, "info", `--${flag} on the command line wins over ${name}`);
     else {
-      flags[flag] = value;
-      note(name, "info", `mapped to --${flag} ${shown}`);
+      this.flags[flag] = value;
+      this.note(name, "info", `mapped to --${flag} ${shown}`);
     }
-  };
-  const note = (name: string, level: EnvLine["level"], text: string): void => {
-    const value = set(name);
-    lines.push({
+  }
+
+  /** One line about a variable (its value left out when the name suggests a secret). */
+  note(name: string, level: EnvLine["level"], text: string): void {
+    const value = this.env[name];
+    this.lines.push({
       level,
       variable: name,
       value: SECRET.test(name) ? undefined : value,
       msg: `envoyproxy/ratelimit variable ${name}: ${text}`,
     });
-  };
+  }
+}
 
-  const handled = new Set<string>();
-  const take = (name: string): string | undefined => {
-    handled.add(name);
-    return set(name);
+/** HOST, GRPC_HOST, PORT, GRPC_PORT, the gRPC connection age, NEAR_LIMIT_RATIO and REDIS_TIMEOUT: each one flag. */
+function listeners(r: EnvReader): void {
+  const nonEmpty = (name: string): string | undefined => {
+    const v = r.take(name);
+    return v === undefined || v === "" ? undefined : v;
   };
-
-  const host = take("HOST");
-  if (host !== undefined && host !== "") toFlag("HOST", "host", host);
-  const grpcHost = take("GRPC_HOST");
-  if (grpcHost !== undefined && grpcHost !== "") toFlag("GRPC_HOST", "grpc-host", grpcHost);
+  for (const [name, flag] of [
+    ["HOST", "host"],
+    ["GRPC_HOST", "grpc-host"],
+  ] as const) {
+    const v = nonEmpty(name);
+    if (v !== undefined) r.toFlag(name, flag, v);
+  }
   for (const [name, flag] of [
     ["PORT", "port"],
     ["GRPC_PORT", "grpc-port"],
   ] as const) {
-    const v = take(name);
-    if (v !== undefined && v !== "") toFlag(name, flag, String(port(v, name, 0)));
+    const v = nonEmpty(name);
+    if (v !== undefined) r.toFlag(name, flag, String(port(v, name, 0)));
   }
-  const nearRatio = take("NEAR_LIMIT_RATIO");
-  if (nearRatio !== undefined && nearRatio !== "")
-    toFlag("NEAR_LIMIT_RATIO", "near-limit-ratio", String(ratio(nearRatio, "NEAR_LIMIT_RATIO")));
+  const nearRatio = nonEmpty("NEAR_LIMIT_RATIO");
+  if (nearRatio !== undefined) r.toFlag("NEAR_LIMIT_RATIO", "near-limit-ratio", String(ratio(nearRatio, "NEAR_LIMIT_RATIO")));
   for (const [name, flag] of [
     ["GRPC_MAX_CONNECTION_AGE", "grpc-max-connection-age"],
     ["GRPC_MAX_CONNECTION_AGE_GRACE", "grpc-max-connection-age-grace"],
+    ["REDIS_TIMEOUT", "redis-timeout"],
   ] as const) {
-    const v = take(name);
-    if (v !== undefined && v !== "") toFlag(name, flag, String(goDurationMs(v, name)));
+    const v = nonEmpty(name);
+    if (v !== undefined) r.toFlag(name, flag, String(goDurationMs(v, name)));
   }
-  const timeout = take("REDIS_TIMEOUT");
-  if (timeout !== undefined && timeout !== "") toFlag("REDIS_TIMEOUT", "redis-timeout", String(goDurationMs(timeout, "REDIS_TIMEOUT")));
+}
 
-  const level = take("LOG_LEVEL");
+/** LOG_LEVEL as a pino level; it is ratekeeper's own too: a line only when it is read differently (WARN, warning) or not at all. */
+function logLevelFromEnv(r: EnvReader): string | undefined {
+  const level = r.take("LOG_LEVEL");
   const pinoLevel = level === undefined ? undefined : logLevel(level);
-  // LOG_LEVEL is ratekeeper's own too: a line only when it is read differently (WARN, warning) or not at all.
   if (level !== undefined && level !== pinoLevel)
-    note(
+    r.note(
       "LOG_LEVEL",
       pinoLevel ? "info" : "warn",
       pinoLevel ? `log level ${pinoLevel}` : "not a log level (debug, info, warn, error): info",
     );
+  return pinoLevel;
+}
 
-  const shadow = take("SHADOW_MODE");
-  if (shadow !== undefined) {
-    if (!/^(1|t|true)$/i.test(shadow.trim())) note("SHADOW_MODE", "info", "false: limits are enforced");
-    else if (given["global-shadow-mode"] !== undefined) note("SHADOW_MODE", "info", "--global-shadow-mode on the command line wins");
-    else {
-      flags["global-shadow-mode"] = true;
-      note("SHADOW_MODE", "info", "mapped to --global-shadow-mode: Envoy RLS answers are OK overall even over a limit");
-    }
+/** SHADOW_MODE=true as --global-shadow-mode. */
+function shadowMode(r: EnvReader): void {
+  const shadow = r.take("SHADOW_MODE");
+  if (shadow === undefined) return;
+  if (!/^(1|t|true)$/i.test(shadow.trim())) r.note("SHADOW_MODE", "info", "false: limits are enforced");
+  else if (r.given["global-shadow-mode"] !== undefined) r.note("SHADOW_MODE", "info", "--global-shadow-mode on the command line wins");
+  else {
+    r.flags["global-shadow-mode"] = true;
+    r.note("SHADOW_MODE", "info", "mapped to --global-shadow-mode: Envoy RLS answers are OK overall even over a limit");
   }
-  configFromRuntime(env, given, toFlag, note, take);
-  headersFromEnv(toFlag, note, take);
+}
 
-  for (const [name, value] of Object.entries(env)) {
-    if (handled.has(name) || value === undefined) continue;
+/** Every other variable of envoyproxy/ratelimit that is set: its verdict (envoy-env-vars.ts). */
+function theRest(r: EnvReader): void {
+  for (const [name, value] of Object.entries(r.env)) {
+    if (r.isHandled(name) || value === undefined) continue;
     // The Redis settings (cli/redis-flags.ts) read these only with a Redis URL.
-    if (name !== "REDIS_URL" && REDIS_CONNECTION_VARS.some((n) => n === name) && !env.REDIS_URL && given.redis === undefined) {
-      note(name, "warn", "not used without REDIS_URL (or --redis): the in-memory store");
+    if (name !== "REDIS_URL" && REDIS_CONNECTION_VARS.some((n) => n === name) && !r.env.REDIS_URL && r.given.redis === undefined) {
+      r.note(name, "warn", "not used without REDIS_URL (or --redis): the in-memory store");
       continue;
     }
     const verdict = verdictFor(name, value);
-    if (verdict) note(name, verdict.kind === "mapped" ? "info" : "warn", verdict.text);
+    if (verdict) r.note(name, verdict.kind === "mapped" ? "info" : "warn", verdict.text);
   }
-  return { flags, logLevel: pinoLevel, lines };
 }
 
-type ToFlag = (name: string, flag: string, value: string, shown?: string) => void;
-type Note = (name: string, level: EnvLine["level"], text: string) => void;
-
 /** RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY as the rules directory, as its file provider reads it. */
-function configFromRuntime(
-  env: NodeJS.ProcessEnv,
-  given: Values,
-  toFlag: ToFlag,
-  note: Note,
-  take: (n: string) => string | undefined,
-): void {
-  const root = take("RUNTIME_ROOT");
-  const sub = take("RUNTIME_SUBDIRECTORY");
-  const app = take("RUNTIME_APPDIRECTORY");
+function configFromRuntime(r: EnvReader): void {
+  const root = r.take("RUNTIME_ROOT");
+  const sub = r.take("RUNTIME_SUBDIRECTORY");
+  const app = r.take("RUNTIME_APPDIRECTORY");
   if (root === undefined && sub === undefined && app === undefined) return;
   const dir = join(root || DEFAULT_RUNTIME_ROOT, sub ?? "", app || "config");
   for (const name of ["RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"])
-    if (env[name] !== undefined) note(name, "info", `part of the rules directory ${dir}`);
-  if (given.config !== undefined)
-    note(
+    if (r.env[name] !== undefined) r.note(name, "info", `part of the rules directory ${dir}`);
+  if (r.given.config !== undefined)
+    r.note(
       root !== undefined ? "RUNTIME_ROOT" : "RUNTIME_SUBDIRECTORY",
       "info",
       "--config on the command line wins over the RUNTIME_* directory",
     );
-  else toFlag(root !== undefined ? "RUNTIME_ROOT" : sub !== undefined ? "RUNTIME_SUBDIRECTORY" : "RUNTIME_APPDIRECTORY", "config", dir);
+  else r.toFlag(root !== undefined ? "RUNTIME_ROOT" : sub !== undefined ? "RUNTIME_SUBDIRECTORY" : "RUNTIME_APPDIRECTORY", "config", dir);
 }
 
 /** LIMIT_RESPONSE_HEADERS_ENABLED and its header names, as `--rls-headers` and `--rls-header-names`. */
-function headersFromEnv(toFlag: ToFlag, note: Note, take: (n: string) => string | undefined): void {
-  const enabled = take("LIMIT_RESPONSE_HEADERS_ENABLED");
+function headersFromEnv(r: EnvReader): void {
+  const enabled = r.take("LIMIT_RESPONSE_HEADERS_ENABLED");
   if (enabled !== undefined)
-    toFlag("LIMIT_RESPONSE_HEADERS_ENABLED", "rls-headers", /^(1|t|true)$/i.test(enabled.trim()) ? "envoy" : "none");
+    r.toFlag("LIMIT_RESPONSE_HEADERS_ENABLED", "rls-headers", /^(1|t|true)$/i.test(enabled.trim()) ? "envoy" : "none");
   const vars = ["LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER"] as const;
-  const names = vars.map((n) => take(n));
+  const names = vars.map((n) => r.take(n));
   const first = vars.findIndex((_, i) => names[i] !== undefined);
   if (first === -1) return;
   const value = [names[0] || "RateLimit-Limit", names[1] || "RateLimit-Remaining", names[2] || "RateLimit-Reset"].join(",");
-  toFlag(vars[first] as string, "rls-header-names", value);
+  r.toFlag(vars[first] as string, "rls-header-names", value);
   for (let i = first + 1; i < vars.length; i++)
-    if (names[i] !== undefined) note(vars[i] as string, "info", `part of --rls-header-names ${value}`);
+    if (names[i] !== undefined) r.note(vars[i] as string, "info", `part of --rls-header-names ${value}`);
 }
 
 /**
