@@ -61,6 +61,8 @@ export function openServiceRedis(o: ServiceRedisOptions): ServiceRedis {
   const failure = o.failure ?? "degraded";
   let failures = 0;
   let firstFailure = "";
+  /** Since when the breaker has been away from closed, its probes, and the last failure's cause. */
+  let outage: { since: number; probes: number; cause: string } | undefined;
   const store = new RedisStore({
     client,
     failure: failure === "insurance" ? { insurance: new MemoryStore() } : failure,
@@ -70,14 +72,31 @@ export function openServiceRedis(o: ServiceRedisOptions): ServiceRedis {
     },
     onStateChange: (e) => {
       metrics.breaker(e.to);
-      const log = e.to === "closed" ? logger.info.bind(logger) : logger.warn.bind(logger);
-      log({ from: e.from, to: e.to, cause: e.cause, failure }, e.to === "closed" ? "redis answers again" : "redis store breaker");
       if (e.to === "open") silence.opened();
+      // While Redis is away the breaker probes it every 100-500 ms (open -> half-open -> open):
+      // those go to debug; the operator reads one warning when it opens, a reminder every
+      // LOG_EVERY_MS (below), and one line when it closes, with how long Redis was away.
+      if (e.to === "closed") {
+        if (outage === undefined) return;
+        logger.info({ from: e.from, outageMs: Date.now() - outage.since, probes: outage.probes, failure }, "redis answers again");
+        outage = undefined;
+      } else if (outage === undefined) {
+        outage = { since: Date.now(), probes: 0, cause: e.cause };
+        logger.warn({ from: e.from, to: e.to, cause: e.cause, failure }, "redis store breaker open: the failure policy answers");
+      } else {
+        if (e.to === "half-open") outage.probes++;
+        else outage.cause = e.cause;
+        logger.debug({ from: e.from, to: e.to, cause: e.cause }, "redis store breaker");
+      }
     },
     onRoundTrip: (ms) => metrics.redisRoundTrip(ms / 1000),
   });
   metrics.watchRedisStore(store);
   const flushLog = setInterval(() => {
+    if (outage !== undefined) {
+      const { since, probes, cause } = outage;
+      logger.warn({ outageMs: Date.now() - since, probes, cause, failure }, "redis still away: the failure policy answers");
+    }
     if (failures === 0) return;
     logger.warn({ failures, first: firstFailure, failure, intervalMs: LOG_EVERY_MS }, "redis store failures: the failure policy decided");
     failures = 0;
