@@ -1,11 +1,12 @@
 /**
- * The service on a Redis that takes TLS only from clients that check its certificate and an ACL
- * user's password: our URL and flags (rediss://user:password@host, --redis-tls-ca) and
- * envoyproxy/ratelimit's variables (REDIS_TLS, REDIS_TLS_CACERT, REDIS_AUTH=user:password,
+ * The service on a Redis that takes only mutual TLS (a client certificate from its CA) and an ACL
+ * user's password: our URL and flags (rediss://user:password@host, --redis-tls-ca, --redis-tls-cert,
+ * --redis-tls-key) and envoyproxy/ratelimit's variables (REDIS_TLS, REDIS_TLS_CACERT,
+ * REDIS_TLS_CLIENT_CERT, REDIS_TLS_CLIENT_KEY, REDIS_AUTH=user:password,
  * REDIS_TLS_SKIP_HOSTNAME_VERIFICATION) reach a real redis-server; a certificate that does not
- * name the host, one from another CA, and a wrong password each leave the service not ready,
- * answering by the failure policy. Certificates made with openssl for the test. Also the unix
- * socket, envoyproxy/ratelimit's default form (REDIS_SOCKET_TYPE=unix, REDIS_URL=<path>).
+ * name the host, one from another CA, a wrong password and no client certificate each leave the
+ * service not ready, answering by the failure policy. Certificates made with openssl for the test.
+ * Also the unix socket, envoyproxy/ratelimit's default form (REDIS_SOCKET_TYPE=unix, REDIS_URL=<path>).
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -68,39 +69,37 @@ function ca(dir: string, name: string): void {
   ]);
 }
 
+/** A key and a certificate (`<name>.key`, `<name>.pem`) signed by the CA `ca`, with the extensions in `ext`. */
+function signed(dir: string, name: string, subject: string, ext: string): void {
+  ssl(dir, ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", subject]);
+  writeFileSync(path.join(dir, `${name}.ext`), ext);
+  ssl(
+    dir,
+    ["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", `${name}.pem`].concat([
+      "-days",
+      "1",
+      "-extfile",
+      `${name}.ext`,
+    ]),
+  );
+}
+
 describeRedis("the service on Redis with TLS and an ACL user", () => {
   // redisHasTls() runs redis-server: only when it is there (this body is collected even when skipped).
   const run = redisTestMode() === "run" && openssl !== undefined && redisHasTls();
   let dir: string;
   let redis: RedisHandle;
   let tlsPort: number;
-  const svc: Record<"flags" | "envoy" | "wrongName" | "otherCa" | "wrongPassword" | "socket", ServiceProc> = {} as never;
+  const svc: Record<"flags" | "envoy" | "wrongName" | "otherCa" | "wrongPassword" | "noClientCert" | "socket", ServiceProc> = {} as never;
 
   beforeAll(async () => {
     if (!run) return;
     dir = mkdtempSync(path.join(tmpdir(), "rk-tls-"));
     ca(dir, "ca");
     ca(dir, "other");
-    // The server's certificate names "localhost" only (not 127.0.0.1).
-    ssl(dir, ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"]);
-    writeFileSync(path.join(dir, "ext.cnf"), "subjectAltName=DNS:localhost\n");
-    ssl(dir, [
-      "x509",
-      "-req",
-      "-in",
-      "server.csr",
-      "-CA",
-      "ca.pem",
-      "-CAkey",
-      "ca.key",
-      "-CAcreateserial",
-      "-out",
-      "server.pem",
-      "-days",
-      "1",
-      "-extfile",
-      "ext.cnf",
-    ]);
+    // The server's certificate names "localhost" only (not 127.0.0.1); the client's, for mutual TLS.
+    signed(dir, "server", "/CN=localhost", "subjectAltName=DNS:localhost\n");
+    signed(dir, "client", "/CN=ratekeeper", "extendedKeyUsage=clientAuth\n");
     // The plain port stays open (without a password) for the helpers and for looking at the keys.
     writeFileSync(path.join(dir, "users.acl"), "user default on nopass ~* &* +@all\nuser app on >s3cret ~* &* +@all\n");
     writeFileSync(path.join(dir, "rules.yaml"), RULES);
@@ -117,7 +116,7 @@ describeRedis("the service on Redis with TLS and an ACL user", () => {
         "--tls-ca-cert-file",
         f("ca.pem"),
         "--tls-auth-clients",
-        "no",
+        "yes",
         "--aclfile",
         f("users.acl"),
         "--unixsocket",
@@ -127,15 +126,28 @@ describeRedis("the service on Redis with TLS and an ACL user", () => {
       ],
     });
     const args = ["--config", f("rules.yaml"), "--no-watch"];
-    const envoy = { REDIS_URL: `127.0.0.1:${tlsPort}`, REDIS_TLS: "true", REDIS_TLS_CACERT: f("ca.pem"), REDIS_AUTH: "app:s3cret" };
+    const envoy = {
+      REDIS_URL: `127.0.0.1:${tlsPort}`,
+      REDIS_TLS: "true",
+      REDIS_TLS_CACERT: f("ca.pem"),
+      REDIS_TLS_CLIENT_CERT: f("client.pem"),
+      REDIS_TLS_CLIENT_KEY: f("client.key"),
+      REDIS_AUTH: "app:s3cret",
+    };
     const skip = { REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: "true" };
-    const ours = (url: string) => [...args, "--redis", url, "--redis-tls-ca", f("ca.pem")];
-    [svc.flags, svc.envoy, svc.wrongName, svc.otherCa, svc.wrongPassword, svc.socket] = await Promise.all([
+    const ours = (url: string) =>
+      [...args, "--redis", url, "--redis-tls-ca", f("ca.pem"), "--redis-tls-cert", f("client.pem")].concat([
+        "--redis-tls-key",
+        f("client.key"),
+      ]);
+    const { REDIS_TLS_CLIENT_CERT: _cert, REDIS_TLS_CLIENT_KEY: _key, ...noClientCert } = envoy;
+    [svc.flags, svc.envoy, svc.wrongName, svc.otherCa, svc.wrongPassword, svc.noClientCert, svc.socket] = await Promise.all([
       startServiceProcess(ours(`rediss://app:s3cret@localhost:${tlsPort}`)),
       startServiceProcess(args, { ...envoy, ...skip }),
       startServiceProcess(args, envoy),
       startServiceProcess(args, { ...envoy, ...skip, REDIS_TLS_CACERT: f("other.pem") }),
       startServiceProcess(ours(`rediss://app:wrong@localhost:${tlsPort}`)),
+      startServiceProcess(args, { ...noClientCert, ...skip }),
       startServiceProcess(args, { REDIS_SOCKET_TYPE: "unix", REDIS_URL: f("redis.sock"), REDIS_AUTH: "app:s3cret" }),
     ]);
   });
@@ -165,11 +177,14 @@ describeRedis("the service on Redis with TLS and an ACL user", () => {
     },
   );
 
-  it.skipIf(!run)("a certificate not naming the host, another CA, a wrong password: not ready, the failure policy answers", async () => {
-    for (const s of [svc.wrongName, svc.otherCa, svc.wrongPassword]) {
-      await until(async () => (await fetch(`${s.base}/readyz`)).status === 503, "not ready", 100, 50);
-      const r = await check(s, "v");
-      expect([r.status, r.json.statuses[0].reason]).toEqual([200, "degraded"]);
-    }
-  });
+  it.skipIf(!run)(
+    "a certificate not naming the host, another CA, a wrong password, no client certificate: not ready, the policy answers",
+    async () => {
+      for (const s of [svc.wrongName, svc.otherCa, svc.wrongPassword, svc.noClientCert]) {
+        await until(async () => (await fetch(`${s.base}/readyz`)).status === 503, "not ready", 100, 50);
+        const r = await check(s, "v");
+        expect([r.status, r.json.statuses[0].reason]).toEqual([200, "degraded"]);
+      }
+    },
+  );
 });
