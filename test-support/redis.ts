@@ -65,6 +65,8 @@ export interface StartRedisClusterOptions {
    * replica of a failed master starts its election. @default 5000
    */
   nodeTimeoutMs?: number;
+  /** Extra `redis-server` arguments for every node, e.g. `["--aclfile", file]`. */
+  args?: string[];
 }
 
 const HOST = "127.0.0.1";
@@ -259,6 +261,7 @@ export async function startRedisCluster(opts: number | StartRedisClusterOptions 
           String(o.nodeTimeoutMs ?? 5000),
           "--dir",
           dir,
+          ...(o.args ?? []),
         ],
         dir,
       ),

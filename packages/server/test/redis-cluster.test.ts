@@ -56,13 +56,19 @@ describeRedis("the service on a Redis Cluster (3 masters, 3 replicas) behind ngi
   beforeAll(async () => {
     if (!nginxBin) return;
     // A short node timeout: a dead master is declared failed, and its replica elected, in about 2 s.
-    cluster = await startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 1000 });
     dir = mkdtempSync(path.join(tmpdir(), "rk-cluster-"));
     const rules = path.join(dir, "rules.yaml");
     writeFileSync(rules, RULES);
-    // envoyproxy/ratelimit's settings, unchanged: two seed nodes, the client finds the rest.
+    // An ACL user for the service on every node. The default user stays open for the helpers and
+    // replication, but may run no script: the service's decisions work only as the ACL user.
+    const acl = path.join(dir, "users.acl");
+    writeFileSync(acl, "user default on nopass ~* &* +@all -@scripting\nuser rk on >s3cret ~* &* +@all\n");
+    cluster = await startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 1000, args: ["--aclfile", acl] });
+    // envoyproxy/ratelimit's settings, unchanged: two seed nodes, the client finds the rest (and
+    // authenticates to each of them, the promoted replicas included, as the ACL user).
     const env = {
       REDIS_TYPE: "cluster",
+      REDIS_AUTH: "rk:s3cret",
       REDIS_URL: cluster.nodes
         .slice(0, 2)
         .map((n) => `${n.host}:${n.port}`)
