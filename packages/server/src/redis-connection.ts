@@ -176,31 +176,10 @@ export function parseRedisSettings(s: RedisSettings, readFile: (path: string) =>
     throw new RedisSettingsError(`${s.socketType!.from}: must be tcp or unix (got ${JSON.stringify(s.socketType!.value)})`);
 
   const conn: RedisConnection = { type, nodes: [] };
-  // envoyproxy/ratelimit's Sentinel form: "<master name>,<sentinel>,...". A first item without a
-  // port or scheme is the name, unless the name was given on its own.
-  if (type === "sentinel") {
-    const first = items[0] as string;
-    const bare = !first.includes(":") && !first.includes("/");
-    if (s.sentinelMaster !== undefined && s.sentinelMaster.value !== "") {
-      if (bare && items.length > 1 && first !== s.sentinelMaster.value)
-        throw new RedisSettingsError(
-          `${url.from} names the Sentinel master ${JSON.stringify(first)} and ${s.sentinelMaster.from} names ${JSON.stringify(s.sentinelMaster.value)}: give it once`,
-        );
-      if (bare && items.length > 1) items.shift();
-      conn.masterName = s.sentinelMaster.value;
-    } else if (bare && items.length > 1) {
-      conn.masterName = items.shift();
-    } else {
-      throw new RedisSettingsError(
-        `${url.from}: Sentinel needs the master's name: --redis-sentinel-master NAME, or REDIS_URL=NAME,host:26379,... (envoyproxy/ratelimit's form); and at least one sentinel`,
-      );
-    }
-  } else if (s.sentinelMaster !== undefined && s.sentinelMaster.value !== "") {
-    throw new RedisSettingsError(`${s.sentinelMaster.from}: only with the sentinel type (--redis-type sentinel or REDIS_TYPE=sentinel)`);
-  }
-
-  // A unix socket: single only.
+  const masterName = sentinelMaster(type, items, s);
+  if (masterName !== undefined) conn.masterName = masterName;
   if (items.length === 1 && (items[0] as string).startsWith("/")) {
+    // A unix socket: single only.
     if (type !== "single")
       throw new RedisSettingsError(`${url.from}: a unix socket path is for a single Redis (the ${type} type needs host:port items)`);
     if (socketType === "tcp")
@@ -211,38 +190,7 @@ export function parseRedisSettings(s: RedisSettings, readFile: (path: string) =>
       throw new RedisSettingsError(
         `${s.socketType!.from} is unix but ${url.from} is not a socket path (/path/to/redis.sock): set it to tcp`,
       );
-    if (type === "single" && items.length > 1)
-      throw new RedisSettingsError(
-        `${url.from}: several hosts for a single Redis: say which topology they are with --redis-type cluster|sentinel (REDIS_TYPE)`,
-      );
-    // "redis://a:7000,b:7001": an item without a scheme has the first item's.
-    const firstScheme = SCHEME.exec(items[0] as string)?.[0];
-    const parsed = items.map((x, i) =>
-      urlItem(i > 0 && firstScheme !== undefined && !SCHEME.test(x) ? `${firstScheme}${x}` : x, url, type === "sentinel" ? 26379 : 6379),
-    );
-    const tlsSchemes = new Set(parsed.map((p) => p.tls));
-    if (tlsSchemes.size > 1) throw new RedisSettingsError(`${url.from}: mixes redis:// and rediss:// (TLS is for every node or none)`);
-    conn.nodes = parsed.map((p) => p.address);
-    const withAuth = parsed.filter((p) => p.username !== undefined || p.password !== undefined);
-    const dbs = new Set(parsed.map((p) => p.db));
-    if (dbs.size > 1) throw new RedisSettingsError(`${url.from}: different database numbers in one URL`);
-    conn.db = parsed[0]?.db;
-    if (conn.db !== undefined && type === "cluster")
-      throw new RedisSettingsError(`${url.from}: a Redis Cluster has only database 0: remove /${conn.db}`);
-    if (withAuth.length > 0) {
-      if (type === "sentinel")
-        throw new RedisSettingsError(
-          `${url.from}: no credentials in a Sentinel URL (they would be ambiguous): the Redis password goes in REDIS_AUTH, the sentinels' in REDIS_SENTINEL_AUTH`,
-        );
-      const a = withAuth[0] as UrlItem;
-      if (withAuth.some((p) => p.username !== a.username || p.password !== a.password))
-        throw new RedisSettingsError(`${url.from}: different credentials on different hosts (give them once, on the first)`);
-      if (s.auth !== undefined && s.auth.value !== "")
-        throw new RedisSettingsError(`${url.from} has credentials and ${s.auth.from} is set too: give them once`);
-      conn.username = a.username;
-      conn.password = a.password;
-    }
-    if (tlsSchemes.has(true)) conn.tls = {};
+    hosts(conn, items, s);
   }
   if (conn.password === undefined) Object.assign(conn, credentials(s.auth));
   if (s.sentinelAuth !== undefined && s.sentinelAuth.value !== "") {
@@ -254,6 +202,69 @@ export function parseRedisSettings(s: RedisSettings, readFile: (path: string) =>
   if (bool(s.tls)) conn.tls ??= {};
   resolveTls(conn, s, readFile);
   return conn;
+}
+
+/**
+ * The Sentinel master's name: from its flag, or envoyproxy/ratelimit's form "<master
+ * name>,<sentinel>,..." (a first item without a port or scheme is the name; taken off `items`).
+ */
+function sentinelMaster(type: RedisType, items: string[], s: RedisSettings): string | undefined {
+  const url = s.url;
+  const given = s.sentinelMaster !== undefined && s.sentinelMaster.value !== "" ? s.sentinelMaster : undefined;
+  if (type !== "sentinel") {
+    if (given) throw new RedisSettingsError(`${given.from}: only with the sentinel type (--redis-type sentinel or REDIS_TYPE=sentinel)`);
+    return undefined;
+  }
+  const first = items[0] as string;
+  const bare = !first.includes(":") && !first.includes("/") && items.length > 1;
+  if (given && bare && first !== given.value)
+    throw new RedisSettingsError(
+      `${url.from} names the Sentinel master ${JSON.stringify(first)} and ${given.from} names ${JSON.stringify(given.value)}: give it once`,
+    );
+  if (bare) items.shift();
+  if (given) return given.value;
+  if (bare) return first;
+  throw new RedisSettingsError(
+    `${url.from}: Sentinel needs the master's name: --redis-sentinel-master NAME, or REDIS_URL=NAME,host:26379,... (envoyproxy/ratelimit's form); and at least one sentinel`,
+  );
+}
+
+/** The host items of a URL: addresses, database, credentials and TLS by scheme, into `conn`. */
+function hosts(conn: RedisConnection, items: string[], s: RedisSettings): void {
+  const { url } = s;
+  const type = conn.type;
+  if (type === "single" && items.length > 1)
+    throw new RedisSettingsError(
+      `${url.from}: several hosts for a single Redis: say which topology they are with --redis-type cluster|sentinel (REDIS_TYPE)`,
+    );
+  // "redis://a:7000,b:7001": an item without a scheme has the first item's.
+  const firstScheme = SCHEME.exec(items[0] as string)?.[0];
+  const parsed = items.map((x, i) =>
+    urlItem(i > 0 && firstScheme !== undefined && !SCHEME.test(x) ? `${firstScheme}${x}` : x, url, type === "sentinel" ? 26379 : 6379),
+  );
+  const tlsSchemes = new Set(parsed.map((p) => p.tls));
+  if (tlsSchemes.size > 1) throw new RedisSettingsError(`${url.from}: mixes redis:// and rediss:// (TLS is for every node or none)`);
+  conn.nodes = parsed.map((p) => p.address);
+  if (new Set(parsed.map((p) => p.db)).size > 1) throw new RedisSettingsError(`${url.from}: different database numbers in one URL`);
+  const db = parsed[0]?.db;
+  if (db !== undefined && type === "cluster")
+    throw new RedisSettingsError(`${url.from}: a Redis Cluster has only database 0: remove /${db}`);
+  if (db !== undefined) conn.db = db;
+  const withAuth = parsed.filter((p) => p.username !== undefined || p.password !== undefined);
+  if (withAuth.length > 0) {
+    if (type === "sentinel")
+      throw new RedisSettingsError(
+        `${url.from}: no credentials in a Sentinel URL (they would be ambiguous): the Redis password goes in REDIS_AUTH, the sentinels' in REDIS_SENTINEL_AUTH`,
+      );
+    const a = withAuth[0] as UrlItem;
+    if (withAuth.some((p) => p.username !== a.username || p.password !== a.password))
+      throw new RedisSettingsError(`${url.from}: different credentials on different hosts (give them once, on the first)`);
+    if (s.auth !== undefined && s.auth.value !== "")
+      throw new RedisSettingsError(`${url.from} has credentials and ${s.auth.from} is set too: give them once`);
+    conn.username = a.username;
+    conn.password = a.password;
+  }
+  if (tlsSchemes.has(true)) conn.tls = {};
 }
 
 /** The certificate files and hostname check, valid only with TLS on. */
