@@ -147,9 +147,14 @@ function reconnectWhenSilent(client: Redis | Cluster): { opened(): void; stop():
     }
   }, PING_MS);
   stuck.unref();
+  let droppedMs = -Infinity;
   return {
+    // At most every 2 s: a breaker that opens on errors from a live connection (OOM, say) would
+    // otherwise have it made again at every failed probe.
     opened: () => {
-      if (client.status === "ready") drop();
+      if (client.status !== "ready" || performance.now() - droppedMs < READY_CHECK_MS) return;
+      droppedMs = performance.now();
+      drop();
     },
     stop: () => clearInterval(stuck),
   };
