@@ -16,13 +16,14 @@
  *   parses as "no rules", which would lift every limit).
  * Anything else keeps the last good rules in force and is reported once through `onError`.
  */
-import { existsSync, readFileSync, realpathSync, statSync, watch, type FSWatcher, type Stats } from "node:fs";
+import { existsSync, readFileSync, realpathSync, statSync, type Stats } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { parseRules } from "./load.js";
 import type { ParseReply } from "./parse-worker.js";
 import { RulesError, type Rules } from "./rules.js";
+import { CheckTimer, DirWatchers } from "./watch.js";
 
 /** Options of {@link watchRules}. */
 export interface WatchRulesOptions {
@@ -58,175 +59,166 @@ const WORKER = new URL("./parse-worker.js", import.meta.url);
  * @example const stop = watchRules("rules.yaml", { onReload: (r) => service.setRules(r), onError: (e) => log(e) });
  */
 export function watchRules(file: string, options: WatchRulesOptions): () => void {
-  const settleMs = options.settleMs ?? RELOAD_DEFAULTS.settleMs;
-  const maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
-  const pollMs = options.pollIntervalMs ?? RELOAD_DEFAULTS.pollIntervalMs;
-  const inWorker = existsSync(fileURLToPath(WORKER));
-  const watchers = new Map<string, FSWatcher>();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let stopped = false;
-  /** What is in force: the file's identity and text when it was applied. */
-  let applied: { sig: string; text: string } | undefined;
-  /** The identity of the last state refused, so a bad file is reported once. */
-  let refused: string | undefined;
-  let job: { worker: Worker | undefined; sig: string } | undefined;
+  const watcher = new RulesFileWatcher(file, options);
+  return () => watcher.stop();
+}
 
-  try {
-    applied = { sig: signature(statSync(file)), text: readFileSync(file, "utf8") };
-  } catch {
-    applied = undefined;
+/** One rules file under watch: what is in force, what was refused, the parse under way. */
+class RulesFileWatcher {
+  private readonly settleMs: number;
+  private readonly maxBytes: number;
+  private readonly inWorker = existsSync(fileURLToPath(WORKER));
+  private readonly timer: CheckTimer;
+  private readonly dirs: DirWatchers;
+  /** What is in force: the file's identity and text when it was applied. */
+  private applied: { sig: string; text: string } | undefined;
+  /** The identity of the last state refused, so a bad file is reported once. */
+  private refused: string | undefined;
+  private job: { worker: Worker | undefined; sig: string } | undefined;
+
+  constructor(
+    private readonly file: string,
+    private readonly options: WatchRulesOptions,
+  ) {
+    this.settleMs = options.settleMs ?? RELOAD_DEFAULTS.settleMs;
+    this.maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
+    try {
+      this.applied = { sig: signature(statSync(file)), text: readFileSync(file, "utf8") };
+    } catch {
+      this.applied = undefined;
+    }
+    const pollMs = options.pollIntervalMs ?? RELOAD_DEFAULTS.pollIntervalMs;
+    this.timer = new CheckTimer(
+      () => this.check(),
+      pollMs,
+      () => this.job !== undefined,
+    );
+    this.dirs = new DirWatchers(() => this.timer.schedule(this.settleMs));
+    this.arm();
   }
 
-  const schedule = (ms: number): void => {
-    if (stopped) return;
-    if (timer) clearTimeout(timer);
-    timer = setTimeout(check, Math.max(ms, 1));
-    timer.unref?.();
-  };
+  stop(): void {
+    this.timer.stop();
+    this.dirs.close();
+    void this.job?.worker?.terminate();
+    this.job = undefined;
+  }
 
   /** Watches the directories of the path and of the file it resolves to now. */
-  const arm = (): void => {
-    const dirs = new Set([dirname(resolve(file))]);
+  private arm(): void {
+    const dirs = new Set([dirname(resolve(this.file))]);
     try {
-      dirs.add(dirname(realpathSync(file)));
+      dirs.add(dirname(realpathSync(this.file)));
     } catch {
       // Not there (yet): the path's own directory is watched; the next check re-resolves.
     }
-    for (const [d, w] of watchers) {
-      if (!dirs.has(d)) {
-        w.close();
-        watchers.delete(d);
-      }
+    this.dirs.arm(dirs);
+  }
+
+  private check(): void {
+    if (this.timer.stopped) return;
+    this.arm();
+    let st: Stats;
+    try {
+      st = statSync(this.file);
+    } catch (e) {
+      const sig = `missing:${(e as NodeJS.ErrnoException).code ?? ""}`;
+      if (sig !== this.refused) this.refuse(sig, `cannot read: ${(e as Error).message}`);
+      return;
     }
-    for (const d of dirs) {
-      if (watchers.has(d)) continue;
+    const sig = signature(st);
+    if (sig === this.applied?.sig || sig === this.refused || sig === this.job?.sig) return;
+    const quietMs = Date.now() - st.mtimeMs;
+    if (quietMs >= 0 && quietMs < this.settleMs) return this.timer.schedule(this.settleMs - quietMs);
+    if (st.size > this.maxBytes)
+      return this.refuse(sig, `is ${st.size} bytes, over the ${this.maxBytes}-byte limit (raise it with --max-rules-bytes)`);
+    let text: string;
+    try {
+      text = readFileSync(this.file, "utf8");
+      // Changed while it was read: wait for it to settle again.
+      if (signature(statSync(this.file)) !== sig) return this.timer.schedule(this.settleMs);
+    } catch (e) {
+      return this.refuse(sig, `cannot read: ${(e as Error).message}`);
+    }
+    if (text === this.applied?.text) {
+      this.applied = { sig, text };
+      return;
+    }
+    this.parse(sig, text);
+  }
+
+  private parse(sig: string, text: string): void {
+    void this.job?.worker?.terminate();
+    this.options.onLoading?.({ file: this.file, bytes: Buffer.byteLength(text) });
+    if (!this.inWorker) {
+      // Running from the TypeScript sources (tests, tsx): no compiled worker to start.
+      this.job = undefined;
+      let rules: Rules;
       try {
-        const w = watch(d, { persistent: false }, () => schedule(settleMs));
-        // A watched directory removed (an old ConfigMap generation): drop it; checks re-arm.
-        w.on("error", () => {
-          w.close();
-          watchers.delete(d);
-        });
-        watchers.set(d, w);
-      } catch {
-        // Gone already; the poll and the next event elsewhere re-arm.
+        rules = parseRules(text, this.file);
+      } catch (e) {
+        this.refused = sig;
+        this.options.onError(e as Error);
+        return;
       }
+      this.apply(sig, text, rules);
+      return;
     }
-  };
+    const worker = new Worker(WORKER, { workerData: { text, file: this.file } });
+    const mine = { worker, sig };
+    this.job = mine;
+    worker.once("message", (reply: ParseReply) => {
+      if (!this.parsed(mine)) return;
+      if (reply.ok) this.apply(sig, text, reply.rules);
+      else {
+        this.refused = sig;
+        this.options.onError(new RulesError(reply.file, reply.issues, reply.positions));
+      }
+    });
+    worker.once("error", (e) => {
+      if (this.parsed(mine)) this.refuse(sig, `could not be parsed: ${e.message}`);
+    });
+  }
 
-  const refuse = (sig: string, message: string): void => {
-    refused = sig;
-    options.onError(new RulesError(file, [{ path: "", message }]));
-  };
+  /**
+   * A worker's parse is over: whether its answer still counts (not superseded by a newer change,
+   * not stopped, the file unchanged meanwhile; if it changed, the newer text is parsed once it settles).
+   */
+  private parsed(job: { worker: Worker; sig: string }): boolean {
+    void job.worker.terminate();
+    if (this.job !== job) return false; // superseded by a newer change
+    this.job = undefined;
+    if (this.timer.stopped) return false;
+    let now: string;
+    try {
+      now = signature(statSync(this.file));
+    } catch {
+      now = "";
+    }
+    if (now !== job.sig) {
+      this.timer.schedule(this.settleMs);
+      return false;
+    }
+    return true;
+  }
 
-  const apply = (sig: string, text: string, rules: Rules): void => {
-    if (!options.allowEmpty && rules.rules.length === 0 && rules.policies.size === 0 && rules.pools.size === 0) {
-      refuse(
+  private refuse(sig: string, message: string): void {
+    this.refused = sig;
+    this.options.onError(new RulesError(this.file, [{ path: "", message }]));
+  }
+
+  private apply(sig: string, text: string, rules: Rules): void {
+    if (!this.options.allowEmpty && rules.rules.length === 0 && rules.policies.size === 0 && rules.pools.size === 0) {
+      this.refuse(
         sig,
         "has no rules and no policies: refused, the last good rules stay (a file cut short looks like this; allow it with --allow-empty-rules)",
       );
       return;
     }
-    applied = { sig, text };
-    refused = undefined;
-    options.onReload(rules);
-  };
-
-  function check(): void {
-    timer = undefined;
-    if (stopped) return;
-    arm();
-    let st: Stats;
-    try {
-      st = statSync(file);
-    } catch (e) {
-      const sig = `missing:${(e as NodeJS.ErrnoException).code ?? ""}`;
-      if (sig !== refused) refuse(sig, `cannot read: ${(e as Error).message}`);
-      return;
-    }
-    const sig = signature(st);
-    if (sig === applied?.sig || sig === refused || sig === job?.sig) return;
-    const quietMs = Date.now() - st.mtimeMs;
-    if (quietMs >= 0 && quietMs < settleMs) return schedule(settleMs - quietMs);
-    if (st.size > maxBytes) return refuse(sig, `is ${st.size} bytes, over the ${maxBytes}-byte limit (raise it with --max-rules-bytes)`);
-    let text: string;
-    try {
-      text = readFileSync(file, "utf8");
-      // Changed while it was read: wait for it to settle again.
-      if (signature(statSync(file)) !== sig) return schedule(settleMs);
-    } catch (e) {
-      return refuse(sig, `cannot read: ${(e as Error).message}`);
-    }
-    if (text === applied?.text) {
-      applied = { sig, text };
-      return;
-    }
-    parse(sig, text);
+    this.applied = { sig, text };
+    this.refused = undefined;
+    this.options.onReload(rules);
   }
-
-  function parse(sig: string, text: string): void {
-    void job?.worker?.terminate();
-    options.onLoading?.({ file, bytes: Buffer.byteLength(text) });
-    if (!inWorker) {
-      // Running from the TypeScript sources (tests, tsx): no compiled worker to start.
-      job = undefined;
-      let rules: Rules;
-      try {
-        rules = parseRules(text, file);
-      } catch (e) {
-        refused = sig;
-        options.onError(e as Error);
-        return;
-      }
-      apply(sig, text, rules);
-      return;
-    }
-    const worker = new Worker(WORKER, { workerData: { text, file } });
-    const mine = { worker, sig };
-    job = mine;
-    const done = (): boolean => {
-      void worker.terminate();
-      if (job !== mine) return false; // superseded by a newer change
-      job = undefined;
-      if (stopped) return false;
-      // Changed again while it was parsed: parse the newer text once it settles.
-      let now: string;
-      try {
-        now = signature(statSync(file));
-      } catch {
-        now = "";
-      }
-      if (now !== sig) {
-        schedule(settleMs);
-        return false;
-      }
-      return true;
-    };
-    worker.once("message", (reply: ParseReply) => {
-      if (!done()) return;
-      if (reply.ok) apply(sig, text, reply.rules);
-      else {
-        refused = sig;
-        options.onError(new RulesError(reply.file, reply.issues, reply.positions));
-      }
-    });
-    worker.once("error", (e) => {
-      if (done()) refuse(sig, `could not be parsed: ${e.message}`);
-    });
-  }
-
-  arm();
-  const poll = pollMs > 0 ? setInterval(() => timer === undefined && job === undefined && check(), pollMs) : undefined;
-  poll?.unref?.();
-  return () => {
-    stopped = true;
-    if (timer) clearTimeout(timer);
-    if (poll) clearInterval(poll);
-    for (const w of watchers.values()) w.close();
-    watchers.clear();
-    void job?.worker?.terminate();
-    job = undefined;
-  };
 }
 
 /**
