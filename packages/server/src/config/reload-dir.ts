@@ -18,7 +18,7 @@
  * the parent of every symlinked directory on the path (a `RUNTIME_ROOT` such as
  * `/srv/runtime_data/current -> v7`, swapped by the deploy); a poll catches missed events.
  */
-import { lstatSync, readFileSync, realpathSync, statSync, watch, type FSWatcher, type Stats } from "node:fs";
+import { lstatSync, readFileSync, realpathSync, statSync, type Stats } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
@@ -27,6 +27,7 @@ import { parseRules } from "./load.js";
 import type { ParseReply } from "./parse-worker.js";
 import { RELOAD_DEFAULTS, type WatchRulesOptions } from "./reload.js";
 import { RulesError, type Rules } from "./rules.js";
+import { CheckTimer, DirWatchers, fileSignature } from "./watch.js";
 
 /** Options of {@link watchRulesDir}: those of the single-file reload, and how domains merge. */
 export interface WatchRulesDirOptions extends WatchRulesOptions {
@@ -56,202 +57,186 @@ interface Parsed {
  * @example const stop = watchRulesDir("/srv/runtime/ratelimit/config", { onReload: (r) => svc.setRules(r), onError: log });
  */
 export function watchRulesDir(dir: string, options: WatchRulesDirOptions): () => void {
-  const settleMs = options.settleMs ?? RELOAD_DEFAULTS.settleMs;
-  const maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
-  const pollMs = options.pollIntervalMs ?? RELOAD_DEFAULTS.pollIntervalMs;
-  const inWorker = statSafe(fileURLToPath(WORKER)) !== undefined;
-  const watchers = new Map<string, FSWatcher>();
-  /** Compiled files by path, kept while their signature holds. */
-  const parsed = new Map<string, Parsed>();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let stopped = false;
-  let busy = false;
-  let appliedSig: string | undefined;
-  let refusedSig: string | undefined;
+  const watcher = new RulesDirWatcher(dir, options);
+  return () => watcher.stop();
+}
 
-  try {
-    appliedSig = signatureOf(snapshot(dir));
-  } catch {
-    appliedSig = undefined;
+/** One rules directory under watch: what is in force, what was refused, the files compiled. */
+class RulesDirWatcher {
+  private readonly settleMs: number;
+  private readonly maxBytes: number;
+  private readonly inWorker = statSafe(fileURLToPath(WORKER)) !== undefined;
+  private readonly timer: CheckTimer;
+  private readonly dirs: DirWatchers;
+  /** Compiled files by path, kept while their signature holds. */
+  private readonly parsed = new Map<string, Parsed>();
+  /** A check is reading and parsing. */
+  private busy = false;
+  private appliedSig: string | undefined;
+  private refusedSig: string | undefined;
+
+  constructor(
+    private readonly dir: string,
+    private readonly options: WatchRulesDirOptions,
+  ) {
+    this.settleMs = options.settleMs ?? RELOAD_DEFAULTS.settleMs;
+    this.maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
+    try {
+      this.appliedSig = signatureOf(snapshot(dir));
+    } catch {
+      this.appliedSig = undefined;
+    }
+    const pollMs = options.pollIntervalMs ?? RELOAD_DEFAULTS.pollIntervalMs;
+    this.timer = new CheckTimer(
+      () => void this.check(),
+      pollMs,
+      () => this.busy,
+    );
+    this.dirs = new DirWatchers(() => this.timer.schedule(this.settleMs));
+    try {
+      this.arm(snapshot(dir));
+    } catch {
+      this.arm([]);
+    }
   }
 
-  const schedule = (ms: number): void => {
-    if (stopped) return;
-    if (timer) clearTimeout(timer);
-    timer = setTimeout(() => void check(), Math.max(ms, 1));
-    timer.unref?.();
-  };
+  stop(): void {
+    this.timer.stop();
+    this.dirs.close();
+  }
 
-  const arm = (files: readonly Seen[]): void => {
-    const dirs = watchedDirs(dir, files);
-    for (const [d, w] of watchers) {
-      if (!dirs.has(d)) {
-        w.close();
-        watchers.delete(d);
-      }
-    }
-    for (const d of dirs) {
-      if (watchers.has(d)) continue;
-      try {
-        const w = watch(d, { persistent: false }, () => schedule(settleMs));
-        w.on("error", () => {
-          w.close();
-          watchers.delete(d);
-        });
-        watchers.set(d, w);
-      } catch {
-        // Gone already: the poll and the next check re-arm.
-      }
-    }
-  };
+  private arm(files: readonly Seen[]): void {
+    this.dirs.arm(watchedDirs(this.dir, files));
+  }
 
-  const refuse = (sig: string, e: Error): void => {
-    refusedSig = sig;
-    options.onError(e);
-  };
+  private refuse(sig: string, e: Error): void {
+    this.refusedSig = sig;
+    this.options.onError(e);
+  }
 
-  async function check(): Promise<void> {
-    timer = undefined;
-    if (stopped) return;
+  private async check(): Promise<void> {
+    if (this.timer.stopped) return;
     // A change seen while files are parsed: look again once they are.
-    if (busy) return schedule(settleMs);
+    if (this.busy) return this.timer.schedule(this.settleMs);
     let files: Seen[];
     try {
-      files = snapshot(dir);
+      files = snapshot(this.dir);
     } catch (e) {
-      arm([]);
+      this.arm([]);
       const sig = `unreadable:${(e as NodeJS.ErrnoException).code ?? ""}`;
-      if (sig !== refusedSig)
-        refuse(sig, new RulesError(dir, [{ path: "", message: `cannot read the directory: ${(e as Error).message}` }]));
+      if (sig !== this.refusedSig)
+        this.refuse(sig, new RulesError(this.dir, [{ path: "", message: `cannot read the directory: ${(e as Error).message}` }]));
       return;
     }
-    arm(files);
+    this.arm(files);
     const sig = signatureOf(files);
-    if (sig === appliedSig || sig === refusedSig) return;
+    if (sig === this.appliedSig || sig === this.refusedSig) return;
     const quietMs = Date.now() - Math.max(0, ...files.map((f) => f.mtimeMs));
-    if (quietMs >= 0 && quietMs < settleMs) return schedule(settleMs - quietMs);
-    const big = files.find((f) => f.size > maxBytes);
+    if (quietMs >= 0 && quietMs < this.settleMs) return this.timer.schedule(this.settleMs - quietMs);
+    const big = files.find((f) => f.size > this.maxBytes);
     if (big)
-      return refuse(
+      return this.refuse(
         sig,
         new RulesError(big.path, [
-          { path: "", message: `is ${big.size} bytes, over the ${maxBytes}-byte limit (raise it with --max-rules-bytes)` },
+          { path: "", message: `is ${big.size} bytes, over the ${this.maxBytes}-byte limit (raise it with --max-rules-bytes)` },
         ]),
       );
-    busy = true;
+    this.busy = true;
     try {
-      await reload(files, sig);
+      await this.reload(files, sig);
     } finally {
-      busy = false;
+      this.busy = false;
     }
   }
 
   /** Parses what changed, merges, and applies, unless anything changed meanwhile. */
-  async function reload(files: readonly Seen[], sig: string): Promise<void> {
-    const parts: Rules[] = [];
+  private async reload(files: readonly Seen[], sig: string): Promise<void> {
     const fresh = new Map<string, Parsed>();
     for (const f of files) {
-      const had = parsed.get(f.path);
-      if (had?.sig === f.sig) {
-        fresh.set(f.path, had);
-        parts.push(had.rules);
-        continue;
-      }
-      let rules: Rules;
-      try {
-        const text = readFileSync(f.path, "utf8");
-        if (f.sig !== fileSig(statSync(f.path))) return schedule(settleMs); // changed while read
-        options.onLoading?.({ file: f.path, bytes: Buffer.byteLength(text) });
-        rules = await compile(text, f.path);
-      } catch (e) {
-        if (stopped) return;
-        if (!sameState(sig)) return schedule(settleMs);
-        return refuse(sig, e instanceof Error ? e : new Error(String(e)));
-      }
-      if (stopped) return;
-      if (rules.domains.size === 0 && rules.policies.size === 0 && rules.pools.size === 0 && !options.allowEmpty)
-        return refuse(
-          sig,
-          new RulesError(f.path, [
-            {
-              path: "",
-              message: "is empty (no domain, policy or pool): refused, the last good rules stay (a file cut short looks like this)",
-            },
-          ]),
-        );
+      const had = this.parsed.get(f.path);
+      const rules = had?.sig === f.sig ? had.rules : await this.compileFile(f, sig);
+      if (rules === undefined) return;
       fresh.set(f.path, { sig: f.sig, rules });
-      parts.push(rules);
     }
     // Changed while parsed: read the newer state once it settles.
-    if (!sameState(sig)) return schedule(settleMs);
+    if (!this.sameState(sig)) return this.timer.schedule(this.settleMs);
     let merged: Rules;
     try {
-      merged = mergeRules(dir, parts, options.mergeDomains === true);
+      merged = mergeRules(
+        this.dir,
+        [...fresh.values()].map((p) => p.rules),
+        this.options.mergeDomains === true,
+      );
     } catch (e) {
-      return refuse(sig, e as Error);
+      return this.refuse(sig, e as Error);
     }
-    if (
-      !options.allowEmpty &&
-      merged.rules.length === 0 &&
-      merged.policies.size === 0 &&
-      merged.pools.size === 0 &&
-      merged.domains.size === 0
-    )
-      return refuse(
+    const empty = merged.rules.length === 0 && merged.policies.size === 0 && merged.pools.size === 0 && merged.domains.size === 0;
+    if (!this.options.allowEmpty && empty)
+      return this.refuse(
         sig,
-        new RulesError(dir, [
+        new RulesError(this.dir, [
           { path: "", message: "has no rules files left: refused, the last good rules stay (allow it with --allow-empty-rules)" },
         ]),
       );
-    parsed.clear();
-    for (const [p, x] of fresh) parsed.set(p, x);
-    appliedSig = sig;
-    refusedSig = undefined;
-    options.onReload(merged);
+    this.parsed.clear();
+    for (const [p, x] of fresh) this.parsed.set(p, x);
+    this.appliedSig = sig;
+    this.refusedSig = undefined;
+    this.options.onReload(merged);
   }
 
-  const sameState = (sig: string): boolean => {
+  /**
+   * One changed file read and compiled; undefined when the reload stops here (the file changed
+   * while read, or the check was stopped: rescheduled; bad or empty: refused).
+   */
+  private async compileFile(f: Seen, sig: string): Promise<Rules | undefined> {
+    let rules: Rules;
     try {
-      return signatureOf(snapshot(dir)) === sig;
+      const text = readFileSync(f.path, "utf8");
+      if (f.sig !== fileSignature(statSync(f.path))) {
+        this.timer.schedule(this.settleMs); // changed while read
+        return undefined;
+      }
+      this.options.onLoading?.({ file: f.path, bytes: Buffer.byteLength(text) });
+      rules = await this.compile(text, f.path);
+    } catch (e) {
+      if (this.timer.stopped) return undefined;
+      if (!this.sameState(sig)) this.timer.schedule(this.settleMs);
+      else this.refuse(sig, e instanceof Error ? e : new Error(String(e)));
+      return undefined;
+    }
+    if (this.timer.stopped) return undefined;
+    if (rules.domains.size === 0 && rules.policies.size === 0 && rules.pools.size === 0 && !this.options.allowEmpty) {
+      const message = "is empty (no domain, policy or pool): refused, the last good rules stay (a file cut short looks like this)";
+      this.refuse(sig, new RulesError(f.path, [{ path: "", message }]));
+      return undefined;
+    }
+    return rules;
+  }
+
+  private sameState(sig: string): boolean {
+    try {
+      return signatureOf(snapshot(this.dir)) === sig;
     } catch {
       return false;
     }
-  };
-
-  const compile = (text: string, file: string): Promise<Rules> =>
-    inWorker ? parseInWorker(text, file) : Promise.resolve().then(() => parseRules(text, file));
-
-  try {
-    arm(snapshot(dir));
-  } catch {
-    arm([]);
   }
-  const poll = pollMs > 0 ? setInterval(() => timer === undefined && !busy && void check(), pollMs) : undefined;
-  poll?.unref?.();
-  return () => {
-    stopped = true;
-    if (timer) clearTimeout(timer);
-    if (poll) clearInterval(poll);
-    for (const w of watchers.values()) w.close();
-    watchers.clear();
-  };
+
+  private compile(text: string, file: string): Promise<Rules> {
+    return this.inWorker ? parseInWorker(text, file) : Promise.resolve().then(() => parseRules(text, file));
+  }
 }
 
 /** The rules files of the directory now, each with the identity of what it resolves to. */
 function snapshot(dir: string): Seen[] {
   return rulesFilesIn(dir).map((path) => {
     const st = statSync(path);
-    return { path, sig: fileSig(st), mtimeMs: st.mtimeMs, size: st.size };
+    return { path, sig: fileSignature(st), mtimeMs: st.mtimeMs, size: st.size };
   });
 }
 
 function signatureOf(files: readonly Seen[]): string {
   return files.map((f) => `${f.path}\0${f.sig}`).join("\n");
-}
-
-/** A file's identity and version: a rename over it, a symlink swap or a write all change it. */
-function fileSig(st: Stats): string {
-  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
 }
 
 function statSafe(path: string): Stats | undefined {

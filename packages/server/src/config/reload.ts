@@ -23,7 +23,7 @@ import { Worker } from "node:worker_threads";
 import { parseRules } from "./load.js";
 import type { ParseReply } from "./parse-worker.js";
 import { RulesError, type Rules } from "./rules.js";
-import { CheckTimer, DirWatchers } from "./watch.js";
+import { CheckTimer, DirWatchers, fileSignature } from "./watch.js";
 
 /** Options of {@link watchRules}. */
 export interface WatchRulesOptions {
@@ -83,7 +83,7 @@ class RulesFileWatcher {
     this.settleMs = options.settleMs ?? RELOAD_DEFAULTS.settleMs;
     this.maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
     try {
-      this.applied = { sig: signature(statSync(file)), text: readFileSync(file, "utf8") };
+      this.applied = { sig: fileSignature(statSync(file)), text: readFileSync(file, "utf8") };
     } catch {
       this.applied = undefined;
     }
@@ -126,7 +126,7 @@ class RulesFileWatcher {
       if (sig !== this.refused) this.refuse(sig, `cannot read: ${(e as Error).message}`);
       return;
     }
-    const sig = signature(st);
+    const sig = fileSignature(st);
     if (sig === this.applied?.sig || sig === this.refused || sig === this.job?.sig) return;
     const quietMs = Date.now() - st.mtimeMs;
     if (quietMs >= 0 && quietMs < this.settleMs) return this.timer.schedule(this.settleMs - quietMs);
@@ -136,7 +136,7 @@ class RulesFileWatcher {
     try {
       text = readFileSync(this.file, "utf8");
       // Changed while it was read: wait for it to settle again.
-      if (signature(statSync(this.file)) !== sig) return this.timer.schedule(this.settleMs);
+      if (fileSignature(statSync(this.file)) !== sig) return this.timer.schedule(this.settleMs);
     } catch (e) {
       return this.refuse(sig, `cannot read: ${(e as Error).message}`);
     }
@@ -191,7 +191,7 @@ class RulesFileWatcher {
     if (this.timer.stopped) return false;
     let now: string;
     try {
-      now = signature(statSync(this.file));
+      now = fileSignature(statSync(this.file));
     } catch {
       now = "";
     }
@@ -238,9 +238,4 @@ export function checkRulesSize(file: string, maxBytes: number = RELOAD_DEFAULTS.
       { path: "", message: `is ${size} bytes, over the ${maxBytes}-byte limit (raise it with --max-rules-bytes)` },
     ]);
   }
-}
-
-/** A file's identity and version: a rename over it, a symlink swap or a write all change it. */
-function signature(st: Stats): string {
-  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
 }

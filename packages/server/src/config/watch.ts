@@ -1,9 +1,10 @@
 /**
  * What the rules reloads (reload.ts for a file, reload-dir.ts for a directory) share: the
  * watchers of the directories where a change can show up, and the timer that runs a check once
- * things are quiet, with a poll in case the platform's file events missed one.
+ * things are quiet, with a poll in case the platform's file events missed one; and how a file's
+ * version is told apart.
  */
-import { watch, type FSWatcher } from "node:fs";
+import { watch, type FSWatcher, type Stats } from "node:fs";
 
 /** `fs.watch` on a set of directories, re-armed with the set of the moment. */
 export class DirWatchers {
@@ -80,4 +81,9 @@ export class CheckTimer {
     this.timer = undefined;
     this.check();
   }
+}
+
+/** A file's identity and version: a rename over it, a symlink swap or a write all change it. */
+export function fileSignature(st: Stats): string {
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
 }
