@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Rules } from "../config/rules.js";
 import type { Dashboard } from "../dashboard/routes.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
@@ -6,7 +7,7 @@ import type { HeaderStyle } from "ratekeeper/http";
 import type { DecisionService } from "../service/decide.js";
 import { LeaseService } from "../service/leases.js";
 import { CheckError, type CheckResult } from "../service/types.js";
-import { createAdminHandler, unauthorized } from "./admin.js";
+import { createAdminHandler, unauthorized, type AdminHandler } from "./admin.js";
 import { authInput, batchOf, keysInput, Query, toInput } from "./check-input.js";
 import { errorBody, HttpError, methodNotAllowed, readJson, sendError, sendJson, sendJsonText, TokenCheck } from "../http-io.js";
 import { envoyHealthcheck, envoyJson, type EnvoyHttpOptions } from "./envoy-http.js";
@@ -59,30 +60,7 @@ const MAX_BATCH = 1000;
  * @example const server = await createHttpServer({ service, metrics, logger, readiness: () => ({ ready: true }) });
  */
 export function createHttpServer(options: HttpOptions): Promise<Server> {
-  const { service, metrics, logger } = options;
-  const maxBody = options.maxBodyBytes ?? 65_536;
-  const styles = options.headerStyles ?? DEFAULT_STYLES;
-  const token = options.adminToken;
-  const leases = new LeaseService(service.store, () => service.rules);
-  // The admin API (/v1/admin/*) is on only with a token; this file checks the token before handing a request over.
-  const admin = token
-    ? createAdminHandler({
-        overrides: options.overridesStore,
-        limiters: { peek: (i) => service.peek(i), reset: (i) => service.reset(i) },
-        logger,
-      })
-    : undefined;
-  const tokenCheck = token ? new TokenCheck(token) : undefined;
-  const envoy: EnvoyHttpOptions = {
-    service,
-    logger,
-    headers: options.rlsHeaders ?? { kind: "ratekeeper" },
-    globalShadow: options.globalShadow === true,
-    metrics,
-    maxBodyBytes: maxBody,
-    readiness: options.readiness,
-  };
-
+  const api = new HttpApi(options);
   const requestTimeout = options.requestTimeoutMs ?? 10_000;
   const server = createServer(
     {
@@ -92,20 +70,72 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
       // How often node looks for requests past their timeouts (default 30 s: too lax for slow-client floods).
       connectionsCheckingInterval: Math.min(1_000, requestTimeout),
     },
-    (req, res) => {
-      // A check on the memory store is answered in this call, with no promise (see handle).
-      let pending: void | Promise<void>;
-      try {
-        pending = handle(req, res);
-      } catch (e) {
-        return failed(req, res, e);
-      }
-      if (pending !== undefined) pending.catch((e: unknown) => failed(req, res, e));
-    },
+    (req, res) => api.serve(req, res),
   );
+  server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
+    // Bad HTTP, or a slow client past headersTimeout/requestTimeout: answer and close.
+    if (!socket.writable) return void socket.destroy(err);
+    const status =
+      err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? "408 Request Timeout"
+        : err.code === "HPE_HEADER_OVERFLOW"
+          ? "431 Request Header Fields Too Large"
+          : "400 Bad Request";
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+  });
+  return Promise.resolve(server);
+}
 
-  function failed(req: IncomingMessage, res: ServerResponse, e: unknown): void {
-    if (!(e instanceof CheckError) && !(e instanceof HttpError)) logger.error({ err: e, url: req.url }, "request failed");
+/** The routes of {@link createHttpServer}, one method each. */
+class HttpApi {
+  private readonly service: DecisionService;
+  private readonly maxBody: number;
+  private readonly styles: readonly HeaderStyle[];
+  private readonly leases: LeaseService;
+  /** The admin API (/v1/admin/*), on only with a token; this class checks the token before handing a request over. */
+  private readonly admin: AdminHandler | undefined;
+  private readonly tokenCheck: TokenCheck | undefined;
+  private readonly envoy: EnvoyHttpOptions;
+
+  constructor(private readonly options: HttpOptions) {
+    const { service, logger } = options;
+    this.service = service;
+    this.maxBody = options.maxBodyBytes ?? 65_536;
+    this.styles = options.headerStyles ?? DEFAULT_STYLES;
+    this.leases = new LeaseService(service.store, () => service.rules);
+    const token = options.adminToken;
+    this.admin = token
+      ? createAdminHandler({
+          overrides: options.overridesStore,
+          limiters: { peek: (i) => service.peek(i), reset: (i) => service.reset(i) },
+          logger,
+        })
+      : undefined;
+    this.tokenCheck = token ? new TokenCheck(token) : undefined;
+    this.envoy = {
+      service,
+      logger,
+      headers: options.rlsHeaders ?? { kind: "ratekeeper" },
+      globalShadow: options.globalShadow === true,
+      metrics: options.metrics,
+      maxBodyBytes: this.maxBody,
+      readiness: options.readiness,
+    };
+  }
+
+  /** Answers one request. A check on the memory store is answered in this call, with no promise (see handle). */
+  serve(req: IncomingMessage, res: ServerResponse): void {
+    let pending: void | Promise<void>;
+    try {
+      pending = this.handle(req, res);
+    } catch (e) {
+      return this.failed(req, res, e);
+    }
+    if (pending !== undefined) pending.catch((e: unknown) => this.failed(req, res, e));
+  }
+
+  private failed(req: IncomingMessage, res: ServerResponse, e: unknown): void {
+    if (!(e instanceof CheckError) && !(e instanceof HttpError)) this.options.logger.error({ err: e, url: req.url }, "request failed");
     sendError(req, res, e);
   }
 
@@ -114,12 +144,12 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
    * return nothing when the store answered synchronously: an `async` function here cost a
    * promise and a microtask turn per request. Throws (or rejects) with the error to send.
    */
-  function handle(req: IncomingMessage, res: ServerResponse): void | Promise<void> {
+  private handle(req: IncomingMessage, res: ServerResponse): void | Promise<void> {
     const url = req.url ?? "/";
     const method = req.method;
     if (url === "/v1/check" || (url.startsWith("/v1/check") && url.charCodeAt(9) === 63) /* "?" */) {
       if (method !== "POST") throw methodNotAllowed("POST");
-      return readJson(req, maxBody).then((body) => check(body, res));
+      return readJson(req, this.maxBody).then((body) => this.check(body, res));
     }
     const q = url.indexOf("?");
     const path = q === -1 ? url : url.slice(0, q);
@@ -127,87 +157,75 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
     if (path === "/v1/auth") {
       // A check charges the limit: only what nginx's auth_request sends (GET), and HEAD.
       if (method !== "GET" && method !== "HEAD") throw methodNotAllowed("GET, HEAD");
-      return auth(req, res, query);
+      return this.auth(req, res, query);
     }
-    return other(req, res, method, path, query);
+    return this.other(req, res, method, path, query);
   }
 
   /** Every route but the two decision routes. */
-  async function other(req: IncomingMessage, res: ServerResponse, method: string | undefined, path: string, query: Query): Promise<void> {
+  private async other(req: IncomingMessage, res: ServerResponse, method: string | undefined, path: string, query: Query): Promise<void> {
+    const { options } = this;
     if (path.startsWith("/v1/keys/")) {
       if (method !== "GET") throw methodNotAllowed("GET");
-      const result = await service.peek(keysInput(path.slice("/v1/keys/".length), query));
-      return sendJsonText(res, 200, resultJson(result), limitHeaders(result.statuses, styles));
+      const result = await this.service.peek(keysInput(path.slice("/v1/keys/".length), query));
+      return sendJsonText(res, 200, resultJson(result), limitHeaders(result.statuses, this.styles));
     }
     if (path.startsWith("/v1/leases/")) {
       if (method !== "POST") throw methodNotAllowed("POST");
-      return lease(path.slice("/v1/leases/".length), await readJson(req, maxBody), res);
+      return this.lease(path.slice("/v1/leases/".length), await readJson(req, this.maxBody), res);
     }
     if (path === "/healthz") return sendJson(res, 200, { status: "ok" });
-    if (path === "/json") return envoyJson(req, res, envoy);
-    if (path === "/healthcheck") return envoyHealthcheck(res, envoy);
+    if (path === "/json") return envoyJson(req, res, this.envoy);
+    if (path === "/healthcheck") return envoyHealthcheck(res, this.envoy);
     if (path === "/readyz") {
       const r = options.readiness();
       return sendJson(res, r.ready ? 200 : 503, r.ready ? { status: "ready" } : { status: "not ready", reason: r.reason ?? "unknown" });
     }
     if (path === "/metrics") {
-      const text = await metrics.registry.metrics();
-      res.writeHead(200, { "content-type": metrics.registry.contentType });
+      const text = await options.metrics.registry.metrics();
+      res.writeHead(200, { "content-type": options.metrics.registry.contentType });
       res.end(text);
       return;
     }
-    if (path === "/v1/rules") {
-      const rules = service.rules;
-      return sendJson(res, 200, {
-        source: rules.source,
-        domains: [...rules.domains.keys()],
-        policies: Object.fromEntries([...rules.policies.values()].map((p) => [p.name, p.specs])),
-        concurrency: Object.fromEntries([...rules.pools.values()].map((p) => [p.name, { limit: p.limit, leaseMs: p.leaseMs }])),
-        rules: rules.rules.map((r) => ({
-          id: r.id,
-          path: r.path,
-          unlimited: r.unlimited,
-          shadow: r.shadow,
-          cost: r.cost,
-          limits: r.specs,
-        })),
-      });
-    }
+    if (path === "/v1/rules") return sendJson(res, 200, rulesDocument(this.service.rules));
     if (path === "/dashboard" || path.startsWith("/dashboard/")) {
       if (!options.dashboard) throw new HttpError("not_found", "the dashboard is off (started with --no-dashboard)");
       return options.dashboard.handle(req, res, path);
     }
-    if (path.startsWith("/v1/admin/") || path === "/v1/admin") {
-      if (!admin || !tokenCheck)
-        throw new HttpError("not_found", "the admin API is off (start with --admin-token-file, RATEKEEPER_ADMIN_TOKEN or --admin-token)");
-      if (!tokenCheck.matches(req.headers.authorization)) throw unauthorized();
-      if (await admin(req, res)) return;
-      throw new HttpError("not_found", `no admin route ${method ?? ""} ${path}`);
-    }
+    if (path.startsWith("/v1/admin/") || path === "/v1/admin") return this.adminRoute(req, res, method, path);
     throw new HttpError("not_found", `no route ${method ?? ""} ${path}`);
   }
 
-  function check(body: unknown, res: ServerResponse): void | Promise<void> {
+  /** `/v1/admin/*`: the token checked here, then the admin handler (transport/admin.ts). */
+  private async adminRoute(req: IncomingMessage, res: ServerResponse, method: string | undefined, path: string): Promise<void> {
+    if (!this.admin || !this.tokenCheck)
+      throw new HttpError("not_found", "the admin API is off (start with --admin-token-file, RATEKEEPER_ADMIN_TOKEN or --admin-token)");
+    if (!this.tokenCheck.matches(req.headers.authorization)) throw unauthorized();
+    if (await this.admin(req, res)) return;
+    throw new HttpError("not_found", `no admin route ${method ?? ""} ${path}`);
+  }
+
+  private check(body: unknown, res: ServerResponse): void | Promise<void> {
     const batch = batchOf(body);
     if (batch === undefined) {
-      const result = service.decideNow(toInput(body, ""));
-      if (result instanceof Promise) return result.then((r) => sendCheck(res, r));
-      return sendCheck(res, result);
+      const result = this.service.decideNow(toInput(body, ""));
+      if (result instanceof Promise) return result.then((r) => this.sendCheck(res, r));
+      return this.sendCheck(res, result);
     }
-    return checkBatch(batch, res);
+    return this.checkBatch(batch, res);
   }
 
-  function sendCheck(res: ServerResponse, result: CheckResult): void {
-    sendJsonText(res, 200, resultJson(result), limitHeaders(result.statuses, styles));
+  private sendCheck(res: ServerResponse, result: CheckResult): void {
+    sendJsonText(res, 200, resultJson(result), limitHeaders(result.statuses, this.styles));
   }
 
-  async function checkBatch(batch: unknown[], res: ServerResponse): Promise<void> {
+  private async checkBatch(batch: unknown[], res: ServerResponse): Promise<void> {
     if (batch.length === 0 || batch.length > MAX_BATCH)
       throw new CheckError(`checks: must hold 1-${MAX_BATCH} checks (got ${batch.length})`);
     const results = await Promise.all(
       batch.map(async (b, i) => {
         try {
-          return await service.decide(toInput(b, `checks[${i}].`));
+          return await this.service.decide(toInput(b, `checks[${i}].`));
         } catch (e) {
           // A check that cannot be decided gets the error body in its place; a store failure fails the batch.
           if (e instanceof CheckError) return errorBody(e).body;
@@ -224,39 +242,44 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
   }
 
   /** Concurrency leases: acquire (200, or 429 with Retry-After when every slot is held), renew, release. */
-  async function lease(op: string, body: unknown, res: ServerResponse): Promise<void> {
+  private async lease(op: string, body: unknown, res: ServerResponse): Promise<void> {
     if (op === "acquire") {
-      const grant = await leases.acquire(body);
+      const grant = await this.leases.acquire(body);
       const headers = grant.acquired ? undefined : { "retry-after": String(Math.max(1, Math.ceil(grant.retryAfterMs / 1000))) };
       return sendJson(res, grant.acquired ? 200 : 429, grant, headers);
     }
-    if (op === "renew") return sendJson(res, 200, { renewed: await leases.renew(body) });
-    if (op === "release") return sendJson(res, 200, { released: await leases.release(body) });
+    if (op === "renew") return sendJson(res, 200, { renewed: await this.leases.renew(body) });
+    if (op === "release") return sendJson(res, 200, { released: await this.leases.release(body) });
     throw new HttpError("not_found", `no route POST /v1/leases/${op.slice(0, 32)} (acquire, renew, release)`);
   }
 
-  function auth(req: IncomingMessage, res: ServerResponse, query: Query): void | Promise<void> {
+  private auth(req: IncomingMessage, res: ServerResponse, query: Query): void | Promise<void> {
     const { input, denyStatus } = authInput(query, req.headers);
-    const result = service.decideNow(input);
-    if (result instanceof Promise) return result.then((r) => sendAuth(res, r, denyStatus));
-    sendAuth(res, result, denyStatus);
+    const result = this.service.decideNow(input);
+    if (result instanceof Promise) return result.then((r) => this.sendAuth(res, r, denyStatus));
+    this.sendAuth(res, result, denyStatus);
   }
 
-  function sendAuth(res: ServerResponse, result: CheckResult, denyStatus: number): void {
-    res.writeHead(result.allowed ? 204 : denyStatus, limitHeaders(result.statuses, styles));
+  private sendAuth(res: ServerResponse, result: CheckResult, denyStatus: number): void {
+    res.writeHead(result.allowed ? 204 : denyStatus, limitHeaders(result.statuses, this.styles));
     res.end();
   }
+}
 
-  server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
-    // Bad HTTP, or a slow client past headersTimeout/requestTimeout: answer and close.
-    if (!socket.writable) return void socket.destroy(err);
-    const status =
-      err.code === "ERR_HTTP_REQUEST_TIMEOUT"
-        ? "408 Request Timeout"
-        : err.code === "HPE_HEADER_OVERFLOW"
-          ? "431 Request Header Fields Too Large"
-          : "400 Bad Request";
-    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
-  });
-  return Promise.resolve(server);
+/** `GET /v1/rules`: the rules in force, as the file gave them. */
+function rulesDocument(rules: Rules): object {
+  return {
+    source: rules.source,
+    domains: [...rules.domains.keys()],
+    policies: Object.fromEntries([...rules.policies.values()].map((p) => [p.name, p.specs])),
+    concurrency: Object.fromEntries([...rules.pools.values()].map((p) => [p.name, { limit: p.limit, leaseMs: p.leaseMs }])),
+    rules: rules.rules.map((r) => ({
+      id: r.id,
+      path: r.path,
+      unlimited: r.unlimited,
+      shadow: r.shadow,
+      cost: r.cost,
+      limits: r.specs,
+    })),
+  };
 }
