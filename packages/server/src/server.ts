@@ -128,21 +128,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   const isDirectory = statSync(options.configFile).isDirectory();
   metrics.rules.set(rules.rules.length);
   metrics.loaded();
-
-  let store: Store;
-  let redis: ServiceRedis | undefined;
-  const connection =
-    options.redis ?? (options.redisUrl ? parseRedisSettings({ url: { value: options.redisUrl, from: "redisUrl" } }) : undefined);
-  if (connection) {
-    logger.info({ redis: describeRedis(connection) }, "redis store");
-    redis = openServiceRedis({ connection, failure: options.redisFailure, timeoutMs: options.redisTimeoutMs, logger, metrics });
-    store = redis.store;
-    await redisReady(redis.client, 5_000).catch((e: Error) => logger.warn({ err: e.message }, "redis not reachable yet"));
-  } else {
-    const memory = new MemoryStore(options.memoryMaxBytes !== undefined ? { maxBytes: options.memoryMaxBytes } : {});
-    metrics.watchMemoryStore(memory);
-    store = memory;
-  }
+  const { store, redis } = await openStore(options, logger, metrics);
 
   // The dashboard counts through the same observer seam as the metrics (both, through a tee).
   const stats = options.dashboard === false ? undefined : new DashboardStats();
@@ -152,20 +138,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     overrides: options.overrides?.lookup,
     observer: stats ? new TeeObserver(metrics, stats) : metrics,
   });
-  const storeHealth = (): StoreHealth =>
-    redis ? { kind: "redis", status: redis.client.status, breaker: redis.state() } : { kind: "memory", status: "ready", breaker: null };
-  let dashboard: Dashboard | undefined;
-  if (stats) {
-    stats.start();
-    dashboard = createDashboard({
-      stats,
-      rules: () => service.rules,
-      overrides: isOverrideStore(options.overrides?.store) ? options.overrides.store : undefined,
-      storeHealth,
-      adminToken: options.adminToken,
-      logger,
-    });
-  }
+  const dashboard = stats ? openDashboard(stats, service, options, redis, logger) : undefined;
   let closing = false;
   const readiness = (): { ready: boolean; reason?: string } => {
     if (closing) return { ready: false, reason: "shutting down" };
@@ -191,32 +164,95 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     dashboard,
   });
   const host = options.host ?? "0.0.0.0";
-  await new Promise<void>((resolve, reject) => {
+  const httpPort = await listen(http, options.port ?? 8080, host);
+  const grpc = grpcServer(options, service, metrics, logger, () => readiness().ready);
+  const grpcPort = await bindGrpc(grpc, options.grpcHost ?? host, options.grpcPort ?? 8081).catch((e: unknown) => {
+    http.close();
+    throw e;
+  });
+  // A directory (envoyproxy/ratelimit's runtime layout) is watched as a whole: files added, changed, removed.
+  const stopWatching = options.watch === false ? () => {} : watchConfig(options, isDirectory, service, metrics, logger);
+  logger.info(
+    { httpPort, grpcPort, store: redis ? "redis" : "memory", rules: rules.rules.length, config: options.configFile },
+    "listening",
+  );
+
+  let closed: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closing = true;
+    closed ??= shutdown({ options, logger, http, grpc, stopWatching, dashboard, stats, store, redis });
+    return closed;
+  };
+  return { httpPort, grpcPort, service, metrics, logger, close };
+}
+
+/** The store: Redis when a connection is given (waiting up to 5 s for it, then going on), else memory. */
+async function openStore(
+  options: ServeOptions,
+  logger: Logger,
+  metrics: Metrics,
+): Promise<{ store: Store; redis: ServiceRedis | undefined }> {
+  const connection =
+    options.redis ?? (options.redisUrl ? parseRedisSettings({ url: { value: options.redisUrl, from: "redisUrl" } }) : undefined);
+  if (connection) {
+    logger.info({ redis: describeRedis(connection) }, "redis store");
+    const redis = openServiceRedis({ connection, failure: options.redisFailure, timeoutMs: options.redisTimeoutMs, logger, metrics });
+    await redisReady(redis.client, 5_000).catch((e: Error) => logger.warn({ err: e.message }, "redis not reachable yet"));
+    return { store: redis.store, redis };
+  }
+  const memory = new MemoryStore(options.memoryMaxBytes !== undefined ? { maxBytes: options.memoryMaxBytes } : {});
+  metrics.watchMemoryStore(memory);
+  return { store: memory, redis: undefined };
+}
+
+/** Starts counting for the dashboard and makes its routes. */
+function openDashboard(
+  stats: DashboardStats,
+  service: DecisionService,
+  options: ServeOptions,
+  redis: ServiceRedis | undefined,
+  logger: Logger,
+): Dashboard {
+  const storeHealth = (): StoreHealth =>
+    redis ? { kind: "redis", status: redis.client.status, breaker: redis.state() } : { kind: "memory", status: "ready", breaker: null };
+  stats.start();
+  return createDashboard({
+    stats,
+    rules: () => service.rules,
+    overrides: isOverrideStore(options.overrides?.store) ? options.overrides.store : undefined,
+    storeHealth,
+    adminToken: options.adminToken,
+    logger,
+  });
+}
+
+/** Listens on `port` (0: any); resolves the port bound. */
+function listen(http: HttpServer, port: number, host: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
     http.once("error", reject);
-    http.listen(options.port ?? 8080, host, () => {
+    http.listen(port, host, () => {
       http.off("error", reject);
-      resolve();
+      resolve((http.address() as AddressInfo).port);
     });
   });
-  const httpPort = (http.address() as AddressInfo).port;
-  const grpc: GrpcServer = createGrpcServer({
+}
+
+/** The gRPC server: Envoy's RLS and grpc.health.v1. */
+function grpcServer(options: ServeOptions, service: DecisionService, metrics: Metrics, logger: Logger, healthy: () => boolean): GrpcServer {
+  return createGrpcServer({
     service,
     logger,
-    healthy: () => readiness().ready,
+    healthy,
     headers: options.rlsHeaders,
     globalShadow: options.globalShadowMode,
     metrics,
     maxConnectionAgeMs: options.grpcMaxConnectionAgeMs,
     maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs,
   });
-  let grpcPort: number;
-  try {
-    grpcPort = await bindGrpc(grpc, options.grpcHost ?? host, options.grpcPort ?? 8081);
-  } catch (e) {
-    http.close();
-    throw e;
-  }
+}
 
+/** Watches the rules file or directory; returns the function that stops watching. */
+function watchConfig(options: ServeOptions, isDirectory: boolean, service: DecisionService, metrics: Metrics, logger: Logger): () => void {
   const reloadOptions: WatchRulesDirOptions = {
     settleMs: options.reloadSettleMs,
     maxBytes: options.maxRulesBytes,
@@ -234,50 +270,47 @@ export async function startService(options: ServeOptions): Promise<RunningServic
       logger.error({ file: options.configFile, errors: e.message.split("\n") }, "rules reload failed: keeping the last good rules");
     },
   };
-  // A directory (envoyproxy/ratelimit's runtime layout) is watched as a whole: files added, changed, removed.
-  const stopWatching =
-    options.watch === false
-      ? () => {}
-      : isDirectory
-        ? watchRulesDir(options.configFile, reloadOptions)
-        : watchRules(options.configFile, reloadOptions);
+  return isDirectory ? watchRulesDir(options.configFile, reloadOptions) : watchRules(options.configFile, reloadOptions);
+}
 
-  logger.info(
-    { httpPort, grpcPort, store: redis ? "redis" : "memory", rules: rules.rules.length, config: options.configFile },
-    "listening",
-  );
+/** What a graceful stop closes. */
+interface Running {
+  readonly options: ServeOptions;
+  readonly logger: Logger;
+  readonly http: HttpServer;
+  readonly grpc: GrpcServer;
+  readonly stopWatching: () => void;
+  readonly dashboard: Dashboard | undefined;
+  readonly stats: DashboardStats | undefined;
+  readonly store: Store;
+  readonly redis: ServiceRedis | undefined;
+}
 
-  let closed: Promise<void> | undefined;
-  const close = (): Promise<void> => {
-    closed ??= (async () => {
-      closing = true;
-      stopWatching();
-      // Event streams never end by themselves: end them so the HTTP server can close.
-      dashboard?.close();
-      stats?.stop();
-      const timeoutMs = options.shutdownTimeoutMs ?? 10_000;
-      // Stop accepting; in-flight requests finish; idle keep-alive sockets are closed now,
-      // busy ones after their response (node closes them once idle during close()).
-      const httpDone = new Promise<void>((resolve) => http.close(() => resolve()));
-      http.closeIdleConnections();
-      const grpcDone = new Promise<void>((resolve) => grpc.tryShutdown(() => resolve()));
-      const force = setTimeout(() => {
-        logger.warn("shutdown timeout: closing remaining connections");
-        http.closeAllConnections();
-        grpc.forceShutdown();
-      }, timeoutMs);
-      force.unref();
-      await Promise.all([httpDone, grpcDone]);
-      clearTimeout(force);
-      await options.overrides?.close();
-      if (redis) await redis.close();
-      else (store as MemoryStore).close();
-      logger.info("stopped");
-    })();
-    return closed;
-  };
-
-  return { httpPort, grpcPort, service, metrics, logger, close };
+/** Stops accepting, lets in-flight requests finish (closing them after the shutdown timeout), then closes the stores. */
+async function shutdown(r: Running): Promise<void> {
+  const { options, logger, http, grpc } = r;
+  r.stopWatching();
+  // Event streams never end by themselves: end them so the HTTP server can close.
+  r.dashboard?.close();
+  r.stats?.stop();
+  const timeoutMs = options.shutdownTimeoutMs ?? 10_000;
+  // Stop accepting; in-flight requests finish; idle keep-alive sockets are closed now,
+  // busy ones after their response (node closes them once idle during close()).
+  const httpDone = new Promise<void>((resolve) => http.close(() => resolve()));
+  http.closeIdleConnections();
+  const grpcDone = new Promise<void>((resolve) => grpc.tryShutdown(() => resolve()));
+  const force = setTimeout(() => {
+    logger.warn("shutdown timeout: closing remaining connections");
+    http.closeAllConnections();
+    grpc.forceShutdown();
+  }, timeoutMs);
+  force.unref();
+  await Promise.all([httpDone, grpcDone]);
+  clearTimeout(force);
+  await options.overrides?.close();
+  if (r.redis) await r.redis.close();
+  else (r.store as MemoryStore).close();
+  logger.info("stopped");
 }
 
 function isOverrideStore(s: unknown): s is OverrideStore {
