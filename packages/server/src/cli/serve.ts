@@ -1,12 +1,12 @@
 import { fileURLToPath } from "node:url";
 import { HEADER_STYLES, type HeaderStyle } from "ratekeeper/http";
-import { createLogger } from "../log.js";
+import { createLogger, type Logger } from "../log.js";
 import { OverrideCache } from "../overrides/cache.js";
 import { openOverrideStore } from "../overrides/open.js";
-import { startService, type ServiceOverrides } from "../server.js";
+import { startService, type RunningService, type ServeOptions, type ServiceOverrides } from "../server.js";
 import { chooseAdminToken } from "./admin-token.js";
 import { REDIS_FAILURES, type RedisFailureName } from "../redis-store.js";
-import { UsageError, nonNegative, port, positive, ratio, str, type Command } from "./command.js";
+import { UsageError, nonNegative, port, positive, ratio, str, type Command, type Values } from "./command.js";
 import { REDIS_FLAGS, REDIS_FLAG_HELP, redisFromCommandLine } from "./redis-flags.js";
 import { envoyEnvironment, rlsHeadersOption } from "./envoy-env.js";
 
@@ -93,26 +93,13 @@ export const SERVE_COMMAND: Command = {
     // envoyproxy/ratelimit's variables, as flags under the command line's (cli/envoy-env.ts).
     const envoy = envoyEnvironment(process.env, commandLine);
     const v = { ...envoy.flags, ...commandLine };
-    const given = str(v.config);
-    if (given === "") throw new UsageError("--config: needs a file name (the rules file, e.g. rules.yaml)");
-    const configFile = given ?? DEFAULT_RULES_FILE;
-    const redisFailure = str(v["redis-failure"]);
-    if (redisFailure !== undefined && !REDIS_FAILURES.includes(redisFailure as RedisFailureName)) {
-      throw new UsageError(`--redis-failure: must be ${REDIS_FAILURES.join(", ")} (got ${JSON.stringify(redisFailure)})`);
-    }
-    const headerStyles = (str(v.headers) ?? "ietf").split(",").map((x) => x.trim()) as HeaderStyle[];
-    for (const h of headerStyles)
-      if (!HEADER_STYLES.includes(h))
-        throw new UsageError(`--headers: each style must be one of ${HEADER_STYLES.join(", ")} (got ${JSON.stringify(h)})`);
-    const memoryMaxBytes = positive(str(v["memory-max-bytes"]), "--memory-max-bytes");
-    if (memoryMaxBytes !== undefined && memoryMaxBytes < 4096)
-      throw new UsageError(`--memory-max-bytes: must be at least 4096 (got ${memoryMaxBytes})`);
+    const flags = checkFlags(v);
     const admin = chooseAdminToken(v, process.env);
     const logger = createLogger(envoy.logLevel);
     const rlsHeaders = rlsHeadersOption(str(v["rls-headers"]), str(v["rls-header-names"]));
-    if (given === undefined)
+    if (flags.given === undefined)
       logger.warn(
-        { config: configFile },
+        { config: flags.configFile },
         "no --config: serving the built-in default rules (100 a minute per remote_address in domain web, policy default); copy the file and pass --config FILE for your own",
       );
     if (admin.warning) logger.warn(admin.warning);
@@ -121,56 +108,89 @@ export const SERVE_COMMAND: Command = {
     const overrides = overridesUrl ? await openOverrides(overridesUrl, logger) : undefined;
     let running;
     try {
-      running = await startService({
-        configFile,
-        redis: redisFromCommandLine(v, process.env),
-        mergeDomains: process.env.MERGE_DOMAIN_CONFIG === "true",
-        redisFailure: redisFailure as RedisFailureName | undefined,
-        port: port(str(v.port) ?? process.env.PORT, "--port", 8080),
-        redisTimeoutMs: nonNegative(str(v["redis-timeout"]), "--redis-timeout"),
-        grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
-        host: str(v.host),
-        grpcHost: str(v["grpc-host"]),
-        rlsHeaders,
-        globalShadowMode: v["global-shadow-mode"] === true,
-        grpcMaxConnectionAgeMs: positive(str(v["grpc-max-connection-age"]), "--grpc-max-connection-age"),
-        grpcMaxConnectionAgeGraceMs: nonNegative(str(v["grpc-max-connection-age-grace"]), "--grpc-max-connection-age-grace"),
-        watch: given !== undefined && v["no-watch"] !== true,
-        reloadSettleMs: positive(str(v["reload-settle"]), "--reload-settle"),
-        maxRulesBytes: positive(str(v["max-rules-bytes"]), "--max-rules-bytes"),
-        allowEmptyRules: v["allow-empty-rules"] === true,
-        memoryMaxBytes,
-        dashboard: v["no-dashboard"] !== true,
-        adminToken: admin.token,
-        overrides,
-        headerStyles,
-        requestTimeoutMs: positive(str(v["request-timeout"]), "--request-timeout"),
-        maxBodyBytes: positive(str(v["max-body"]), "--max-body"),
-        nearLimitRatio: ratio(str(v["near-limit-ratio"]), "--near-limit-ratio"),
-        maxDetailedMetricKeys: positive(str(v["max-detailed-metric-keys"]), "--max-detailed-metric-keys"),
-        logger,
-      });
+      running = await startService({ ...serveOptions(v, flags), rlsHeaders, adminToken: admin.token, overrides, logger });
     } catch (e) {
       await overrides?.close();
       throw e;
     }
-    const svc = running;
-    return new Promise<number>((resolve) => {
-      const stop = (signal: string) => {
-        logger.info({ signal }, "shutting down");
-        svc.close().then(
-          () => resolve(0),
-          (e: unknown) => {
-            logger.error({ err: e }, "shutdown failed");
-            resolve(1);
-          },
-        );
-      };
-      process.once("SIGTERM", () => stop("SIGTERM"));
-      process.once("SIGINT", () => stop("SIGINT"));
-    });
+    return untilSignal(running, logger);
   },
 };
+
+/** The flags checked before anything starts (a usage error stops the command before it logs). */
+interface CheckedFlags {
+  /** `--config` as given; undefined: the built-in rules. */
+  readonly given: string | undefined;
+  readonly configFile: string;
+  readonly redisFailure: RedisFailureName | undefined;
+  readonly headerStyles: HeaderStyle[];
+  readonly memoryMaxBytes: number | undefined;
+}
+
+function checkFlags(v: Values): CheckedFlags {
+  const given = str(v.config);
+  if (given === "") throw new UsageError("--config: needs a file name (the rules file, e.g. rules.yaml)");
+  const configFile = given ?? DEFAULT_RULES_FILE;
+  const redisFailure = str(v["redis-failure"]);
+  if (redisFailure !== undefined && !REDIS_FAILURES.includes(redisFailure as RedisFailureName)) {
+    throw new UsageError(`--redis-failure: must be ${REDIS_FAILURES.join(", ")} (got ${JSON.stringify(redisFailure)})`);
+  }
+  const headerStyles = (str(v.headers) ?? "ietf").split(",").map((x) => x.trim()) as HeaderStyle[];
+  for (const h of headerStyles)
+    if (!HEADER_STYLES.includes(h))
+      throw new UsageError(`--headers: each style must be one of ${HEADER_STYLES.join(", ")} (got ${JSON.stringify(h)})`);
+  const memoryMaxBytes = positive(str(v["memory-max-bytes"]), "--memory-max-bytes");
+  if (memoryMaxBytes !== undefined && memoryMaxBytes < 4096)
+    throw new UsageError(`--memory-max-bytes: must be at least 4096 (got ${memoryMaxBytes})`);
+  return { given, configFile, redisFailure: redisFailure as RedisFailureName | undefined, headerStyles, memoryMaxBytes };
+}
+
+/** The service's options from the flags (and the environment variables that stand for some). */
+function serveOptions(v: Values, flags: CheckedFlags): ServeOptions {
+  return {
+    configFile: flags.configFile,
+    redis: redisFromCommandLine(v, process.env),
+    mergeDomains: process.env.MERGE_DOMAIN_CONFIG === "true",
+    redisFailure: flags.redisFailure,
+    port: port(str(v.port) ?? process.env.PORT, "--port", 8080),
+    redisTimeoutMs: nonNegative(str(v["redis-timeout"]), "--redis-timeout"),
+    grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
+    host: str(v.host),
+    grpcHost: str(v["grpc-host"]),
+    globalShadowMode: v["global-shadow-mode"] === true,
+    grpcMaxConnectionAgeMs: positive(str(v["grpc-max-connection-age"]), "--grpc-max-connection-age"),
+    grpcMaxConnectionAgeGraceMs: nonNegative(str(v["grpc-max-connection-age-grace"]), "--grpc-max-connection-age-grace"),
+    watch: flags.given !== undefined && v["no-watch"] !== true,
+    reloadSettleMs: positive(str(v["reload-settle"]), "--reload-settle"),
+    maxRulesBytes: positive(str(v["max-rules-bytes"]), "--max-rules-bytes"),
+    allowEmptyRules: v["allow-empty-rules"] === true,
+    memoryMaxBytes: flags.memoryMaxBytes,
+    dashboard: v["no-dashboard"] !== true,
+    headerStyles: flags.headerStyles,
+    requestTimeoutMs: positive(str(v["request-timeout"]), "--request-timeout"),
+    maxBodyBytes: positive(str(v["max-body"]), "--max-body"),
+    nearLimitRatio: ratio(str(v["near-limit-ratio"]), "--near-limit-ratio"),
+    maxDetailedMetricKeys: positive(str(v["max-detailed-metric-keys"]), "--max-detailed-metric-keys"),
+  };
+}
+
+/** Runs until SIGTERM or SIGINT, then stops gracefully; resolves the exit code. */
+function untilSignal(svc: RunningService, logger: Logger): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const stop = (signal: string) => {
+      logger.info({ signal }, "shutting down");
+      svc.close().then(
+        () => resolve(0),
+        (e: unknown) => {
+          logger.error({ err: e }, "shutdown failed");
+          resolve(1);
+        },
+      );
+    };
+    process.once("SIGTERM", () => stop("SIGTERM"));
+    process.once("SIGINT", () => stop("SIGINT"));
+  });
+}
 
 /**
  * Opens the overrides store named by `--overrides` and its in-memory cache (the hot path's
