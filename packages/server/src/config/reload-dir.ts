@@ -18,24 +18,19 @@
  * the parent of every symlinked directory on the path (a `RUNTIME_ROOT` such as
  * `/srv/runtime_data/current -> v7`, swapped by the deploy); a poll catches missed events.
  */
-import { lstatSync, readFileSync, realpathSync, statSync, type Stats } from "node:fs";
+import { lstatSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { Worker } from "node:worker_threads";
 import { mergeRules, rulesFilesIn } from "./load-dir.js";
-import { parseRules } from "./load.js";
-import type { ParseReply } from "./parse-worker.js";
-import { RELOAD_DEFAULTS, type WatchRulesOptions } from "./reload.js";
+import { parseOffThread } from "./parse-thread.js";
+import { RELOAD_DEFAULTS, tooLarge, type WatchRulesOptions } from "./reload.js";
 import { RulesError, type Rules } from "./rules.js";
-import { CheckTimer, DirWatchers, fileSignature } from "./watch.js";
+import { fileSignature, SettleWatch } from "./watch.js";
 
 /** Options of {@link watchRulesDir}: those of the single-file reload, and how domains merge. */
 export interface WatchRulesDirOptions extends WatchRulesOptions {
   /** Merge a domain split over several files (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`). @default false */
   mergeDomains?: boolean | undefined;
 }
-
-const WORKER = new URL("./parse-worker.js", import.meta.url);
 
 /** One file of the directory as last seen. */
 interface Seen {
@@ -63,11 +58,8 @@ export function watchRulesDir(dir: string, options: WatchRulesDirOptions): () =>
 
 /** One rules directory under watch: what is in force, what was refused, the files compiled. */
 class RulesDirWatcher {
-  private readonly settleMs: number;
   private readonly maxBytes: number;
-  private readonly inWorker = statSafe(fileURLToPath(WORKER)) !== undefined;
-  private readonly timer: CheckTimer;
-  private readonly dirs: DirWatchers;
+  private readonly watch: SettleWatch;
   /** Compiled files by path, kept while their signature holds. */
   private readonly parsed = new Map<string, Parsed>();
   /** A check is reading and parsing. */
@@ -79,20 +71,18 @@ class RulesDirWatcher {
     private readonly dir: string,
     private readonly options: WatchRulesDirOptions,
   ) {
-    this.settleMs = options.settleMs ?? RELOAD_DEFAULTS.settleMs;
     this.maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
     try {
       this.appliedSig = signatureOf(snapshot(dir));
     } catch {
       this.appliedSig = undefined;
     }
-    const pollMs = options.pollIntervalMs ?? RELOAD_DEFAULTS.pollIntervalMs;
-    this.timer = new CheckTimer(
-      () => void this.check(),
-      pollMs,
-      () => this.busy,
-    );
-    this.dirs = new DirWatchers(() => this.timer.schedule(this.settleMs));
+    this.watch = new SettleWatch({
+      check: () => void this.check(),
+      busy: () => this.busy,
+      settleMs: options.settleMs ?? RELOAD_DEFAULTS.settleMs,
+      pollMs: options.pollIntervalMs ?? RELOAD_DEFAULTS.pollIntervalMs,
+    });
     try {
       this.arm(snapshot(dir));
     } catch {
@@ -101,12 +91,11 @@ class RulesDirWatcher {
   }
 
   stop(): void {
-    this.timer.stop();
-    this.dirs.close();
+    this.watch.stop();
   }
 
   private arm(files: readonly Seen[]): void {
-    this.dirs.arm(watchedDirs(this.dir, files));
+    this.watch.arm(watchedDirs(this.dir, files));
   }
 
   private refuse(sig: string, e: Error): void {
@@ -115,9 +104,9 @@ class RulesDirWatcher {
   }
 
   private async check(): Promise<void> {
-    if (this.timer.stopped) return;
+    if (this.watch.stopped) return;
     // A change seen while files are parsed: look again once they are.
-    if (this.busy) return this.timer.schedule(this.settleMs);
+    if (this.busy) return this.watch.later();
     let files: Seen[];
     try {
       files = snapshot(this.dir);
@@ -131,16 +120,9 @@ class RulesDirWatcher {
     this.arm(files);
     const sig = signatureOf(files);
     if (sig === this.appliedSig || sig === this.refusedSig) return;
-    const quietMs = Date.now() - Math.max(0, ...files.map((f) => f.mtimeMs));
-    if (quietMs >= 0 && quietMs < this.settleMs) return this.timer.schedule(this.settleMs - quietMs);
+    if (this.watch.settling(Math.max(0, ...files.map((f) => f.mtimeMs)))) return;
     const big = files.find((f) => f.size > this.maxBytes);
-    if (big)
-      return this.refuse(
-        sig,
-        new RulesError(big.path, [
-          { path: "", message: `is ${big.size} bytes, over the ${this.maxBytes}-byte limit (raise it with --max-rules-bytes)` },
-        ]),
-      );
+    if (big) return this.refuse(sig, tooLarge(big.path, big.size, this.maxBytes));
     this.busy = true;
     try {
       await this.reload(files, sig);
@@ -159,7 +141,7 @@ class RulesDirWatcher {
       fresh.set(f.path, { sig: f.sig, rules });
     }
     // Changed while parsed: read the newer state once it settles.
-    if (!this.sameState(sig)) return this.timer.schedule(this.settleMs);
+    if (!this.sameState(sig)) return this.watch.later();
     let merged: Rules;
     try {
       merged = mergeRules(
@@ -194,18 +176,18 @@ class RulesDirWatcher {
     try {
       const text = readFileSync(f.path, "utf8");
       if (f.sig !== fileSignature(statSync(f.path))) {
-        this.timer.schedule(this.settleMs); // changed while read
+        this.watch.later(); // changed while read
         return undefined;
       }
       this.options.onLoading?.({ file: f.path, bytes: Buffer.byteLength(text) });
-      rules = await this.compile(text, f.path);
+      rules = await parseOffThread(text, f.path).rules;
     } catch (e) {
-      if (this.timer.stopped) return undefined;
-      if (!this.sameState(sig)) this.timer.schedule(this.settleMs);
+      if (this.watch.stopped) return undefined;
+      if (!this.sameState(sig)) this.watch.later();
       else this.refuse(sig, e instanceof Error ? e : new Error(String(e)));
       return undefined;
     }
-    if (this.timer.stopped) return undefined;
+    if (this.watch.stopped) return undefined;
     if (rules.domains.size === 0 && rules.policies.size === 0 && rules.pools.size === 0 && !this.options.allowEmpty) {
       const message = "is empty (no domain, policy or pool): refused, the last good rules stay (a file cut short looks like this)";
       this.refuse(sig, new RulesError(f.path, [{ path: "", message }]));
@@ -221,10 +203,6 @@ class RulesDirWatcher {
       return false;
     }
   }
-
-  private compile(text: string, file: string): Promise<Rules> {
-    return this.inWorker ? parseInWorker(text, file) : Promise.resolve().then(() => parseRules(text, file));
-  }
 }
 
 /** The rules files of the directory now, each with the identity of what it resolves to. */
@@ -237,14 +215,6 @@ function snapshot(dir: string): Seen[] {
 
 function signatureOf(files: readonly Seen[]): string {
   return files.map((f) => `${f.path}\0${f.sig}`).join("\n");
-}
-
-function statSafe(path: string): Stats | undefined {
-  try {
-    return statSync(path);
-  } catch {
-    return undefined;
-  }
 }
 
 /**
@@ -280,20 +250,4 @@ function watchedDirs(dir: string, files: readonly Seen[]): Set<string> {
     }
   }
   return out;
-}
-
-/** Parses one file in a worker thread (parsing YAML is about a second per megabyte). */
-function parseInWorker(text: string, file: string): Promise<Rules> {
-  return new Promise((resolveRules, reject) => {
-    const worker = new Worker(WORKER, { workerData: { text, file } });
-    worker.once("message", (reply: ParseReply) => {
-      void worker.terminate();
-      if (reply.ok) resolveRules(reply.rules);
-      else reject(new RulesError(reply.file, reply.issues, reply.positions));
-    });
-    worker.once("error", (e) => {
-      void worker.terminate();
-      reject(new RulesError(file, [{ path: "", message: `could not be parsed: ${e.message}` }]));
-    });
-  });
 }

@@ -16,14 +16,11 @@
  *   parses as "no rules", which would lift every limit).
  * Anything else keeps the last good rules in force and is reported once through `onError`.
  */
-import { existsSync, readFileSync, realpathSync, statSync, type Stats } from "node:fs";
+import { readFileSync, realpathSync, statSync, type Stats } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { Worker } from "node:worker_threads";
-import { parseRules } from "./load.js";
-import type { ParseReply } from "./parse-worker.js";
+import { parseOffThread, type ParseTask } from "./parse-thread.js";
 import { RulesError, type Rules } from "./rules.js";
-import { CheckTimer, DirWatchers, fileSignature } from "./watch.js";
+import { fileSignature, SettleWatch } from "./watch.js";
 
 /** Options of {@link watchRules}. */
 export interface WatchRulesOptions {
@@ -49,8 +46,6 @@ export interface WatchRulesOptions {
 /** Defaults of {@link WatchRulesOptions}, for the CLI's help and the docs. */
 export const RELOAD_DEFAULTS = { settleMs: 2000, maxBytes: 4 * 1024 * 1024, pollIntervalMs: 30_000 } as const;
 
-const WORKER = new URL("./parse-worker.js", import.meta.url);
-
 /**
  * Reloads the rules file when it changes (see the module comment for when a change applies).
  * Watches the directory of the path given and that of the file it resolves to (symlinks
@@ -65,42 +60,37 @@ export function watchRules(file: string, options: WatchRulesOptions): () => void
 
 /** One rules file under watch: what is in force, what was refused, the parse under way. */
 class RulesFileWatcher {
-  private readonly settleMs: number;
   private readonly maxBytes: number;
-  private readonly inWorker = existsSync(fileURLToPath(WORKER));
-  private readonly timer: CheckTimer;
-  private readonly dirs: DirWatchers;
+  private readonly watch: SettleWatch;
   /** What is in force: the file's identity and text when it was applied. */
   private applied: { sig: string; text: string } | undefined;
   /** The identity of the last state refused, so a bad file is reported once. */
   private refused: string | undefined;
-  private job: { worker: Worker | undefined; sig: string } | undefined;
+  /** The parse under way, of the file's state `sig`. */
+  private job: { task: ParseTask; sig: string } | undefined;
 
   constructor(
     private readonly file: string,
     private readonly options: WatchRulesOptions,
   ) {
-    this.settleMs = options.settleMs ?? RELOAD_DEFAULTS.settleMs;
     this.maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
     try {
       this.applied = { sig: fileSignature(statSync(file)), text: readFileSync(file, "utf8") };
     } catch {
       this.applied = undefined;
     }
-    const pollMs = options.pollIntervalMs ?? RELOAD_DEFAULTS.pollIntervalMs;
-    this.timer = new CheckTimer(
-      () => this.check(),
-      pollMs,
-      () => this.job !== undefined,
-    );
-    this.dirs = new DirWatchers(() => this.timer.schedule(this.settleMs));
+    this.watch = new SettleWatch({
+      check: () => this.check(),
+      busy: () => this.job !== undefined,
+      settleMs: options.settleMs ?? RELOAD_DEFAULTS.settleMs,
+      pollMs: options.pollIntervalMs ?? RELOAD_DEFAULTS.pollIntervalMs,
+    });
     this.arm();
   }
 
   stop(): void {
-    this.timer.stop();
-    this.dirs.close();
-    void this.job?.worker?.terminate();
+    this.watch.stop();
+    this.job?.task.cancel();
     this.job = undefined;
   }
 
@@ -112,33 +102,31 @@ class RulesFileWatcher {
     } catch {
       // Not there (yet): the path's own directory is watched; the next check re-resolves.
     }
-    this.dirs.arm(dirs);
+    this.watch.arm(dirs);
   }
 
   private check(): void {
-    if (this.timer.stopped) return;
+    if (this.watch.stopped) return;
     this.arm();
     let st: Stats;
     try {
       st = statSync(this.file);
     } catch (e) {
       const sig = `missing:${(e as NodeJS.ErrnoException).code ?? ""}`;
-      if (sig !== this.refused) this.refuse(sig, `cannot read: ${(e as Error).message}`);
+      if (sig !== this.refused) this.refuse(sig, this.unreadable(e));
       return;
     }
     const sig = fileSignature(st);
     if (sig === this.applied?.sig || sig === this.refused || sig === this.job?.sig) return;
-    const quietMs = Date.now() - st.mtimeMs;
-    if (quietMs >= 0 && quietMs < this.settleMs) return this.timer.schedule(this.settleMs - quietMs);
-    if (st.size > this.maxBytes)
-      return this.refuse(sig, `is ${st.size} bytes, over the ${this.maxBytes}-byte limit (raise it with --max-rules-bytes)`);
+    if (this.watch.settling(st.mtimeMs)) return;
+    if (st.size > this.maxBytes) return this.refuse(sig, tooLarge(this.file, st.size, this.maxBytes));
     let text: string;
     try {
       text = readFileSync(this.file, "utf8");
       // Changed while it was read: wait for it to settle again.
-      if (fileSignature(statSync(this.file)) !== sig) return this.timer.schedule(this.settleMs);
+      if (fileSignature(statSync(this.file)) !== sig) return this.watch.later();
     } catch (e) {
-      return this.refuse(sig, `cannot read: ${(e as Error).message}`);
+      return this.refuse(sig, this.unreadable(e));
     }
     if (text === this.applied?.text) {
       this.applied = { sig, text };
@@ -147,48 +135,30 @@ class RulesFileWatcher {
     this.parse(sig, text);
   }
 
+  /** Parses `text` (the file's state `sig`) off the event loop, in place of a parse under way. */
   private parse(sig: string, text: string): void {
-    void this.job?.worker?.terminate();
+    this.job?.task.cancel();
     this.options.onLoading?.({ file: this.file, bytes: Buffer.byteLength(text) });
-    if (!this.inWorker) {
-      // Running from the TypeScript sources (tests, tsx): no compiled worker to start.
-      this.job = undefined;
-      let rules: Rules;
-      try {
-        rules = parseRules(text, this.file);
-      } catch (e) {
-        this.refused = sig;
-        this.options.onError(e as Error);
-        return;
-      }
-      this.apply(sig, text, rules);
-      return;
-    }
-    const worker = new Worker(WORKER, { workerData: { text, file: this.file } });
-    const mine = { worker, sig };
+    const mine = { task: parseOffThread(text, this.file), sig };
     this.job = mine;
-    worker.once("message", (reply: ParseReply) => {
-      if (!this.parsed(mine)) return;
-      if (reply.ok) this.apply(sig, text, reply.rules);
-      else {
-        this.refused = sig;
-        this.options.onError(new RulesError(reply.file, reply.issues, reply.positions));
-      }
-    });
-    worker.once("error", (e) => {
-      if (this.parsed(mine)) this.refuse(sig, `could not be parsed: ${e.message}`);
-    });
+    mine.task.rules.then(
+      (rules) => {
+        if (this.parsed(mine)) this.apply(sig, text, rules);
+      },
+      (e: unknown) => {
+        if (this.parsed(mine)) this.refuse(sig, e as Error);
+      },
+    );
   }
 
   /**
-   * A worker's parse is over: whether its answer still counts (not superseded by a newer change,
-   * not stopped, the file unchanged meanwhile; if it changed, the newer text is parsed once it settles).
+   * A parse is over: whether its answer still counts (not superseded by a newer change, not
+   * stopped, the file unchanged meanwhile; if it changed, the newer text is parsed once it settles).
    */
-  private parsed(job: { worker: Worker; sig: string }): boolean {
-    void job.worker.terminate();
+  private parsed(job: { task: ParseTask; sig: string }): boolean {
     if (this.job !== job) return false; // superseded by a newer change
     this.job = undefined;
-    if (this.timer.stopped) return false;
+    if (this.watch.stopped) return false;
     let now: string;
     try {
       now = fileSignature(statSync(this.file));
@@ -196,24 +166,27 @@ class RulesFileWatcher {
       now = "";
     }
     if (now !== job.sig) {
-      this.timer.schedule(this.settleMs);
+      this.watch.later();
       return false;
     }
     return true;
   }
 
-  private refuse(sig: string, message: string): void {
+  private unreadable(e: unknown): RulesError {
+    return new RulesError(this.file, [{ path: "", message: `cannot read: ${(e as Error).message}` }]);
+  }
+
+  /** Keeps the last good rules: `error` is reported once for the file's state `sig`. */
+  private refuse(sig: string, error: Error): void {
     this.refused = sig;
-    this.options.onError(new RulesError(this.file, [{ path: "", message }]));
+    this.options.onError(error);
   }
 
   private apply(sig: string, text: string, rules: Rules): void {
     if (!this.options.allowEmpty && rules.rules.length === 0 && rules.policies.size === 0 && rules.pools.size === 0) {
-      this.refuse(
-        sig,
-        "has no rules and no policies: refused, the last good rules stay (a file cut short looks like this; allow it with --allow-empty-rules)",
-      );
-      return;
+      const message =
+        "has no rules and no policies: refused, the last good rules stay (a file cut short looks like this; allow it with --allow-empty-rules)";
+      return this.refuse(sig, new RulesError(this.file, [{ path: "", message }]));
     }
     this.applied = { sig, text };
     this.refused = undefined;
@@ -233,9 +206,12 @@ export function checkRulesSize(file: string, maxBytes: number = RELOAD_DEFAULTS.
   } catch {
     return; // the loader reports an unreadable file in its own words
   }
-  if (size > maxBytes) {
-    throw new RulesError(file, [
-      { path: "", message: `is ${size} bytes, over the ${maxBytes}-byte limit (raise it with --max-rules-bytes)` },
-    ]);
-  }
+  if (size > maxBytes) throw tooLarge(file, size, maxBytes);
+}
+
+/** The refusal of a rules file of `size` bytes, over the bound `maxBytes` (at start and on reload, for a file or a directory's file). */
+export function tooLarge(file: string, size: number, maxBytes: number): RulesError {
+  return new RulesError(file, [
+    { path: "", message: `is ${size} bytes, over the ${maxBytes}-byte limit (raise it with --max-rules-bytes)` },
+  ]);
 }

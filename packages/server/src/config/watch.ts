@@ -1,19 +1,96 @@
 /**
- * What the rules reloads (reload.ts for a file, reload-dir.ts for a directory) share: the
- * watchers of the directories where a change can show up, and the timer that runs a check once
- * things are quiet, with a poll in case the platform's file events missed one; and how a file's
- * version is told apart.
+ * What the rules reloads (reload.ts for a file, reload-dir.ts for a directory) share: watching
+ * the directories where a change can show up, waiting until things have been quiet for the
+ * settle time before a check (so a file written in parts is never read half-way), a poll in case
+ * the platform's file events missed one; and how a file's version is told apart.
  */
 import { watch, type FSWatcher, type Stats } from "node:fs";
 
+/** Options of {@link SettleWatch}. */
+export interface SettleWatchOptions {
+  /** Looks at the file or directory and applies or refuses what it finds. */
+  readonly check: () => void;
+  /** A check is under way (a parse): the poll skips its turn. */
+  readonly busy: () => boolean;
+  /** How long things must have been quiet before a check, in ms. */
+  readonly settleMs: number;
+  /** How often to check anyway, in ms; 0: never. */
+  readonly pollMs: number;
+}
+
+/**
+ * Runs a reload's check once things have been quiet for `settleMs`: after an event in a watched
+ * directory (each event restarts the wait), after a change too recent to read, and every
+ * `pollMs` while idle.
+ */
+export class SettleWatch {
+  private isStopped = false;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly poll: ReturnType<typeof setInterval> | undefined;
+  private readonly dirs: DirWatchers;
+
+  constructor(private readonly options: SettleWatchOptions) {
+    const { pollMs, busy } = options;
+    this.poll = pollMs > 0 ? setInterval(() => this.timer === undefined && !busy() && this.fire(), pollMs) : undefined;
+    this.poll?.unref?.();
+    this.dirs = new DirWatchers(() => this.later());
+  }
+
+  /** Set by {@link SettleWatch.stop}: nothing is checked any more. */
+  get stopped(): boolean {
+    return this.isStopped;
+  }
+
+  /** Watches exactly `dirs` for events: stops watching the others and starts on the new ones. */
+  arm(dirs: ReadonlySet<string>): void {
+    this.dirs.arm(dirs);
+  }
+
+  /** Checks once `settleMs` has passed, instead of when it was going to. */
+  later(): void {
+    this.schedule(this.options.settleMs);
+  }
+
+  /**
+   * Whether a change made at `mtimeMs` is too recent to read (younger than `settleMs`); if so,
+   * the check runs again once it is that old. A time in the future (a clock set back) counts as
+   * settled, as it would never become old enough.
+   */
+  settling(mtimeMs: number): boolean {
+    const quietMs = Date.now() - mtimeMs;
+    if (quietMs < 0 || quietMs >= this.options.settleMs) return false;
+    this.schedule(this.options.settleMs - quietMs);
+    return true;
+  }
+
+  stop(): void {
+    this.isStopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.poll) clearInterval(this.poll);
+    this.dirs.close();
+  }
+
+  /** Checks in `ms` (at least 1), instead of when it was going to. */
+  private schedule(ms: number): void {
+    if (this.isStopped) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.fire(), Math.max(ms, 1));
+    this.timer.unref?.();
+  }
+
+  private fire(): void {
+    this.timer = undefined;
+    this.options.check();
+  }
+}
+
 /** `fs.watch` on a set of directories, re-armed with the set of the moment. */
-export class DirWatchers {
+class DirWatchers {
   private readonly watchers = new Map<string, FSWatcher>();
 
   /** @param onChange called on any event in a watched directory */
   constructor(private readonly onChange: () => void) {}
 
-  /** Watches exactly `dirs`: stops watching the others and starts on the new ones. */
   arm(dirs: ReadonlySet<string>): void {
     for (const [d, w] of this.watchers) {
       if (!dirs.has(d)) {
@@ -40,46 +117,6 @@ export class DirWatchers {
   close(): void {
     for (const w of this.watchers.values()) w.close();
     this.watchers.clear();
-  }
-}
-
-/** Runs `check` once after a delay (each `schedule` replaces the last), and every `pollMs` while idle. */
-export class CheckTimer {
-  /** Set by {@link CheckTimer.stop}: nothing is scheduled any more. */
-  stopped = false;
-  private timer: ReturnType<typeof setTimeout> | undefined;
-  private readonly poll: ReturnType<typeof setInterval> | undefined;
-
-  /**
-   * @param pollMs how often to check anyway; 0: never
-   * @param busy a check is under way (a parse): the poll skips its turn
-   */
-  constructor(
-    private readonly check: () => void,
-    pollMs: number,
-    busy: () => boolean,
-  ) {
-    this.poll = pollMs > 0 ? setInterval(() => this.timer === undefined && !busy() && this.fire(), pollMs) : undefined;
-    this.poll?.unref?.();
-  }
-
-  /** Checks in `ms` (at least 1), instead of when it was going to. */
-  schedule(ms: number): void {
-    if (this.stopped) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.fire(), Math.max(ms, 1));
-    this.timer.unref?.();
-  }
-
-  stop(): void {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    if (this.poll) clearInterval(this.poll);
-  }
-
-  private fire(): void {
-    this.timer = undefined;
-    this.check();
   }
 }
 
