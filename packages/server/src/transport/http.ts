@@ -70,7 +70,7 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
       // How often node looks for requests past their timeouts (default 30 s: too lax for slow-client floods).
       connectionsCheckingInterval: Math.min(1_000, requestTimeout),
     },
-    (req, res) => api.serve(req, res),
+    api.serve,
   );
   server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
     // Bad HTTP, or a slow client past headersTimeout/requestTimeout: answer and close.
@@ -123,8 +123,12 @@ class HttpApi {
     };
   }
 
-  /** Answers one request. A check on the memory store is answered in this call, with no promise (see handle). */
-  serve(req: IncomingMessage, res: ServerResponse): void {
+  /**
+   * Answers one request: the server's request listener itself (an arrow bound once, so no call
+   * stands between node and this one). A check on the memory store is answered in this call,
+   * with no promise (see handle).
+   */
+  readonly serve = (req: IncomingMessage, res: ServerResponse): void => {
     let pending: void | Promise<void>;
     try {
       pending = this.handle(req, res);
@@ -132,7 +136,7 @@ class HttpApi {
       return this.failed(req, res, e);
     }
     if (pending !== undefined) pending.catch((e: unknown) => this.failed(req, res, e));
-  }
+  };
 
   private failed(req: IncomingMessage, res: ServerResponse, e: unknown): void {
     if (!(e instanceof CheckError) && !(e instanceof HttpError)) this.options.logger.error({ err: e, url: req.url }, "request failed");
