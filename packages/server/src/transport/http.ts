@@ -1,5 +1,4 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { Rules } from "../config/rules.js";
 import type { Dashboard } from "../dashboard/routes.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
@@ -7,10 +6,10 @@ import type { HeaderStyle } from "ratekeeper/http";
 import type { DecisionService } from "../service/decide.js";
 import { LeaseService } from "../service/leases.js";
 import { CheckError, type CheckResult } from "../service/types.js";
-import { createAdminHandler, unauthorized, type AdminHandler } from "./admin.js";
-import { authInput, batchOf, keysInput, Query, toInput } from "./check-input.js";
-import { errorBody, HttpError, methodNotAllowed, readJson, sendError, sendJson, sendJsonText, TokenCheck } from "../http-io.js";
-import { envoyHealthcheck, envoyJson, type EnvoyHttpOptions } from "./envoy-http.js";
+import { createAdminHandler } from "./admin.js";
+import { authInput, batchOf, Query, toInput } from "./check-input.js";
+import { errorBody, HttpError, methodNotAllowed, readJson, sendError, sendJsonText, TokenCheck } from "../http-io.js";
+import { routeOf, type HttpContext } from "./http-routes.js";
 import { DEFAULT_STYLES, limitHeaders, resultJson } from "./render.js";
 import type { RlsHeaders } from "./rls.js";
 
@@ -86,40 +85,51 @@ export function createHttpServer(options: HttpOptions): Promise<Server> {
   return Promise.resolve(server);
 }
 
-/** The routes of {@link createHttpServer}, one method each. */
+/**
+ * The server's answers: the two decision routes (`/v1/check`, `/v1/auth`) here, written for
+ * speed, and every other route through the table of transport/http-routes.ts.
+ */
 class HttpApi {
+  // The decision routes' fields, read on every check straight from this object.
   private readonly service: DecisionService;
   private readonly maxBody: number;
   private readonly styles: readonly HeaderStyle[];
-  private readonly leases: LeaseService;
-  /** The admin API (/v1/admin/*), on only with a token; this class checks the token before handing a request over. */
-  private readonly admin: AdminHandler | undefined;
-  private readonly tokenCheck: TokenCheck | undefined;
-  private readonly envoy: EnvoyHttpOptions;
+  /** What the other routes use. */
+  private readonly ctx: HttpContext;
 
   constructor(private readonly options: HttpOptions) {
     const { service, logger } = options;
     this.service = service;
     this.maxBody = options.maxBodyBytes ?? 65_536;
     this.styles = options.headerStyles ?? DEFAULT_STYLES;
-    this.leases = new LeaseService(service.store, () => service.rules);
     const token = options.adminToken;
-    this.admin = token
-      ? createAdminHandler({
-          overrides: options.overridesStore,
-          limiters: { peek: (i) => service.peek(i), reset: (i) => service.reset(i) },
-          logger,
-        })
-      : undefined;
-    this.tokenCheck = token ? new TokenCheck(token) : undefined;
-    this.envoy = {
+    this.ctx = {
       service,
-      logger,
-      headers: options.rlsHeaders ?? { kind: "ratekeeper" },
-      globalShadow: options.globalShadow === true,
       metrics: options.metrics,
-      maxBodyBytes: this.maxBody,
       readiness: options.readiness,
+      maxBody: this.maxBody,
+      styles: this.styles,
+      leases: new LeaseService(service.store, () => service.rules),
+      admin: token
+        ? {
+            handler: createAdminHandler({
+              overrides: options.overridesStore,
+              limiters: { peek: (i) => service.peek(i), reset: (i) => service.reset(i) },
+              logger,
+            }),
+            token: new TokenCheck(token),
+          }
+        : undefined,
+      envoy: {
+        service,
+        logger,
+        headers: options.rlsHeaders ?? { kind: "ratekeeper" },
+        globalShadow: options.globalShadow === true,
+        metrics: options.metrics,
+        maxBodyBytes: this.maxBody,
+        readiness: options.readiness,
+      },
+      dashboard: options.dashboard,
     };
   }
 
@@ -166,47 +176,11 @@ class HttpApi {
     return this.other(req, res, method, path, query);
   }
 
-  /** Every route but the two decision routes. */
+  /** Every route but the two decision routes: found in transport/http-routes.ts's table. */
   private async other(req: IncomingMessage, res: ServerResponse, method: string | undefined, path: string, query: Query): Promise<void> {
-    const { options } = this;
-    if (path.startsWith("/v1/keys/")) {
-      if (method !== "GET") throw methodNotAllowed("GET");
-      const result = await this.service.peek(keysInput(path.slice("/v1/keys/".length), query));
-      return sendJsonText(res, 200, resultJson(result), limitHeaders(result.statuses, this.styles));
-    }
-    if (path.startsWith("/v1/leases/")) {
-      if (method !== "POST") throw methodNotAllowed("POST");
-      return this.lease(path.slice("/v1/leases/".length), await readJson(req, this.maxBody), res);
-    }
-    if (path === "/healthz") return sendJson(res, 200, { status: "ok" });
-    if (path === "/json") return envoyJson(req, res, this.envoy);
-    if (path === "/healthcheck") return envoyHealthcheck(res, this.envoy);
-    if (path === "/readyz") {
-      const r = options.readiness();
-      return sendJson(res, r.ready ? 200 : 503, r.ready ? { status: "ready" } : { status: "not ready", reason: r.reason ?? "unknown" });
-    }
-    if (path === "/metrics") {
-      const text = await options.metrics.registry.metrics();
-      res.writeHead(200, { "content-type": options.metrics.registry.contentType });
-      res.end(text);
-      return;
-    }
-    if (path === "/v1/rules") return sendJson(res, 200, rulesDocument(this.service.rules));
-    if (path === "/dashboard" || path.startsWith("/dashboard/")) {
-      if (!options.dashboard) throw new HttpError("not_found", "the dashboard is off (started with --no-dashboard)");
-      return options.dashboard.handle(req, res, path);
-    }
-    if (path.startsWith("/v1/admin/") || path === "/v1/admin") return this.adminRoute(req, res, method, path);
-    throw new HttpError("not_found", `no route ${method ?? ""} ${path}`);
-  }
-
-  /** `/v1/admin/*`: the token checked here, then the admin handler (transport/admin.ts). */
-  private async adminRoute(req: IncomingMessage, res: ServerResponse, method: string | undefined, path: string): Promise<void> {
-    if (!this.admin || !this.tokenCheck)
-      throw new HttpError("not_found", "the admin API is off (start with --admin-token-file, RATEKEEPER_ADMIN_TOKEN or --admin-token)");
-    if (!this.tokenCheck.matches(req.headers.authorization)) throw unauthorized();
-    if (await this.admin(req, res)) return;
-    throw new HttpError("not_found", `no admin route ${method ?? ""} ${path}`);
+    const route = routeOf(path);
+    if (!route) throw new HttpError("not_found", `no route ${method ?? ""} ${path}`);
+    return route({ ctx: this.ctx, req, res, method, path, query });
   }
 
   private check(body: unknown, res: ServerResponse): void | Promise<void> {
@@ -245,18 +219,6 @@ class HttpApi {
     return sendJsonText(res, 200, `${text}]}`);
   }
 
-  /** Concurrency leases: acquire (200, or 429 with Retry-After when every slot is held), renew, release. */
-  private async lease(op: string, body: unknown, res: ServerResponse): Promise<void> {
-    if (op === "acquire") {
-      const grant = await this.leases.acquire(body);
-      const headers = grant.acquired ? undefined : { "retry-after": String(Math.max(1, Math.ceil(grant.retryAfterMs / 1000))) };
-      return sendJson(res, grant.acquired ? 200 : 429, grant, headers);
-    }
-    if (op === "renew") return sendJson(res, 200, { renewed: await this.leases.renew(body) });
-    if (op === "release") return sendJson(res, 200, { released: await this.leases.release(body) });
-    throw new HttpError("not_found", `no route POST /v1/leases/${op.slice(0, 32)} (acquire, renew, release)`);
-  }
-
   private auth(req: IncomingMessage, res: ServerResponse, query: Query): void | Promise<void> {
     const { input, denyStatus } = authInput(query, req.headers);
     const result = this.service.decideNow(input);
@@ -268,22 +230,4 @@ class HttpApi {
     res.writeHead(result.allowed ? 204 : denyStatus, limitHeaders(result.statuses, this.styles));
     res.end();
   }
-}
-
-/** `GET /v1/rules`: the rules in force, as the file gave them. */
-function rulesDocument(rules: Rules): object {
-  return {
-    source: rules.source,
-    domains: [...rules.domains.keys()],
-    policies: Object.fromEntries([...rules.policies.values()].map((p) => [p.name, p.specs])),
-    concurrency: Object.fromEntries([...rules.pools.values()].map((p) => [p.name, { limit: p.limit, leaseMs: p.leaseMs }])),
-    rules: rules.rules.map((r) => ({
-      id: r.id,
-      path: r.path,
-      unlimited: r.unlimited,
-      shadow: r.shadow,
-      cost: r.cost,
-      limits: r.specs,
-    })),
-  };
 }
