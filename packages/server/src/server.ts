@@ -138,7 +138,8 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     overrides: options.overrides?.lookup,
     observer: stats ? new TeeObserver(metrics, stats) : metrics,
   });
-  const dashboard = stats ? openDashboard(stats, service, options, redis, logger) : undefined;
+  const core: Core = { options, logger, metrics, service };
+  const dashboard = stats ? openDashboard(core, stats, redis) : undefined;
   let closing = false;
   const readiness = (): { ready: boolean; reason?: string } => {
     if (closing) return { ready: false, reason: "shutting down" };
@@ -165,13 +166,13 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   });
   const host = options.host ?? "0.0.0.0";
   const httpPort = await listen(http, options.port ?? 8080, host);
-  const grpc = grpcServer(options, service, metrics, logger, () => readiness().ready);
+  const grpc = grpcServer(core, () => readiness().ready);
   const grpcPort = await bindGrpc(grpc, options.grpcHost ?? host, options.grpcPort ?? 8081).catch((e: unknown) => {
     http.close();
     throw e;
   });
   // A directory (envoyproxy/ratelimit's runtime layout) is watched as a whole: files added, changed, removed.
-  const stopWatching = options.watch === false ? () => {} : watchConfig(options, isDirectory, service, metrics, logger);
+  const stopWatching = options.watch === false ? () => {} : watchConfig(core, isDirectory);
   logger.info(
     { httpPort, grpcPort, store: redis ? "redis" : "memory", rules: rules.rules.length, config: options.configFile },
     "listening",
@@ -184,6 +185,14 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     return closed;
   };
   return { httpPort, grpcPort, service, metrics, logger, close };
+}
+
+/** What {@link startService} has built once the decision service is there, for the functions that build the rest. */
+interface Core {
+  readonly options: ServeOptions;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly service: DecisionService;
 }
 
 /** The store: Redis when a connection is given (waiting up to 5 s for it, then going on), else memory. */
@@ -206,13 +215,7 @@ async function openStore(
 }
 
 /** Starts counting for the dashboard and makes its routes. */
-function openDashboard(
-  stats: DashboardStats,
-  service: DecisionService,
-  options: ServeOptions,
-  redis: ServiceRedis | undefined,
-  logger: Logger,
-): Dashboard {
+function openDashboard({ options, logger, service }: Core, stats: DashboardStats, redis: ServiceRedis | undefined): Dashboard {
   const storeHealth = (): StoreHealth =>
     redis ? { kind: "redis", status: redis.client.status, breaker: redis.state() } : { kind: "memory", status: "ready", breaker: null };
   stats.start();
@@ -238,7 +241,7 @@ function listen(http: HttpServer, port: number, host: string): Promise<number> {
 }
 
 /** The gRPC server: Envoy's RLS and grpc.health.v1. */
-function grpcServer(options: ServeOptions, service: DecisionService, metrics: Metrics, logger: Logger, healthy: () => boolean): GrpcServer {
+function grpcServer({ options, logger, metrics, service }: Core, healthy: () => boolean): GrpcServer {
   return createGrpcServer({
     service,
     logger,
@@ -252,7 +255,7 @@ function grpcServer(options: ServeOptions, service: DecisionService, metrics: Me
 }
 
 /** Watches the rules file or directory; returns the function that stops watching. */
-function watchConfig(options: ServeOptions, isDirectory: boolean, service: DecisionService, metrics: Metrics, logger: Logger): () => void {
+function watchConfig({ options, logger, metrics, service }: Core, isDirectory: boolean): () => void {
   const reloadOptions: WatchRulesDirOptions = {
     settleMs: options.reloadSettleMs,
     maxBytes: options.maxRulesBytes,
