@@ -9,7 +9,7 @@ import { CheckError, type CheckResult } from "../service/types.js";
 import { createAdminHandler } from "./admin.js";
 import { authInput, batchOf, Query, toInput } from "./check-input.js";
 import { errorBody, HttpError, methodNotAllowed, readJson, sendError, sendJsonText, TokenCheck } from "../http-io.js";
-import { routeOf, type HttpContext } from "./http-routes.js";
+import { routeOf, type HttpCall, type HttpContext } from "./http-routes.js";
 import { DEFAULT_STYLES, limitHeaders, resultJson } from "./render.js";
 import type { RlsHeaders } from "./rls.js";
 
@@ -173,14 +173,14 @@ class HttpApi {
       if (method !== "GET" && method !== "HEAD") throw methodNotAllowed("GET, HEAD");
       return this.auth(req, res, query);
     }
-    return this.other(req, res, method, path, query);
+    return this.other({ ctx: this.ctx, req, res, method, path, query });
   }
 
   /** Every route but the two decision routes: found in transport/http-routes.ts's table. */
-  private async other(req: IncomingMessage, res: ServerResponse, method: string | undefined, path: string, query: Query): Promise<void> {
-    const route = routeOf(path);
-    if (!route) throw new HttpError("not_found", `no route ${method ?? ""} ${path}`);
-    return route({ ctx: this.ctx, req, res, method, path, query });
+  private async other(call: HttpCall): Promise<void> {
+    const route = routeOf(call.path);
+    if (!route) throw new HttpError("not_found", `no route ${call.method ?? ""} ${call.path}`);
+    return route(call);
   }
 
   private check(body: unknown, res: ServerResponse): void | Promise<void> {
