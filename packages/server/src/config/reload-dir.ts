@@ -18,13 +18,13 @@
  * the parent of every symlinked directory on the path (a `RUNTIME_ROOT` such as
  * `/srv/runtime_data/current -> v7`, swapped by the deploy); a poll catches missed events.
  */
-import { lstatSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { lstatSync, realpathSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { mergeRules, rulesFilesIn } from "./load-dir.js";
 import { parseOffThread } from "./parse-thread.js";
 import { RELOAD_DEFAULTS, tooLarge, type WatchRulesOptions } from "./reload.js";
 import { RulesError, type Rules } from "./rules.js";
-import { fileSignature, SettleWatch } from "./watch.js";
+import { fileSignature, readUnchanged, SettleWatch } from "./watch.js";
 
 /** Options of {@link watchRulesDir}: those of the single-file reload, and how domains merge. */
 export interface WatchRulesDirOptions extends WatchRulesOptions {
@@ -174,9 +174,9 @@ class RulesDirWatcher {
   private async compileFile(f: Seen, sig: string): Promise<Rules | undefined> {
     let rules: Rules;
     try {
-      const text = readFileSync(f.path, "utf8");
-      if (f.sig !== fileSignature(statSync(f.path))) {
-        this.watch.later(); // changed while read
+      const text = readUnchanged(f.path, f.sig);
+      if (text === undefined) {
+        this.watch.later();
         return undefined;
       }
       this.options.onLoading?.({ file: f.path, bytes: Buffer.byteLength(text) });

@@ -20,7 +20,7 @@ import { readFileSync, realpathSync, statSync, type Stats } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseOffThread, type ParseTask } from "./parse-thread.js";
 import { RulesError, type Rules } from "./rules.js";
-import { fileSignature, SettleWatch } from "./watch.js";
+import { fileSignature, readUnchanged, SettleWatch } from "./watch.js";
 
 /** Options of {@link watchRules}. */
 export interface WatchRulesOptions {
@@ -120,11 +120,10 @@ class RulesFileWatcher {
     if (sig === this.applied?.sig || sig === this.refused || sig === this.job?.sig) return;
     if (this.watch.settling(st.mtimeMs)) return;
     if (st.size > this.maxBytes) return this.refuse(sig, tooLarge(this.file, st.size, this.maxBytes));
-    let text: string;
+    let text: string | undefined;
     try {
-      text = readFileSync(this.file, "utf8");
-      // Changed while it was read: wait for it to settle again.
-      if (fileSignature(statSync(this.file)) !== sig) return this.watch.later();
+      text = readUnchanged(this.file, sig);
+      if (text === undefined) return this.watch.later();
     } catch (e) {
       return this.refuse(sig, this.unreadable(e));
     }

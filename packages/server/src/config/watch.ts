@@ -2,9 +2,10 @@
  * What the rules reloads (reload.ts for a file, reload-dir.ts for a directory) share: watching
  * the directories where a change can show up, waiting until things have been quiet for the
  * settle time before a check (so a file written in parts is never read half-way), a poll in case
- * the platform's file events missed one; and how a file's version is told apart.
+ * the platform's file events missed one; how a file's version is told apart, and reading a file
+ * only if no write changed it meanwhile.
  */
-import { watch, type FSWatcher, type Stats } from "node:fs";
+import { readFileSync, statSync, watch, type FSWatcher, type Stats } from "node:fs";
 
 /** Options of {@link SettleWatch}. */
 export interface SettleWatchOptions {
@@ -118,6 +119,16 @@ class DirWatchers {
     for (const w of this.watchers.values()) w.close();
     this.watchers.clear();
   }
+}
+
+/**
+ * Reads the file at `path` last seen in the state `sig`; undefined when it changed while it was
+ * read (a write under way: the caller waits for it to settle again, never using half a file).
+ * @throws what reading or stating it throws (the file gone, unreadable)
+ */
+export function readUnchanged(path: string, sig: string): string | undefined {
+  const text = readFileSync(path, "utf8");
+  return fileSignature(statSync(path)) === sig ? text : undefined;
 }
 
 /** A file's identity and version: a rename over it, a symlink swap or a write all change it. */
