@@ -136,7 +136,8 @@ async function grpcClient(port, concurrency, durationS, descriptors) {
   const s = (Date.now() - t0) / 1000;
   lat.sort((a, b) => a - b);
   const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))];
-  console.log(JSON.stringify({ rps: lat.length / s, p50: q(0.5), p99: q(0.99), errors }));
+  // calls: every call made, warm-up included (the server's CPU is read over all of them).
+  console.log(JSON.stringify({ rps: lat.length / s, p50: q(0.5), p99: q(0.99), errors, calls: n }));
   for (const c of clients) c.close();
 }
 
@@ -260,7 +261,8 @@ function wrk(port, path, script, durationS = DURATION_S, pid = undefined) {
 // grpc-js's client costs more CPU per call than its server: one client process saturates before
 // the server does (a profile of the service showed it two-thirds idle). So GRPC_CLIENTS client
 // processes run at once, each with GRPC_CONCURRENCY calls in flight; their rates add up.
-async function grpcRun(port, descriptors = 1) {
+async function grpcRun(port, descriptors = 1, pid = undefined) {
+  const cpu0 = pid ? cpuMs(pid) : NaN;
   const one = () =>
     new Promise((resolve, reject) => {
       const child = spawn(
@@ -285,7 +287,12 @@ async function grpcRun(port, descriptors = 1) {
       );
     });
   const rs = await Promise.all(Array.from({ length: GRPC_CLIENTS }, one));
-  return { rps: rs.reduce((a, r) => a + r.rps, 0), p50: median(rs.map((r) => r.p50)), p99: Math.max(...rs.map((r) => r.p99)) };
+  // The server's CPU per call (user + system, from /proc), as for the HTTP rows: the gRPC client
+  // costs more CPU per call than the server, so calls/s is bounded by the client as much as by
+  // the server; CPU per call is the server's own cost.
+  const calls = rs.reduce((a, r) => a + r.calls, 0);
+  const cpuUs = pid ? ((cpuMs(pid) - cpu0) * 1000) / calls : NaN;
+  return { rps: rs.reduce((a, r) => a + r.rps, 0), p50: median(rs.map((r) => r.p50)), p99: Math.max(...rs.map((r) => r.p99)), cpuUs };
 }
 
 async function main() {
@@ -373,14 +380,27 @@ async function main() {
       : []),
   ];
   const grpcCases = [
-    { id: "grpc-bare", label: "bare grpc-js RLS, constant answer, 1 descriptor (ceiling)", run: () => grpcRun(bareGrpc.port) },
-    { id: "grpc", label: "ratekeeper ShouldRateLimit, 1 descriptor (memory store)", base: "grpc-bare", run: () => grpcRun(svc.grpcPort) },
-    { id: "grpc-bare-5", label: "bare grpc-js RLS, constant answer, 5 descriptors (ceiling)", run: () => grpcRun(bareGrpc.port, 5) },
+    {
+      id: "grpc-bare",
+      label: "bare grpc-js RLS, constant answer, 1 descriptor (ceiling)",
+      run: () => grpcRun(bareGrpc.port, 1, bareGrpc.child.pid),
+    },
+    {
+      id: "grpc",
+      label: "ratekeeper ShouldRateLimit, 1 descriptor (memory store)",
+      base: "grpc-bare",
+      run: () => grpcRun(svc.grpcPort, 1, svc.child.pid),
+    },
+    {
+      id: "grpc-bare-5",
+      label: "bare grpc-js RLS, constant answer, 5 descriptors (ceiling)",
+      run: () => grpcRun(bareGrpc.port, 5, bareGrpc.child.pid),
+    },
     {
       id: "grpc-5",
       label: "ratekeeper ShouldRateLimit, 5 descriptors (memory store)",
       base: "grpc-bare-5",
-      run: () => grpcRun(svc.grpcPort, 5),
+      run: () => grpcRun(svc.grpcPort, 5, svc.child.pid),
     },
   ];
   const results = {};
@@ -415,13 +435,13 @@ async function main() {
   // service answers per CPU-second relative to hello-world requests, independent of machine load.
   const cpu = (id) => median(results[id].map((x) => x.cpuUs / per[id]));
   const ceilingCpu = cpu("bare");
-  const row = (c, base) => [
+  const row = (c, base, baseCpu = ceilingCpu) => [
     c.label,
     fmtRate(med(c.id, "rps")),
     spread(c.id),
     `${((med(c.id, "rps") / base) * 100).toFixed(0)}%`,
     Number.isFinite(cpu(c.id)) ? cpu(c.id).toFixed(1) : "n/a",
-    Number.isFinite(cpu(c.id)) ? `${((ceilingCpu / cpu(c.id)) * 100).toFixed(0)}%` : "n/a",
+    Number.isFinite(cpu(c.id)) ? `${((baseCpu / cpu(c.id)) * 100).toFixed(0)}%` : "n/a",
     med(c.id, "p50").toFixed(2),
     med(c.id, "p99").toFixed(2),
   ];
@@ -439,7 +459,7 @@ async function main() {
   const t2 = table(
     header,
     // Each row against the bare server answering the same number of descriptors; rates are calls/s.
-    grpcCases.map((c) => row(c, med(c.base ?? c.id, "rps"))),
+    grpcCases.map((c) => row(c, med(c.base ?? c.id, "rps"), cpu(c.base ?? c.id))),
   );
   console.log(t2.text);
   const non2xx = results.check.map((x) => x.non2xx).concat(results.auth.map((x) => x.non2xx));
