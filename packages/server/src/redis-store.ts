@@ -7,7 +7,7 @@
  */
 import type { Cluster, Redis } from "ioredis";
 import { MemoryStore } from "ratekeeper";
-import { RedisStore, type BreakerState } from "ratekeeper/redis";
+import { RedisStore, type BreakerEvent, type BreakerState } from "ratekeeper/redis";
 import type { Logger } from "./log.js";
 import type { Metrics } from "./metrics.js";
 import { createRedisClient } from "./redis-client.js";
@@ -53,54 +53,27 @@ export interface ServiceRedis {
  * fails turns only its slots over to the failure policy, and its promoted replica takes them back.
  */
 export function openServiceRedis(o: ServiceRedisOptions): ServiceRedis {
-  const { logger, metrics } = o;
+  const { metrics } = o;
   const client = createRedisClient(o.connection);
   const silence = reconnectWhenSilent(client);
   client.on("error", () => undefined); // connection errors reach the store as failed calls; logged below, rate-limited
   client.on("node error", () => undefined); // the same, from one node of a Cluster
   const failure = o.failure ?? "degraded";
-  let failures = 0;
-  let firstFailure = "";
-  /** Since when the breaker has been away from closed, its probes, and the last failure's cause. */
-  let outage: { since: number; probes: number; cause: string } | undefined;
+  const log = new StoreLog(o.logger, failure);
   const store = new RedisStore({
     client,
     failure: failure === "insurance" ? { insurance: new MemoryStore() } : failure,
     ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
-    onError: (e) => {
-      if (failures++ === 0) firstFailure = e.message;
-    },
+    onError: (e) => log.failed(e),
     onStateChange: (e) => {
       metrics.breaker(e.to);
       if (e.to === "open") silence.opened();
-      // While Redis is away the breaker probes it every 100-500 ms (open -> half-open -> open):
-      // those go to debug; the operator reads one warning when it opens, a reminder every
-      // LOG_EVERY_MS (below), and one line when it closes, with how long Redis was away.
-      if (e.to === "closed") {
-        if (outage === undefined) return;
-        logger.info({ from: e.from, outageMs: Date.now() - outage.since, probes: outage.probes, failure }, "redis answers again");
-        outage = undefined;
-      } else if (outage === undefined) {
-        outage = { since: Date.now(), probes: 0, cause: e.cause };
-        logger.warn({ from: e.from, to: e.to, cause: e.cause, failure }, "redis store breaker open: the failure policy answers");
-      } else {
-        if (e.to === "half-open") outage.probes++;
-        else outage.cause = e.cause;
-        logger.debug({ from: e.from, to: e.to, cause: e.cause }, "redis store breaker");
-      }
+      log.changed(e);
     },
     onRoundTrip: (ms) => metrics.redisRoundTrip(ms / 1000),
   });
   metrics.watchRedisStore(store);
-  const flushLog = setInterval(() => {
-    if (outage !== undefined) {
-      const { since, probes, cause } = outage;
-      logger.warn({ outageMs: Date.now() - since, probes, cause, failure }, "redis still away: the failure policy answers");
-    }
-    if (failures === 0) return;
-    logger.warn({ failures, first: firstFailure, failure, intervalMs: LOG_EVERY_MS }, "redis store failures: the failure policy decided");
-    failures = 0;
-  }, LOG_EVERY_MS);
+  const flushLog = setInterval(() => log.tick(), LOG_EVERY_MS);
   flushLog.unref();
   let pinging = false;
   const ping = setInterval(() => {
@@ -121,6 +94,62 @@ export function openServiceRedis(o: ServiceRedisOptions): ServiceRedis {
       await client.quit().catch(() => client.disconnect());
     },
   };
+}
+
+/**
+ * What the service logs about the Redis store, so that an outage reads as a few lines, never a
+ * line per request or per probe. While Redis is away the breaker probes it every 100-500 ms
+ * (open -> half-open -> open): those go to debug; the operator reads one warning when it opens,
+ * a reminder every LOG_EVERY_MS, and one line when it closes, with how long Redis was away.
+ * Failed calls are counted and logged once per LOG_EVERY_MS with the first one's message.
+ */
+class StoreLog {
+  private failures = 0;
+  private firstFailure = "";
+  /** Since when the breaker has been away from closed, its probes, and the last failure's cause. */
+  private outage: { since: number; probes: number; cause: string } | undefined;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly failure: RedisFailureName,
+  ) {}
+
+  failed(e: Error): void {
+    if (this.failures++ === 0) this.firstFailure = e.message;
+  }
+
+  changed(e: BreakerEvent): void {
+    const { logger, failure, outage } = this;
+    if (e.to === "closed") {
+      if (outage === undefined) return;
+      logger.info({ from: e.from, outageMs: Date.now() - outage.since, probes: outage.probes, failure }, "redis answers again");
+      this.outage = undefined;
+    } else if (outage === undefined) {
+      this.outage = { since: Date.now(), probes: 0, cause: e.cause };
+      logger.warn({ from: e.from, to: e.to, cause: e.cause, failure }, "redis store breaker open: the failure policy answers");
+    } else {
+      if (e.to === "half-open") outage.probes++;
+      else outage.cause = e.cause;
+      logger.debug({ from: e.from, to: e.to, cause: e.cause }, "redis store breaker");
+    }
+  }
+
+  /** Every LOG_EVERY_MS: the reminder of an outage, and the failures counted since the last tick. */
+  tick(): void {
+    const { logger, failure, outage } = this;
+    if (outage !== undefined) {
+      logger.warn(
+        { outageMs: Date.now() - outage.since, probes: outage.probes, cause: outage.cause, failure },
+        "redis still away: the failure policy answers",
+      );
+    }
+    if (this.failures === 0) return;
+    logger.warn(
+      { failures: this.failures, first: this.firstFailure, failure, intervalMs: LOG_EVERY_MS },
+      "redis store failures: the failure policy decided",
+    );
+    this.failures = 0;
+  }
 }
 
 /**
