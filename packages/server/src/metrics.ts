@@ -64,47 +64,51 @@ export class Metrics implements DecisionObserver {
         }
       },
     });
-    this.latency = new Histogram({
-      name: "ratekeeper_store_latency_seconds",
-      help: "Latency of one store call (consume or peek).",
-      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
-      registers: [this.registry],
-    });
-    this.storeErrors = new Counter({
-      name: "ratekeeper_store_errors_total",
-      help: "Store failures: error (surfaced) or failure_policy (failOpen/failClosed/insurance decided).",
-      labelNames: ["kind"],
-      registers: [this.registry],
-    });
-    this.reloads = new Counter({
-      name: "ratekeeper_config_reloads_total",
-      help: "Rules reloads by result (failed: the last good rules stay in force).",
-      labelNames: ["result"],
-      registers: [this.registry],
-    });
+    this.latency = this.histogram(
+      "ratekeeper_store_latency_seconds",
+      "Latency of one store call (consume or peek).",
+      [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    );
+    this.storeErrors = this.counter(
+      "ratekeeper_store_errors_total",
+      "Store failures: error (surfaced) or failure_policy (failOpen/failClosed/insurance decided).",
+      "kind",
+    );
+    this.reloads = this.counter(
+      "ratekeeper_config_reloads_total",
+      "Rules reloads by result (failed: the last good rules stay in force).",
+      "result",
+    );
     this.lastReload = new Gauge({
       name: "ratekeeper_config_last_reload_success",
       help: "1 if the last rules reload succeeded, else 0.",
       registers: [this.registry],
     });
     this.rules = new Gauge({ name: "ratekeeper_rules", help: "Rules in force.", registers: [this.registry] });
-    this.reasons = new Counter({
-      name: "ratekeeper_decision_reasons_total",
-      help: "Decisions by reason: limit, denial-cache, overloaded (backpressure), degraded, store-error, insurance (Redis was down).",
-      labelNames: ["reason"],
-      registers: [this.registry],
-    });
-    this.roundTrip = new Histogram({
-      name: "ratekeeper_redis_round_trip_seconds",
-      help: "Time from sending a call to Redis to its reply (a batch counts once).",
-      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
-      registers: [this.registry],
-    });
+    this.reasons = this.counter(
+      "ratekeeper_decision_reasons_total",
+      "Decisions by reason: limit, denial-cache, overloaded (backpressure), degraded, store-error, insurance (Redis was down).",
+      "reason",
+    );
+    this.roundTrip = this.histogram(
+      "ratekeeper_redis_round_trip_seconds",
+      "Time from sending a call to Redis to its reply (a batch counts once).",
+      [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    );
     this.reloads.inc({ result: "ok" }, 0);
     this.reloads.inc({ result: "failed" }, 0);
     this.lastReload.set(1);
     this.envoy = new EnvoyStats(this.registry, options);
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** A counter with one label, in this registry. */
+  private counter<L extends string>(name: string, help: string, label: L): Counter<L> {
+    return new Counter({ name, help, labelNames: [label], registers: [this.registry] });
+  }
+
+  private histogram(name: string, help: string, buckets: number[]): Histogram {
+    return new Histogram({ name, help, buckets, registers: [this.registry] });
   }
 
   /** Reports the in-memory store's keys and estimated bytes, and its bounds, at each scrape. */
