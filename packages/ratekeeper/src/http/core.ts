@@ -143,7 +143,7 @@ export class HttpRateLimiter<Req> {
     let cost: number;
     let d: Decision | Promise<Decision>;
     try {
-      const ip = this.gate(req);
+      const ip = this.addressOrAnswer(req);
       if (typeof ip !== "string") return ip;
       const info = this.needsInfo ? this.o.keys.info(req, ip) : undefined;
       key = this.o.keys.buildSync(req, ip, this.o.keys.ipOnly ? undefined : info);
@@ -169,7 +169,7 @@ export class HttpRateLimiter<Req> {
     let decision: Decision;
     try {
       if (this.o.skip !== undefined && (await this.o.skip(req))) return PASS;
-      const ip = this.gate(req);
+      const ip = this.addressOrAnswer(req);
       if (typeof ip !== "string") return ip;
       const info = this.needsInfo ? this.o.keys.info(req, ip) : undefined;
       key = await this.o.keys.buildAsync(req, ip, this.o.keys.ipOnly ? undefined : info);
@@ -197,7 +197,7 @@ export class HttpRateLimiter<Req> {
    * allow list (`PASS`) or the deny list (403) decides, or when there is no address and the key
    * needs one (`noAddress`). Without an address, a key that does not use it sees `"unknown"`.
    */
-  private gate(req: Req): string | RateLimitResult {
+  private addressOrAnswer(req: Req): string | RateLimitResult {
     const rawIp = this.resolveIp(req);
     if (rawIp === undefined) {
       if (!this.o.keys.usesIp) return "unknown";

@@ -47,7 +47,7 @@ export interface OverrideCacheOptions {
 const FRONT_MAX_KEYS = 16_384;
 
 /** One generation of the cache's contents: swapped whole after a full reload. */
-class Table {
+class Generation {
   /** domain -> key -> override. Two levels so the hot path does not build a joined string. */
   readonly byDomain = new Map<string, Map<string, StoredOverride>>();
   /** domain -> key -> override or null (none): recent answers, see {@link FRONT_MAX_KEYS}. */
@@ -126,7 +126,7 @@ class Table {
  * cache.get("api", "user_id=241531", Date.now());
  */
 export class OverrideCache implements OverrideLookup {
-  private table: Table;
+  private table: Generation;
   private appliedVersion = 0;
   private loaded = false;
   private dirty = false;
@@ -144,7 +144,7 @@ export class OverrideCache implements OverrideLookup {
   ) {
     this.clock = options.clock ?? Date.now;
     this.pageSize = options.pageSize ?? 10_000;
-    this.table = new Table(this.clock);
+    this.table = new Generation(this.clock);
   }
 
   /**
@@ -232,7 +232,7 @@ export class OverrideCache implements OverrideLookup {
   }
 
   /** Applies the change feed after `from` to `table`; "forgotten" when deletions after `from` were purged. */
-  private async follow(table: Table, from: number): Promise<number | "forgotten"> {
+  private async follow(table: Generation, from: number): Promise<number | "forgotten"> {
     let version = from;
     for (;;) {
       const batch = await this.store.changesSince(version, this.pageSize);
@@ -248,7 +248,7 @@ export class OverrideCache implements OverrideLookup {
   /** A full load into a new table (the hot path keeps answering from the old one meanwhile). */
   private async reload(): Promise<void> {
     for (let attempt = 0; ; attempt++) {
-      const fresh = new Table(this.clock);
+      const fresh = new Generation(this.clock);
       const startVersion = await this.store.currentVersion();
       let after: readonly [string, string] | undefined;
       for (;;) {
