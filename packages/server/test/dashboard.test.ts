@@ -13,6 +13,7 @@ import { COUNT_ALL_BELOW_PER_SECOND, DashboardStats, SAMPLE_EVERY } from "../src
 import { MAX_EVENT_CLIENTS } from "../src/dashboard/routes.js";
 import { startService, type RunningService } from "../src/server.js";
 import { until } from "../../../test-support/process.js";
+import { serveRules } from "./in-process.js";
 
 const RULES = `
 policies:
@@ -181,15 +182,7 @@ describe("dashboard behind the admin token", () => {
 describe("dashboard shutdown", () => {
   it("a graceful stop ends the event streams instead of waiting for them", async () => {
     // A shutdown timeout longer than the test's: if the open stream held the server, the test would time out.
-    const svc = await startService({
-      configFile: path.join(dir, "rules.yaml"),
-      port: 0,
-      grpcPort: 0,
-      host: "127.0.0.1",
-      watch: false,
-      shutdownTimeoutMs: 600_000,
-      logger: createLogger("silent"),
-    });
+    const svc = await serveRules(RULES, { dashboard: true, shutdownTimeoutMs: 600_000 });
     const req = http.get(`http://127.0.0.1:${svc.httpPort}/dashboard/api/events`);
     const res = await new Promise<http.IncomingMessage>((resolve) => req.once("response", resolve));
     const ended = new Promise<void>((resolve) => {
@@ -204,15 +197,7 @@ describe("dashboard shutdown", () => {
 
 describe("dashboard off", () => {
   it("--no-dashboard (dashboard: false): /dashboard is 404 and nothing is counted for it", async () => {
-    const off = await startService({
-      configFile: path.join(dir, "rules.yaml"),
-      port: 0,
-      grpcPort: 0,
-      host: "127.0.0.1",
-      watch: false,
-      dashboard: false,
-      logger: createLogger("silent"),
-    });
+    const off = await serveRules(RULES, { dashboard: false });
     try {
       const r = await fetch(`http://127.0.0.1:${off.httpPort}/dashboard/`);
       expect(r.status).toBe(404);

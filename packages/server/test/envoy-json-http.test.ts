@@ -9,12 +9,8 @@
  * The same decisions as the gRPC API (one code path, transport/rls.ts).
  */
 import { createServer } from "node:net";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../src/log.js";
-import { startService, type RunningService } from "../src/server.js";
+import { serveRules, type InProcessService } from "./in-process.js";
 
 const RULES = `
 domain: j
@@ -27,29 +23,16 @@ descriptors:
     rate_limit: { unlimited: true }
 `;
 
-let dir: string;
-let svc: RunningService;
+let svc: InProcessService;
 let base: string;
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(tmpdir(), "rk-json-"));
-  writeFileSync(path.join(dir, "j.yaml"), RULES);
-  svc = await startService({
-    configFile: path.join(dir, "j.yaml"),
-    port: 0,
-    grpcPort: 0,
-    host: "127.0.0.1",
-    watch: false,
-    dashboard: false,
-    maxBodyBytes: 4096,
-    logger: createLogger("silent"),
-  });
+  svc = await serveRules(RULES, { maxBodyBytes: 4096 });
   base = `http://127.0.0.1:${svc.httpPort}`;
 });
 
 afterAll(async () => {
   await svc?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 async function post(body: string, pathname = "/json"): Promise<{ status: number; type: string | null; text: string; json: any }> {
@@ -197,16 +180,7 @@ describe("GET /healthcheck", () => {
         s.close(() => resolve(p));
       });
     });
-    const down = await startService({
-      configFile: path.join(dir, "j.yaml"),
-      redisUrl: `redis://127.0.0.1:${port}`,
-      port: 0,
-      grpcPort: 0,
-      host: "127.0.0.1",
-      watch: false,
-      dashboard: false,
-      logger: createLogger("silent"),
-    });
+    const down = await serveRules(RULES, { redisUrl: `redis://127.0.0.1:${port}` });
     try {
       const url = `http://127.0.0.1:${down.httpPort}`;
       let r = await fetch(`${url}/healthcheck`);

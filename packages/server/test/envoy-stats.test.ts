@@ -5,12 +5,8 @@
  * (src/limiter/base_limiter.go: total_hits, within_limit, over_limit, near_limit with its
  * NEAR_LIMIT_RATIO, shadow_mode), after gRPC traffic with the official protos.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../src/log.js";
-import { startService, type RunningService } from "../src/server.js";
+import { serveRules, type InProcessService } from "./in-process.js";
 import { rlsClient, type RlsClient } from "./support.js";
 
 const CONFIG = `
@@ -43,30 +39,17 @@ descriptors:
         rate_limit: { unit: minute, requests_per_unit: 5 }
 `;
 
-let dir: string;
-let svc: RunningService;
+let svc: InProcessService;
 let rls: RlsClient;
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(tmpdir(), "rk-stats-"));
-  writeFileSync(path.join(dir, "s.yaml"), CONFIG);
-  svc = await startService({
-    configFile: path.join(dir, "s.yaml"),
-    port: 0,
-    grpcPort: 0,
-    host: "127.0.0.1",
-    watch: false,
-    dashboard: false,
-    maxDetailedMetricKeys: 3,
-    logger: createLogger("silent"),
-  });
+  svc = await serveRules(CONFIG, { maxDetailedMetricKeys: 3 });
   rls = rlsClient(svc.grpcPort);
 });
 
 afterAll(async () => {
   rls?.close();
   await svc?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 const d = (...kv: string[]) => ({ entries: kv.map((s) => ({ key: s.split("=")[0], value: s.split("=")[1] ?? "" })) });
@@ -148,15 +131,7 @@ describe("envoyproxy/ratelimit's stats as Prometheus counters", () => {
   });
 
   it("value_to_metric: the request's value in the key at that node, as its GetLimit builds it (sharing the cap)", async () => {
-    const fresh = await startService({
-      configFile: path.join(dir, "s.yaml"),
-      port: 0,
-      grpcPort: 0,
-      host: "127.0.0.1",
-      watch: false,
-      dashboard: false,
-      logger: createLogger("silent"),
-    });
+    const fresh = await serveRules(CONFIG);
     const c = rlsClient(fresh.grpcPort);
     try {
       await c.shouldRateLimit({ domain: "s", descriptors: [d("vtm=abc"), d("route=/a", "user=u")] });
@@ -185,16 +160,7 @@ describe("its service counters", () => {
   });
 
   it("ratelimit_service_global_shadow_mode: answers turned OK by SHADOW_MODE", async () => {
-    const shadowed = await startService({
-      configFile: path.join(dir, "s.yaml"),
-      port: 0,
-      grpcPort: 0,
-      host: "127.0.0.1",
-      watch: false,
-      dashboard: false,
-      globalShadowMode: true,
-      logger: createLogger("silent"),
-    });
+    const shadowed = await serveRules(CONFIG, { globalShadowMode: true });
     const c = rlsClient(shadowed.grpcPort);
     try {
       for (let i = 0; i < 3; i++) expect((await c.shouldRateLimit({ domain: "s", descriptors: [d("banned=q")] })).overall_code).toBe("OK");
@@ -209,16 +175,7 @@ describe("its service counters", () => {
 
 describe("NEAR_LIMIT_RATIO", () => {
   it("0.5 of 10: hits above the 5th are near", async () => {
-    const other = await startService({
-      configFile: path.join(dir, "s.yaml"),
-      port: 0,
-      grpcPort: 0,
-      host: "127.0.0.1",
-      watch: false,
-      dashboard: false,
-      nearLimitRatio: 0.5,
-      logger: createLogger("silent"),
-    });
+    const other = await serveRules(CONFIG, { nearLimitRatio: 0.5 });
     const c = rlsClient(other.grpcPort);
     try {
       for (let i = 0; i < 8; i++) await c.shouldRateLimit({ domain: "s", descriptors: [d("path=/api", "user=n")] });

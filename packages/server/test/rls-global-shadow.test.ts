@@ -4,31 +4,17 @@
  * descriptor's status still says OVER_LIMIT, and it is still counted; over gRPC (official protos)
  * and /json (200, not 429).
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { envoyEnvironment } from "../src/cli/envoy-env.js";
-import { createLogger } from "../src/log.js";
-import { startService, type RunningService } from "../src/server.js";
+import { serveRules, type InProcessService } from "./in-process.js";
 import { rlsClient, type RlsClient } from "./support.js";
 
-let dir: string;
-let svc: RunningService;
+let svc: InProcessService;
 let rls: RlsClient;
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(tmpdir(), "rk-global-shadow-"));
-  writeFileSync(path.join(dir, "g.yaml"), "domain: g\ndescriptors:\n  - key: user\n    rate_limit: { unit: day, requests_per_unit: 1 }\n");
-  svc = await startService({
-    configFile: path.join(dir, "g.yaml"),
-    port: 0,
-    grpcPort: 0,
-    host: "127.0.0.1",
-    watch: false,
-    dashboard: false,
+  svc = await serveRules("domain: g\ndescriptors:\n  - key: user\n    rate_limit: { unit: day, requests_per_unit: 1 }\n", {
     globalShadowMode: true,
-    logger: createLogger("silent"),
   });
   rls = rlsClient(svc.grpcPort);
 });
@@ -36,7 +22,6 @@ beforeAll(async () => {
 afterAll(async () => {
   rls?.close();
   await svc?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 const req = { domain: "g", descriptors: [{ entries: [{ key: "user", value: "a" }] }] };

@@ -7,12 +7,8 @@
  * override pair of its examples/ratelimit/config/example.yaml, in minutes (not seconds) so a
  * window cannot end in the middle of a test.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../src/log.js";
-import { startService, type RunningService } from "../src/server.js";
+import { serveRules, type InProcessService } from "./in-process.js";
 import { rlsClient, type RlsClient } from "./support.js";
 
 const CONFIG = `
@@ -65,29 +61,17 @@ descriptors:
       requests_per_unit: 2
 `;
 
-let dir: string;
-let svc: RunningService;
+let svc: InProcessService;
 let rls: RlsClient;
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(tmpdir(), "rk-replaces-"));
-  writeFileSync(path.join(dir, "example7.yaml"), CONFIG);
-  svc = await startService({
-    configFile: path.join(dir, "example7.yaml"),
-    port: 0,
-    grpcPort: 0,
-    host: "127.0.0.1",
-    watch: false,
-    dashboard: false,
-    logger: createLogger("silent"),
-  });
+  svc = await serveRules(CONFIG);
   rls = rlsClient(svc.grpcPort);
 });
 
 afterAll(async () => {
   rls?.close();
   await svc?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 const d = (...kv: string[]) => ({ entries: kv.map((s) => ({ key: s.split("=")[0], value: s.split("=")[1] ?? "" })) });

@@ -4,12 +4,8 @@
  * remaining when unlimited, every unit of the proto's enum, empty entry values, its errors for
  * an empty domain or descriptor list; and grpc.health.v1 on the same port.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../src/log.js";
-import { startService, type RunningService } from "../src/server.js";
+import { serveRules, type InProcessService } from "./in-process.js";
 import { healthClient, rlsClient, type HealthClient, type RlsClient } from "./support.js";
 
 const RULES = `
@@ -22,23 +18,12 @@ domains:
         unlimited: true
 `;
 
-let dir: string;
-let svc: RunningService;
+let svc: InProcessService;
 let rls: RlsClient;
 let health: HealthClient;
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(tmpdir(), "rk-rls-"));
-  writeFileSync(path.join(dir, "rules.yaml"), RULES);
-  svc = await startService({
-    configFile: path.join(dir, "rules.yaml"),
-    port: 0,
-    grpcPort: 0,
-    host: "127.0.0.1",
-    watch: false,
-    dashboard: false,
-    logger: createLogger("silent"),
-  });
+  svc = await serveRules(RULES);
   rls = rlsClient(svc.grpcPort);
   health = healthClient(svc.grpcPort);
 });
@@ -47,7 +32,6 @@ afterAll(async () => {
   rls?.close();
   health?.close();
   await svc?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 const user = (value: string, extra: object = {}) => ({ entries: [{ key: "user", value }], ...extra });
