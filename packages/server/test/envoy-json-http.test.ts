@@ -10,7 +10,7 @@
  */
 import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveRules, type InProcessService } from "./in-process.js";
+import { clearOfMinuteEdge, serveRules, type InProcessService } from "./in-process.js";
 
 const RULES = `
 domain: j
@@ -27,6 +27,7 @@ let svc: InProcessService;
 let base: string;
 
 beforeAll(async () => {
+  await clearOfMinuteEdge(); // its counts are in minute windows aligned on the clock
   svc = await serveRules(RULES, { maxBodyBytes: 4096 });
   base = `http://127.0.0.1:${svc.httpPort}`;
 });

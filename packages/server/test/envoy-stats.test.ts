@@ -6,7 +6,7 @@
  * NEAR_LIMIT_RATIO, shadow_mode), after gRPC traffic with the official protos.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveRules, type InProcessService } from "./in-process.js";
+import { clearOfMinuteEdge, serveRules, type InProcessService } from "./in-process.js";
 import { rlsClient, type RlsClient } from "./support.js";
 
 const CONFIG = `
@@ -43,6 +43,7 @@ let svc: InProcessService;
 let rls: RlsClient;
 
 beforeAll(async () => {
+  await clearOfMinuteEdge(); // its counts are in minute windows aligned on the clock
   svc = await serveRules(CONFIG, { maxDetailedMetricKeys: 3 });
   rls = rlsClient(svc.grpcPort);
 });

@@ -47,3 +47,14 @@ export async function serveRules(rules: string, options: Partial<ServeOptions> =
     throw e;
   }
 }
+
+/**
+ * Waits, when a clock-aligned minute is about to end, until the next one has begun. Tests that
+ * count requests in envoyproxy/ratelimit's minute windows (`unit: minute`, aligned on the clock)
+ * call it before their first request: a window ending in the middle of a file would reset the
+ * counts it asserts. `budgetMs`: how long the file's requests take at most.
+ */
+export async function clearOfMinuteEdge(budgetMs = 10_000): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < budgetMs) await new Promise((r) => setTimeout(r, left + 50));
+}

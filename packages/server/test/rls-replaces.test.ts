@@ -8,7 +8,7 @@
  * window cannot end in the middle of a test.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveRules, type InProcessService } from "./in-process.js";
+import { clearOfMinuteEdge, serveRules, type InProcessService } from "./in-process.js";
 import { rlsClient, type RlsClient } from "./support.js";
 
 const CONFIG = `
@@ -65,6 +65,7 @@ let svc: InProcessService;
 let rls: RlsClient;
 
 beforeAll(async () => {
+  await clearOfMinuteEdge(); // its counts are in minute windows aligned on the clock
   svc = await serveRules(CONFIG);
   rls = rlsClient(svc.grpcPort);
 });

@@ -5,7 +5,7 @@
  * an empty domain or descriptor list; and grpc.health.v1 on the same port.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveRules, type InProcessService } from "./in-process.js";
+import { clearOfMinuteEdge, serveRules, type InProcessService } from "./in-process.js";
 import { healthClient, rlsClient, type HealthClient, type RlsClient } from "./support.js";
 
 const RULES = `
@@ -23,6 +23,7 @@ let rls: RlsClient;
 let health: HealthClient;
 
 beforeAll(async () => {
+  await clearOfMinuteEdge(); // its counts are in minute windows aligned on the clock
   svc = await serveRules(RULES);
   rls = rlsClient(svc.grpcPort);
   health = healthClient(svc.grpcPort);
