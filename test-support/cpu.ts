@@ -31,3 +31,17 @@ export function saturateCpu(count = availableParallelism()): CpuLoad {
     },
   };
 }
+
+/**
+ * Runs `fn` with every core busy (see {@link saturateCpu}), stopping the load after it, for an
+ * exactness check inside a longer test whose other steps should not run under load.
+ * @example const admitted = await underLoad(() => burst("tenant", values, 30));
+ */
+export async function underLoad<T>(fn: () => Promise<T>): Promise<T> {
+  const load = saturateCpu();
+  try {
+    return await fn();
+  } finally {
+    await load.stop();
+  }
+}

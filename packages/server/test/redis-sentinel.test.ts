@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { underLoad } from "../../../test-support/cpu.js";
 import { until } from "../../../test-support/process.js";
 import { describeRedis, rawCommand, startRedisSentinel, type RedisSentinelHandle } from "../../../test-support/redis.js";
 import { postJson, startServiceProcess, type ServiceProc } from "./support.js";
@@ -64,9 +65,9 @@ for (const fault of ["kill -9", "SIGSTOP", "SENTINEL FAILOVER"] as const)
 
     const check = (svc: ServiceProc, user: string) => postJson(`${svc.base}/v1/check`, { domain: "s", descriptors: [{ user }] });
 
-    /** 15 concurrent checks of `user`, alternating between the instances; how many were admitted, and their reasons. */
+    /** 15 concurrent checks of `user`, alternating between the instances, every core busy; how many were admitted, and their reasons. */
     async function burst(user: string): Promise<{ admitted: number; reasons: string[] }> {
-      const rs = await Promise.all(Array.from({ length: 15 }, (_, i) => check(i % 2 ? envoyStyle : flagStyle, user)));
+      const rs = await underLoad(() => Promise.all(Array.from({ length: 15 }, (_, i) => check(i % 2 ? envoyStyle : flagStyle, user))));
       for (const r of rs) expect(r.status).toBe(200);
       return {
         admitted: rs.filter((r) => r.json.allowed).length,
