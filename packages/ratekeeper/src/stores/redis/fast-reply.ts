@@ -1,6 +1,7 @@
 import { ALGORITHM_IMPLS, type LimitState } from "../../core/algorithms/index.js";
 import type { Outcome } from "../../core/decision.js";
 import type { ResolvedLimit } from "../../core/options.js";
+import { counterState } from "./counter.js";
 
 /** Algorithms whose state is two numbers (a, b): the script's fast path serves them. */
 export const FAST_ALGORITHMS: ReadonlySet<string> = new Set(["fixed-window", "token-bucket", "leaky-bucket", "gcra"]);
@@ -8,14 +9,16 @@ export const FAST_ALGORITHMS: ReadonlySet<string> = new Set(["fixed-window", "to
 /**
  * The outcome of a fast-path call (ratekeeper.lua, modes "C" and "P"), from the state the script
  * decided on: the key's value before the call (12 bytes: two 6-byte little-endian integers; 16:
- * two doubles) or null for a fresh key. The script decided with the same arithmetic as
+ * two doubles) or null for a fresh key; in the counter layout (kind "n", counter.ts), the integer
+ * value the decision saw. The script decided with the same arithmetic as
  * `check` (and wrote `commit`'s state when it admitted), so `check` on that state at the same
  * time and cost gives the very numbers the general path's reply would carry.
  * @throws Error when the value is not a state the script writes
  */
 export function fastOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome, maxDelayMs?: number): void {
   const s: LimitState = { a: 0, b: 0, ring: null };
-  if (raw !== null && raw !== undefined) {
+  if (typeof raw === "number") counterState(raw, nowMs, lim, s);
+  else if (raw !== null && raw !== undefined) {
     if (!Buffer.isBuffer(raw)) throw new Error(`expected the state as bytes, got ${typeof raw}`);
     if (raw.length === 12) {
       s.a = raw.readIntLE(0, 6);

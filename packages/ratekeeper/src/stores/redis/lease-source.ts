@@ -3,6 +3,7 @@ import type { BlockOutcome } from "../../core/lease-block.js";
 import type { ResolvedLease } from "../../core/lease-options.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BlockSource } from "../leased-table.js";
+import { counterFits } from "./counter.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
 import type { RedisStore } from "./store.js";
 
@@ -31,7 +32,7 @@ export class RedisBlockSource implements BlockSource {
     lease: ResolvedLease,
   ) {
     this.head = `${store.prefix}{${namespace}:`;
-    const kind = lim.algorithm !== "fixed-window" ? "b" : lim.alignFirst ? "F" : "f";
+    const kind = lim.algorithm !== "fixed-window" ? "b" : lim.alignFirst ? "F" : counterFits(lim, store.minTtlMs) ? "n" : "f";
     this.tail = [kind, String(lim.limit), String(lim.windowMs), String(lim.capacity), String(store.minTtlMs)];
     this.horizon = String(LESSEE_BLOCKS * lease.blockMs);
   }

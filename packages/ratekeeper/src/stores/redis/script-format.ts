@@ -1,6 +1,7 @@
 import { newDecision, type Decision, type Outcome } from "../../core/decision.js";
 import { Evaluator } from "../../core/evaluate.js";
 import type { ResolvedLimit } from "../../core/options.js";
+import { counterFits } from "./counter.js";
 
 /**
  * The least TTL a written key gets by default (the stores' `minTtlMs`). A key whose TTL were
@@ -48,7 +49,7 @@ export class ScriptFormat {
         String(l.capacity),
         String(l.buckets),
         l.weighted ? "1" : "0",
-        l.alignFirst ? "1" : "0",
+        l.alignFirst ? "1" : counterFits(l, minTtlMs) ? "2" : "0",
         l.shape ? "1" : "0",
       );
     }

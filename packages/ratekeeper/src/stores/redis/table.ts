@@ -5,6 +5,7 @@ import type { BoundStore } from "../../store.js";
 import { Batcher, type Pending } from "./batcher.js";
 import { DegradedLimiter } from "./degraded.js";
 import { DenialCache } from "./denial-cache.js";
+import { counterFits } from "./counter.js";
 import { fastOutcome, FAST_ALGORITHMS } from "./fast-reply.js";
 import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
@@ -31,7 +32,7 @@ export class RedisTable implements BoundStore {
   readonly script: LoadedScript;
   /** Whether lone decisions take the script's fast path (ratekeeper.lua, modes "C"/"P"). */
   private readonly fast: boolean;
-  /** The fast path's ARGV[4..8]: limit, windowMs, kind (f / F / b / s), capacity, minTtlMs. */
+  /** The fast path's ARGV[4..8]: limit, windowMs, kind (f / n / F / b / s), capacity, minTtlMs. */
   private readonly fastTail: string[];
   /**
    * Whether a limit shapes (leaky bucket `mode: "shape"`): then each consume carries the caller's
@@ -55,7 +56,7 @@ export class RedisTable implements BoundStore {
     this.fast = this.single && FAST_ALGORITHMS.has(l0.algorithm) && o.shim.evalshaBuffer !== undefined;
     this.script = loadScript("ratekeeper", [...limits.flatMap((l) => SECTIONS_OF[l.algorithm] ?? []), ...(this.fast ? ["fast-pair"] : [])]);
     this.shapes = limits.some((l) => l.shape);
-    const kind = l0.algorithm !== "fixed-window" ? (l0.shape ? "s" : "b") : l0.alignFirst ? "F" : "f";
+    const kind = l0.algorithm !== "fixed-window" ? (l0.shape ? "s" : "b") : l0.alignFirst ? "F" : counterFits(l0, o.minTtlMs) ? "n" : "f";
     this.fastTail = [String(l0.limit), String(l0.windowMs), kind, String(l0.capacity), String(o.minTtlMs)];
     this.denials = o.denialMaxKeys > 0 ? new DenialCache(o.denialMaxKeys) : undefined;
     if (o.maxBatch > 0) {

@@ -13,7 +13,8 @@ KEYS[2]  the key's lessees: a sorted set, member = instance id, score = when it 
          (ms); same hash tag. Expires max(horizonMs, minTtlMs) after the last take.
 ARGV[1]  mode: "t" take a block, "g" give units back
 ARGV[2]  nowMs: integer ms since the epoch, or "" for the server's clock (TIME)
-ARGV[3]  kind: "f" fixed window aligned on the clock, "F" fixed window from the first request,
+ARGV[3]  kind: "f" fixed window aligned on the clock, "n" the same in ratekeeper.lua's counter
+         layout (one integer: see stores/redis/counter.ts), "F" fixed window from the first request,
          "b" bucket (token bucket, leaky bucket, GCRA)
 ARGV[4]  limit: units per window (the bucket drains limit per windowMs)
 ARGV[5]  windowMs: integer ms
@@ -50,11 +51,30 @@ local floor, ceil = math.floor, math.ceil
 
 local raw = redis.call("GET", key)
 local a, b = 0, 0
-if raw then
+-- Kind "n": the counter layout of ratekeeper.lua (stores/redis/counter.ts), one integer
+-- tag * SPAN + count; a tag more than HALF windows from now's is a window that is over (fresh).
+local SPAN, TAGS, HALF = 549755813888, 16383, 8191
+if raw and kind == "n" then
+  local v = tonumber(raw)
+  local tag = floor(v / SPAN)
+  local w = (now - now % W) / W
+  local d = (tag - (w % TAGS + 1)) % TAGS
+  if tag >= 1 and d <= HALF then
+    a = (w + d) * W
+    b = v - tag * SPAN
+    if b > limit then b = limit end
+  end
+elseif raw then
   if #raw == 12 then a, b = struct.unpack("<i6i6", raw) else a, b = struct.unpack("<dd", raw) end
 end
 
 local function put(na, nb, resetMs)
+  if kind == "n" then
+    -- A counter key lives minTtlMs past its window's end, as ratekeeper.lua writes it.
+    local v = string.format("%.0f", ((na / W) % TAGS + 1) * SPAN + nb)
+    redis.call("SET", key, v, "PX", math.max(na + W - now + minTtl, 1))
+    return
+  end
   local v
   if na >= 0 and na < 140737488355328 and floor(na) == na and nb >= 0 and nb < 140737488355328 and floor(nb) == nb then
     v = struct.pack("<i6i6", na, nb)

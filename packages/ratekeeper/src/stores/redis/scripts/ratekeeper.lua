@@ -17,7 +17,8 @@ ARGV[2]   N: limits per decision
 ARGV[3..] per limit i, 8 entries from 3 + (i-1)*8 (ResolvedLimit in core/options.ts):
           algorithmId (index in ALGORITHMS: 0 fixed-window, 1 sliding-log, 2 sliding-window,
           3 token-bucket, 4 leaky-bucket, 5 gcra), limit (units), windowMs (ms),
-          capacity (units), buckets (sub-windows), weighted (0/1), alignFirst (0/1), shape (0/1)
+          capacity (units), buckets (sub-windows), weighted (0/1), alignFirst (0/1; 2: clock-
+          aligned, stored in the counter layout of stores/redis/counter.ts), shape (0/1)
 then per decision d, E entries from 3 + 8N + (d-1)*E, E = 4 when a limit shapes (shape 1), else 3:
           mode: "c" consume (check every limit; if all admit, charge all), "p" peek (no
           writes), "r" refund (give back cost on every limit whose key still exists; keeps the
@@ -36,7 +37,8 @@ Reply     5*N integers per decision, per limit in order: allowed (0/1), remainin
           since the epoch (the store calibrates its clock with it).
 
 State, one string per limit (LimitState {a, b, ring} of core/algorithms/types.ts):
-- fixed-window, token/leaky bucket, gcra: a, b.
+- fixed-window, token/leaky bucket, gcra: a, b (a clock-aligned fixed window whose numbers fit:
+  one integer instead, see "counter layout" below).
 - sliding-window: a, then ring[0..buckets] (buckets+1 counts).
   These numbers are stored as 6-byte integers (struct "i6") when every one of them is a whole
   number in [0, 2^47) (ms timestamps until the year 6429, counts, levels), else as 8-byte
@@ -59,7 +61,8 @@ Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fr
 -- with the time given. Its own compact ARGV, told apart by ARGV[1] (a mode letter, where the
 -- general layout has a number):
 --   ARGV[1] "C" consume or "P" peek; ARGV[2] nowMs; ARGV[3] cost; ARGV[4] limit; ARGV[5] windowMs;
---   ARGV[6] "f" fixed-window (clock-aligned), "F" fixed-window (first-request), "b" bucket,
+--   ARGV[6] "f" fixed-window (clock-aligned), "n" the same in the counter layout (one INCRBY
+--   per decision in a window; replies with an integer), "F" fixed-window (first-request), "b" bucket,
 --   "s" shaping bucket (leaky bucket, mode "shape"); ARGV[7] capacity (units; buckets);
 --   ARGV[8] minTtlMs; with "s" only, ARGV[9] maxDelayMs (integer ms, or "" for no bound).
 -- Decides and writes exactly as fixed-window.ts / bucket.ts decide() and the general code below,
@@ -72,6 +75,38 @@ if fastMode == "C" or fastMode == "P" then
   local key = KEYS[1]
   local now, cost = tonumber(ARGV[2]), tonumber(ARGV[3])
   local limit, W, kind = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+  if kind == "n" then
+    -- A clock-aligned fixed window in the counter layout (stores/redis/counter.ts): the value is
+    -- tag * SPAN + count. Replies with the value the decision saw (the store reads the state
+    -- from it with counterState), 0 for a fresh window.
+    local SPAN, TAGS = 549755813888, 16383
+    local w = (now - now % W) / W
+    local here = w % TAGS + 1
+    if fastMode == "P" then
+      local v = tonumber(redis.call("GET", key) or "0")
+      return v
+    end
+    -- One INCRBY decides when the key counts this window (or a later one, for a lagging clock).
+    local n = redis.call("INCRBY", key, cost)
+    local tag = math.floor(n / SPAN)
+    if tag >= 1 and (tag - here) % TAGS <= 8191 then
+      local count = n - tag * SPAN
+      if count > limit then
+        if count - cost < limit then
+          -- Denied, but a smaller request could still fit: take this one back.
+          redis.call("DECRBY", key, cost)
+        elseif count >= SPAN / 2 then
+          -- A flood of denials: fold the count back to "all spent" long before it reaches SPAN.
+          redis.call("SET", key, string.format("%.0f", tag * SPAN + limit), "KEEPTTL")
+        end
+      end
+      return n - cost
+    end
+    -- A fresh key, or one of a window that is over: this decision opens the window (cost <=
+    -- limit, so it is admitted). The key lives minTtlMs past the window's end.
+    redis.call("SET", key, string.format("%.0f", here * SPAN + cost), "PX", w * W + W - now + tonumber(ARGV[8]))
+    return 0
+  end
   local raw = redis.call("GET", key)
   local a, b = 0, 0
   if raw then
@@ -191,6 +226,31 @@ end
 
 local function fwRefund(s, L)
   if s.a == fwStart(s, L) then s.b = max(0, s.b - cost) end
+end
+
+-- The counter layout of a clock-aligned fixed window (stores/redis/counter.ts): one integer,
+-- tag * SPAN + count, tag = (window start / windowMs) mod TAGS + 1. A tag 0 to HALF windows
+-- after the current one is the state (count capped at the limit: denials may have added to it);
+-- any other tag is a window that is over, read as the fresh state.
+local C_SPAN, C_TAGS, C_HALF = 549755813888, 16383, 8191
+
+local function ctrDecode(s, L, raw)
+  local v = tonumber(raw)
+  local tag = floor(v / C_SPAN)
+  local W = L.windowMs
+  local w = (now - now % W) / W
+  if tag >= 1 and (tag - (w % C_TAGS + 1)) % C_TAGS <= C_HALF then
+    s.a = (w + (tag - (w % C_TAGS + 1)) % C_TAGS) * W
+    s.b = min(v - tag * C_SPAN, L.limit)
+  else
+    -- A window that is over: the fresh state, and nothing for a refund to write back.
+    s.exists = false
+  end
+end
+
+local function ctrEncode(s, L)
+  -- "%.0f": Redis would write a number argument with an exponent; these are integers < 2^53.
+  return string.format("%.0f", ((s.a / L.windowMs) % C_TAGS + 1) * C_SPAN + s.b)
 end
 
 --[[@end]]
@@ -531,6 +591,7 @@ for i = 1, N do
     buckets = tonumber(ARGV[o + 4]),
     weighted = ARGV[o + 5] == "1",
     alignFirst = ARGV[o + 6] == "1",
+    counter = ARGV[o + 6] == "2",
     shape = ARGV[o + 7] == "1",
   }
   if limits[i].shape then E = 4 end
@@ -562,7 +623,7 @@ local function load(key, L)
       end
     elseif raw then
       s.exists = true
-      s.a, s.b = decode2(raw)
+      if L.counter then ctrDecode(s, L, raw) else s.a, s.b = decode2(raw) end
     end
   end
   return s
@@ -581,6 +642,10 @@ local function save(s, L, ttlMs)
     local vals = { s.a }
     for j = 1, L.buckets + 1 do vals[j + 1] = s.ring[j] end
     val = encode(vals)
+  elseif L.counter then
+    val = ctrEncode(s, L)
+    -- A counter key lives minTtlMs past its window's end (the fast path sets it once per window).
+    if ttlMs then ttlMs = max(s.a + L.windowMs - now + minTtl, 1) end
   else
     val = encode2(s.a, s.b)
   end
