@@ -102,9 +102,9 @@ describeRedis("race: many processes, one key", () => {
     return { pool, stop: () => redis.stop() };
   });
 
-  raceSuite("3-master cluster", async () => {
+  raceSuite("3-master cluster, batch: true (per hash slot)", async () => {
     const cluster: RedisClusterHandle = await startRedisCluster(3);
-    const pool = await WorkerPool.start(Array.from({ length: WORKERS }, () => ({ nodes: cluster.nodes, cluster: true })));
+    const pool = await WorkerPool.start(Array.from({ length: WORKERS }, () => ({ nodes: cluster.nodes, cluster: true, batch: true })));
     return { pool, stop: () => cluster.stop() };
   });
 });

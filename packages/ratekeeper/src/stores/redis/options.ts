@@ -106,8 +106,9 @@ export interface RedisStoreOptions {
   /**
    * Send the decisions that wait while earlier ones are in flight together, in one script call
    * (each still atomic and all-or-nothing; order kept). At most 2 calls in flight per limiter,
-   * each carrying up to `maxBatch` decisions. Single Redis only: `false` with a cluster client.
-   * @default true with a single Redis, false with a cluster
+   * each carrying up to `maxBatch` decisions. On a cluster, per hash slot (a script call may
+   * touch one slot only): decisions on one hot key go together, others go out at once.
+   * @default true
    */
   batch?: boolean | { maxBatch?: number };
   /**
@@ -194,7 +195,7 @@ export function resolveRedisOptions(options: RedisStoreOptions): ResolvedRedisOp
     }
   }
   const denialMaxKeys = denialCacheSize(options.denialCache, issues);
-  const maxBatch = batchSize(options.batch, shim, issues);
+  const maxBatch = batchSize(options.batch, issues);
   const minTtlMs = wholeAtLeast(options.minTtlMs, DEFAULT_MIN_TTL_MS, 0, "minTtlMs", "a whole number of ms >= 0", issues);
   if (issues.length > 0 || shim === undefined) throw new RateLimitConfigError(issues, "RedisStore");
   const { onError, onStateChange, onRoundTrip } = options;
@@ -240,8 +241,8 @@ function denialCacheSize(dc: RedisStoreOptions["denialCache"], issues: ConfigIss
   return 0;
 }
 
-function batchSize(bo: RedisStoreOptions["batch"], shim: RedisShim | undefined, issues: ConfigIssue[]): number {
-  const b = bo ?? (shim !== undefined && !shim.isCluster);
+function batchSize(bo: RedisStoreOptions["batch"], issues: ConfigIssue[]): number {
+  const b = bo ?? true;
   let maxBatch = 0;
   if (b === true) maxBatch = 128;
   else if (typeof b === "object" && b !== null) {
@@ -251,12 +252,6 @@ function batchSize(bo: RedisStoreOptions["batch"], shim: RedisShim | undefined, 
     }
   } else if (b !== false) {
     issues.push({ path: "batch", message: `must be true, false or { maxBatch } (got ${describeValue(b)})` });
-  }
-  if (maxBatch > 0 && shim?.isCluster) {
-    issues.push({
-      path: "batch",
-      message: "is not available with a Redis Cluster client (a script call may only touch one hash slot): set batch: false",
-    });
   }
   return maxBatch;
 }

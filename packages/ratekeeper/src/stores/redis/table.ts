@@ -24,7 +24,8 @@ export class RedisTable implements BoundStore {
   private readonly single: boolean;
   private readonly n: number;
   private readonly minCapacity: number;
-  private readonly batcher: Batcher | undefined;
+  /** Batching (option `batch`): one Batcher per lane, i.e. per hash slot on a cluster, since a script call may touch one slot only. */
+  private readonly batchers: Map<Lane, Batcher> | undefined;
   private readonly denials: DenialCache | undefined;
   private insurance: BoundStore | undefined;
   private degraded: DegradedLimiter | undefined;
@@ -59,15 +60,26 @@ export class RedisTable implements BoundStore {
     const kind = l0.algorithm !== "fixed-window" ? (l0.shape ? "s" : "b") : l0.alignFirst ? "F" : counterFits(l0, o.minTtlMs) ? "n" : "f";
     this.fastTail = [String(l0.limit), String(l0.windowMs), kind, String(l0.capacity), String(o.minTtlMs)];
     this.denials = o.denialMaxKeys > 0 ? new DenialCache(o.denialMaxKeys) : undefined;
-    if (o.maxBatch > 0) {
-      const lane = store.lanes.of(this.format.keyPrefix);
-      this.batcher = new Batcher(
-        o.maxBatch,
+    if (o.maxBatch > 0) this.batchers = new Map();
+  }
+
+  /** The batcher of the lane `key`'s keys go to (made on first use; lanes live as long as the store). */
+  private batcherOf(key: string): Batcher {
+    // One lane on a single Redis: no need to build the key to find it.
+    const lane = this.store.lanes.of(this.store.opts.shim.isCluster ? (this.keysOf(key)[0] as string) : "");
+    const batchers = this.batchers as Map<Lane, Batcher>;
+    let b = batchers.get(lane);
+    if (b === undefined) {
+      const max = this.store.opts.maxBatch;
+      b = new Batcher(
+        max,
         (batch) => this.send(batch),
         () => lane.breaker.state !== "closed",
         () => new RedisDownError(),
       );
+      batchers.set(lane, b);
     }
+    return b;
   }
 
   /** Units admitted while degraded that the ledger could not hold. */
@@ -167,7 +179,7 @@ export class RedisTable implements BoundStore {
   ): Promise<readonly unknown[]> {
     return new Promise<readonly unknown[]>((resolve, reject) => {
       const p: Pending = { mode, key, cost, nowMs, maxDelayMs, resolve, reject };
-      if (this.batcher !== undefined) this.batcher.submit(p);
+      if (this.batchers !== undefined) this.batcherOf(key).submit(p);
       else void this.send([p]);
     });
   }
