@@ -8,9 +8,9 @@ import { LeaseService } from "../service/leases.js";
 import { CheckError, type CheckResult } from "../service/types.js";
 import { createAdminHandler } from "./admin.js";
 import { authInput, batchOf, Query, toInput } from "./check-input.js";
-import { errorBody, HttpError, methodNotAllowed, readJson, sendError, sendJsonText, TokenCheck } from "../http-io.js";
+import { errorBody, HttpError, methodNotAllowed, readJsonThen, sendError, sendJsonText, TokenCheck } from "../http-io.js";
 import { routeOf, type HttpCall, type HttpContext } from "./http-routes.js";
-import { DEFAULT_STYLES, limitHeaders, resultJson } from "./render.js";
+import { DEFAULT_STYLES, limitHeaderList, resultJson } from "./render.js";
 import type { RlsHeaders } from "./rls.js";
 
 /** Options of {@link createHttpServer}. */
@@ -148,6 +148,20 @@ class HttpApi {
     if (pending !== undefined) pending.catch((e: unknown) => this.failed(req, res, e));
   };
 
+  /** Reads a `POST /v1/check` body, then answers it (or the error), as {@link serve} does. */
+  private readCheck(req: IncomingMessage, res: ServerResponse): void {
+    readJsonThen(req, this.maxBody, false, (err, body) => {
+      if (err !== undefined) return this.failed(req, res, err);
+      let pending: void | Promise<void>;
+      try {
+        pending = this.check(body, res);
+      } catch (e) {
+        return this.failed(req, res, e);
+      }
+      if (pending !== undefined) pending.catch((e: unknown) => this.failed(req, res, e));
+    });
+  }
+
   private failed(req: IncomingMessage, res: ServerResponse, e: unknown): void {
     if (!(e instanceof CheckError) && !(e instanceof HttpError)) this.options.logger.error({ err: e, url: req.url }, "request failed");
     sendError(req, res, e);
@@ -163,7 +177,7 @@ class HttpApi {
     const method = req.method;
     if (url === "/v1/check" || (url.startsWith("/v1/check") && url.charCodeAt(9) === 63) /* "?" */) {
       if (method !== "POST") throw methodNotAllowed("POST");
-      return readJson(req, this.maxBody).then((body) => this.check(body, res));
+      return this.readCheck(req, res);
     }
     const q = url.indexOf("?");
     const path = q === -1 ? url : url.slice(0, q);
@@ -194,7 +208,7 @@ class HttpApi {
   }
 
   private sendCheck(res: ServerResponse, result: CheckResult): void {
-    sendJsonText(res, 200, resultJson(result), limitHeaders(result.statuses, this.styles));
+    sendJsonText(res, 200, resultJson(result), limitHeaderList(result.statuses, this.styles, []));
   }
 
   private async checkBatch(batch: unknown[], res: ServerResponse): Promise<void> {
@@ -227,7 +241,7 @@ class HttpApi {
   }
 
   private sendAuth(res: ServerResponse, result: CheckResult, denyStatus: number): void {
-    res.writeHead(result.allowed ? 204 : denyStatus, limitHeaders(result.statuses, this.styles));
+    res.writeHead(result.allowed ? 204 : denyStatus, limitHeaderList(result.statuses, this.styles, []));
     res.end();
   }
 }

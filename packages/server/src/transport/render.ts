@@ -31,9 +31,20 @@ export function limitHeaders(
   statuses: readonly DescriptorStatus[],
   styles: readonly HeaderStyle[] = DEFAULT_STYLES,
 ): Record<string, string> {
-  const s = decisive(statuses);
+  const flat = limitHeaderList(statuses, styles, []);
   const h: Record<string, string> = {};
-  if (s === undefined) return h;
+  for (let i = 0; i < flat.length; i += 2) h[flat[i] as string] = flat[i + 1] as string;
+  return h;
+}
+
+/**
+ * {@link limitHeaders} as a flat list of names and values, appended to `out` (and returned):
+ * what `writeHead(status, list)` takes as is. The decision routes write their answers so, with
+ * `content-type` and `content-length` appended: no object is built, copied and walked per answer.
+ */
+export function limitHeaderList(statuses: readonly DescriptorStatus[], styles: readonly HeaderStyle[], out: string[]): string[] {
+  const s = decisive(statuses);
+  if (s === undefined) return out;
   const detail = statusDetail(s);
   if (detail) {
     let writers = WRITERS.get(detail.limits);
@@ -46,16 +57,26 @@ export function limitHeaders(
       w = new HeaderWriter(detail.limits, styles);
       writers.set(styles, w);
     }
-    const out: [string, string][] = [];
-    w.write(detail.decision, w.needsClock ? Date.now() : 0, out);
-    for (let i = 0; i < out.length; i++) {
-      const [k, v] = out[i] as [string, string];
-      h[wireName(k)] = v;
+    // One scratch list for the writer's pairs: it is read back at once, before anything else runs.
+    const pairs = PAIRS;
+    pairs.length = 0;
+    w.write(detail.decision, w.needsClock ? Date.now() : 0, pairs);
+    const from = out.length;
+    for (let i = 0; i < pairs.length; i++) {
+      const [k, v] = pairs[i] as [string, string];
+      const name = wireName(k);
+      // Two styles can name the same header (ietf and draft-7 both send RateLimit): the later
+      // value replaces the earlier in its place, as when these were the keys of one object.
+      const at = styles.length > 1 ? out.indexOf(name, from) : -1;
+      if (at !== -1 && (at - from) % 2 === 0) out[at + 1] = v;
+      else out.push(name, v);
     }
   }
-  if (!s.allowed) h["retry-after"] = String(Math.max(1, toSeconds(s.retryAfterMs)));
-  return h;
+  if (!s.allowed) out.push("retry-after", String(Math.max(1, toSeconds(s.retryAfterMs))));
+  return out;
 }
+
+const PAIRS: [string, string][] = [];
 
 /** The middleware's default header style. */
 export const DEFAULT_STYLES: readonly HeaderStyle[] = ["ietf"];
