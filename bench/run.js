@@ -12,7 +12,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** The sections, in the order they run. */
-export const SECTIONS = ["memory", "redis", "overload", "lease", "http", "overhead", "service", "overrides", "dashboard"];
+export const SECTIONS = ["memory", "redis", "redis-client", "overload", "lease", "http", "overhead", "service", "overrides", "dashboard"];
 
 const here = dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);

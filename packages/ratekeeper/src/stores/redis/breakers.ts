@@ -48,12 +48,11 @@ export class Breakers {
           reject(error);
         },
       };
-      this.lanes.begin(lane, call);
-      const t0 = performance.now();
+      const t0 = this.lanes.begin(lane, call);
       send().then(
         (value) => {
-          this.lanes.end(lane, call);
-          this.roundTrip(performance.now() - t0, decisions);
+          const t1 = this.lanes.end(lane, call);
+          this.roundTrip(t1 - t0, decisions);
           this.transition(lane, lane.breaker.succeeded(), "Redis answered");
           if (answered) {
             if (onLate) onLate(value);

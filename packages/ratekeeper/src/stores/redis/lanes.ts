@@ -88,14 +88,16 @@ export class Lanes {
     return this.single !== undefined ? [this.single] : [...this.lanes.values()];
   }
 
-  /** A call was sent on `lane`. */
-  begin(lane: Lane, call: WaitingCall): void {
+  /** A call was sent on `lane`; returns when (performance.now() ms). */
+  begin(lane: Lane, call: WaitingCall): number {
+    const now = performance.now();
     if (lane.waiting.size === 0) {
-      lane.lastProgressMs = performance.now();
+      lane.lastProgressMs = now;
       this.busy.add(lane);
     }
     lane.waiting.add(call);
     if (this.timer === undefined && this.timeoutMs > 0) this.start();
+    return now;
   }
 
   /** A reply arrived on `lane` for a call that goes on (a NOSCRIPT answer before its EVAL). */
@@ -103,18 +105,27 @@ export class Lanes {
     lane.lastProgressMs = performance.now();
   }
 
-  /** A reply (or error) arrived for a call on `lane`: progress, whether or not the call was still waiting. */
-  end(lane: Lane, call: WaitingCall): void {
-    lane.lastProgressMs = performance.now();
-    if (lane.waiting.delete(call) && lane.waiting.size === 0) this.idle(lane);
+  /**
+   * A reply (or error) arrived for a call on `lane`: progress, whether or not the call was still
+   * waiting. Returns the time it was read (performance.now() ms), for the round trip.
+   */
+  end(lane: Lane, call: WaitingCall): number {
+    const now = performance.now();
+    lane.lastProgressMs = now;
+    if (lane.waiting.delete(call) && lane.waiting.size === 0) this.busy.delete(lane);
+    return now;
   }
 
-  private idle(lane: Lane): void {
-    this.busy.delete(lane);
-    if (this.busy.size === 0 && this.timer !== undefined) {
-      clearInterval(this.timer);
-      this.timer = undefined;
-    }
+  /**
+   * The watchdog's timer keeps running while lanes were busy lately and stops at its first tick
+   * that finds none: stopping it the moment the last call returned, and starting it again with
+   * the next, cost a setInterval and a clearInterval per decision at one call in flight.
+   */
+  private stopWhenIdle(): boolean {
+    if (this.busy.size > 0 || this.timer === undefined) return false;
+    clearInterval(this.timer);
+    this.timer = undefined;
+    return true;
   }
 
   private start(): void {
@@ -124,12 +135,13 @@ export class Lanes {
   }
 
   private check(): void {
+    if (this.stopWhenIdle()) return;
     const now = performance.now();
     for (const lane of [...this.busy]) {
       if (now - lane.lastProgressMs < this.timeoutMs) continue;
       const calls = [...lane.waiting];
       lane.waiting.clear();
-      this.idle(lane);
+      this.busy.delete(lane);
       const err = new RedisTimeoutError(this.timeoutMs);
       for (const c of calls) c.abandon(err);
       this.onStall(lane);

@@ -241,13 +241,14 @@ export class RedisStore implements Store {
    */
   async run(lane: Lane, script: LoadedScript, keys: string[], args: string[], buffers = false): Promise<unknown> {
     const shim = this.opts.shim;
-    const evalsha: RedisShim["evalsha"] = (sha, k, a) => (buffers ? shim.evalshaBuffer!(sha, k, a) : shim.evalsha(sha, k, a));
-    const evalScript: RedisShim["eval"] = (src, k, a) => (buffers ? shim.evalBuffer!(src, k, a) : shim.eval(src, k, a));
     try {
-      return await evalsha(script.sha, keys, args);
+      // The common case first, with no closure made per call.
+      return await (buffers ? shim.evalshaBuffer!(script.sha, keys, args) : shim.evalsha(script.sha, keys, args));
     } catch (e) {
       if (!isNoScript(e)) throw e;
     }
+    const evalsha: RedisShim["evalsha"] = (sha, k, a) => (buffers ? shim.evalshaBuffer!(sha, k, a) : shim.evalsha(sha, k, a));
+    const evalScript: RedisShim["eval"] = (src, k, a) => (buffers ? shim.evalBuffer!(src, k, a) : shim.eval(src, k, a));
     this.lanes.progress(lane);
     const loading = lane.loading.get(script.sha);
     if (loading === undefined) {
