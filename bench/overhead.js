@@ -7,7 +7,10 @@
 //     writeHead and end stubbed, as the socket write is node's cost, not ours);
 //   - the decision service's GET /v1/auth work without the socket: the query parsed into a
 //     check, the decision through DecisionService (memory store, examples/rules.yaml, 1,000
-//     keys), and the limit headers rendered.
+//     keys), and the limit headers rendered;
+//   - the decision service's POST /v1/check work for one check without the socket: the body (a
+//     Buffer, as node hands it over) parsed and validated, the decision, the JSON answer and the
+//     limit headers rendered.
 // Each case runs `--rounds` rounds of `--n` calls, interleaved with the bare listener; quoted:
 // the median and the least CPU time (process.cpuUsage) per call over the rounds.
 //
@@ -96,6 +99,31 @@ if (decide !== undefined) {
       const { input } = authInput(new Query(queries[i % 1000]), headers);
       const r = decide(input);
       sink += Object.keys(limitHeaders(r.statuses)).length;
+    },
+    bare: () => sink++,
+  });
+}
+
+// The service's POST /v1/check work for one check, the socket left out. Keys cycle over 100,000
+// user ids (as the service section's wrk load): with 1,000, every check past the 100th per key
+// would be a denial.
+const { toInput } = await server("transport/check-input.js");
+const { resultJson, limitHeaderList } = await server("transport/render.js");
+const bodies = Array.from({ length: 100_000 }, (_, i) => Buffer.from(`{"domain":"api","descriptors":[{"user_id":"${i}"}]}`));
+// An older build has no limitHeaderList: the headers object, as it rendered them then. One styles
+// list for every call, as the server has (the header writers are cached per list).
+const STYLES = ["ietf"];
+const headerCount = limitHeaderList
+  ? (r) => limitHeaderList(r.statuses, STYLES, []).length
+  : (r) => Object.keys(limitHeaders(r.statuses)).length;
+if (decide !== undefined) {
+  let k = 0;
+  cases.push({
+    label: "service POST /v1/check work (body, decision, JSON, headers)",
+    run: () => {
+      const body = JSON.parse(bodies[k++ % 100_000].toString("utf8"));
+      const r = decide(toInput(body, ""));
+      sink += resultJson(r).length + headerCount(r);
     },
     bare: () => sink++,
   });

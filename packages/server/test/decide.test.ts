@@ -207,12 +207,14 @@ describe("decide() with overrides", () => {
         e({ k: "j1" }),
         e({ k: "j2" }),
         e({ k: 'we"ird\\value\u2028' }),
+        e({ k: "tab\there\u0001 pair \ud83d\ude00 \u00e9" }),
+        e({ k: "\u00e9\u4e2d" }),
         e({ zz: "none" }),
         e({ a: "x", b: "y" }),
         e({ k: "exact" }),
       ],
     });
-    expect(r.statuses).toHaveLength(6);
+    expect(r.statuses).toHaveLength(8);
     expect(resultJson(r)).toBe(JSON.stringify(r));
     const denied = await svc.decide({ domain: "d", descriptors: [e({ k: "exact" })] });
     expect(denied.allowed).toBe(false);

@@ -86,20 +86,36 @@ const WRITERS = new WeakMap<readonly ResolvedLimit[], Map<readonly HeaderStyle[]
 /**
  * A check result as JSON, written out by hand: the fields are fixed and the numbers whole, and
  * JSON.stringify of the generic object was the largest single cost of a POST /v1/check after
- * node's own HTTP work (about 3 us). Strings still go through JSON.stringify for escaping. The
- * output is exactly what JSON.stringify would give (a test compares them).
+ * node's own HTTP work (about 3 us). Strings are quoted by {@link str}. The output is exactly
+ * what JSON.stringify would give (a test compares them).
  */
 export function resultJson(r: CheckResult): string {
-  let t = `{"allowed":${r.allowed},"domain":${JSON.stringify(r.domain)},"statuses":[`;
+  let t = `{"allowed":${r.allowed},"domain":${str(r.domain)},"statuses":[`;
   for (let i = 0; i < r.statuses.length; i++) {
     const s = r.statuses[i] as DescriptorStatus;
     const e = s.explain;
     t +=
-      `${i === 0 ? "" : ","}{"key":${JSON.stringify(s.key)},"allowed":${s.allowed},"overLimit":${s.overLimit},"shadow":${s.shadow},` +
+      `${i === 0 ? "" : ","}{"key":${str(s.key)},"allowed":${s.allowed},"overLimit":${s.overLimit},"shadow":${s.shadow},` +
       `"unlimited":${s.unlimited},"limit":${s.limit},"remaining":${s.remaining},"retryAfterMs":${s.retryAfterMs},` +
       `"resetAfterMs":${s.resetAfterMs},"delayMs":${s.delayMs},"windowMs":${s.windowMs},` +
-      `"policy":${s.policy === null ? "null" : JSON.stringify(s.policy)},"reason":${s.reason === null ? "null" : JSON.stringify(s.reason)},` +
-      `"explain":{"rule":${e.rule === null ? "null" : JSON.stringify(e.rule)},"source":"${e.source}","why":${JSON.stringify(e.why)}}}`;
+      `"policy":${s.policy === null ? "null" : str(s.policy)},"reason":${s.reason === null ? "null" : str(s.reason)},` +
+      `"explain":{"rule":${e.rule === null ? "null" : str(e.rule)},"source":"${e.source}","why":${str(e.why)}}}`;
   }
   return `${t}]}`;
+}
+
+/**
+ * Characters JSON.stringify writes escaped: `"`, backslash, controls, and surrogates (a lone one is
+ * escaped; a pair is not, but any surrogate sends the string the slow way, which is still right).
+ */
+// eslint-disable-next-line no-control-regex -- the control characters are what must be found
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/**
+ * `JSON.stringify(s)` for a string: one that needs no escaping (nearly all: keys, rule names, the
+ * explanation) is put between quotes as it is. JSON.stringify cost 270 ns on the 75-character
+ * explanation, the regex test and the quotes 125 ns; a result has six strings per status.
+ */
+function str(s: string): string {
+  return NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : `"${s}"`;
 }
