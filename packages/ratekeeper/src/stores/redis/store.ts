@@ -239,14 +239,18 @@ export class RedisStore implements Store {
    * (which also caches the script); the others wait for it and retry EVALSHA, so a burst does not
    * send the script's text hundreds of times. A NOSCRIPT reply is a reply: the lane progresses.
    */
-  async run(lane: Lane, script: LoadedScript, keys: string[], args: string[], buffers = false): Promise<unknown> {
+  run(lane: Lane, script: LoadedScript, keys: string[], args: string[], buffers = false): Promise<unknown> {
     const shim = this.opts.shim;
-    try {
-      // The common case first, with no closure made per call.
-      return await (buffers ? shim.evalshaBuffer!(script.sha, keys, args) : shim.evalsha(script.sha, keys, args));
-    } catch (e) {
-      if (!isNoScript(e)) throw e;
-    }
+    // The common case, with no async frame or closure per call: EVALSHA answers.
+    const first = buffers ? shim.evalshaBuffer!(script.sha, keys, args) : shim.evalsha(script.sha, keys, args);
+    return first.then(undefined, (e: unknown) =>
+      isNoScript(e) ? this.runLoading(lane, script, keys, args, buffers) : Promise.reject(e instanceof Error ? e : new Error(String(e))),
+    );
+  }
+
+  /** {@link RedisStore.run} after a NOSCRIPT reply: one EVAL per lane and script, the others wait for it. */
+  private async runLoading(lane: Lane, script: LoadedScript, keys: string[], args: string[], buffers: boolean): Promise<unknown> {
+    const shim = this.opts.shim;
     const evalsha: RedisShim["evalsha"] = (sha, k, a) => (buffers ? shim.evalshaBuffer!(sha, k, a) : shim.evalsha(sha, k, a));
     const evalScript: RedisShim["eval"] = (src, k, a) => (buffers ? shim.evalBuffer!(src, k, a) : shim.eval(src, k, a));
     this.lanes.progress(lane);

@@ -1,16 +1,15 @@
-import type { Decision, Outcome } from "../../core/decision.js";
+import { newDecision, type Decision, type Outcome } from "../../core/decision.js";
 import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore } from "../../store.js";
 import { Batcher, type Pending } from "./batcher.js";
-import { DegradedLimiter } from "./degraded.js";
 import { DenialCache } from "./denial-cache.js";
-import { counterFits } from "./counter.js";
-import { fastOutcome, FAST_ALGORITHMS } from "./fast-reply.js";
+import { FastCall, fastPathFits } from "./fast-call.js";
 import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 import { ScriptFormat } from "./script-format.js";
-import { decideByPolicy, withoutRedis, type DecisionCall } from "./without-redis.js";
+import { TableFallback } from "./table-fallback.js";
+import { withoutRedis, type DecisionCall } from "./without-redis.js";
 import type { RedisStore } from "./store.js";
 
 /** What a denial by the `"closed"` policy, or by backpressure, says to retry after. */
@@ -27,14 +26,12 @@ export class RedisTable implements BoundStore {
   /** Batching (option `batch`): one Batcher per lane, i.e. per hash slot on a cluster, since a script call may touch one slot only. */
   private readonly batchers: Map<Lane, Batcher> | undefined;
   private readonly denials: DenialCache | undefined;
-  private insurance: BoundStore | undefined;
-  private degraded: DegradedLimiter | undefined;
+  /** The failure policy's answers, and its local stores. */
+  private readonly fallback: TableFallback;
   /** The script built with exactly the algorithms of these limits. */
   readonly script: LoadedScript;
-  /** Whether lone decisions take the script's fast path (ratekeeper.lua, modes "C"/"P"). */
-  private readonly fast: boolean;
-  /** The fast path's ARGV[4..8]: limit, windowMs, kind (f / n / F / b / s), capacity, minTtlMs. */
-  private readonly fastTail: string[];
+  /** Lone decisions by the script's fast path (ratekeeper.lua, modes "C"/"P"), when the limits allow it. */
+  private readonly fast: FastCall | undefined;
   /**
    * Whether a limit shapes (leaky bucket `mode: "shape"`): then each consume carries the caller's
    * longest wait (`maxDelayMs`) to the script, one more ARGV per decision. Otherwise the bound
@@ -53,14 +50,13 @@ export class RedisTable implements BoundStore {
     this.n = limits.length;
     this.minCapacity = Math.min(...limits.map((l) => l.capacity));
     // One limit with a two-number state, on a client that can return raw bytes: the script's fast path.
-    const l0 = limits[0] as ResolvedLimit;
-    this.fast = this.single && FAST_ALGORITHMS.has(l0.algorithm) && o.shim.evalshaBuffer !== undefined;
-    this.script = loadScript("ratekeeper", [...limits.flatMap((l) => SECTIONS_OF[l.algorithm] ?? []), ...(this.fast ? ["fast-pair"] : [])]);
+    const fast = fastPathFits(limits, store);
+    this.script = loadScript("ratekeeper", [...limits.flatMap((l) => SECTIONS_OF[l.algorithm] ?? []), ...(fast ? ["fast-pair"] : [])]);
     this.shapes = limits.some((l) => l.shape);
-    const kind = l0.algorithm !== "fixed-window" ? (l0.shape ? "s" : "b") : l0.alignFirst ? "F" : counterFits(l0, o.minTtlMs) ? "n" : "f";
-    this.fastTail = [String(l0.limit), String(l0.windowMs), kind, String(l0.capacity), String(o.minTtlMs)];
+    this.fast = fast ? new FastCall(store, limits, this.script, this.format.ev.outcomes[0] as Outcome, this.shapes) : undefined;
     this.denials = o.denialMaxKeys > 0 ? new DenialCache(o.denialMaxKeys) : undefined;
     if (o.maxBatch > 0) this.batchers = new Map();
+    this.fallback = new TableFallback(store, this, limits, namespace, (key) => this.keysOf(key)[0] as string);
   }
 
   /** The batcher of the lane `key`'s keys go to (made on first use; lanes live as long as the store). */
@@ -84,7 +80,7 @@ export class RedisTable implements BoundStore {
 
   /** Units admitted while degraded that the ledger could not hold. */
   get unrecorded(): number {
-    return this.degraded?.unrecorded ?? 0;
+    return this.fallback.degraded?.unrecorded ?? 0;
   }
 
   /** The Redis keys of `key`, one per limit, all with the hash tag `{<namespace>:<key>}`. */
@@ -110,7 +106,7 @@ export class RedisTable implements BoundStore {
     try {
       await this.call("r", key, cost, nowMs);
     } catch (e) {
-      await this.failedWrite(e, "refund", key, () => this.fallbackStore()?.refund(key, cost, nowMs));
+      await this.fallback.write(e, "refund", key, () => this.fallback.local()?.refund(key, cost, nowMs));
     }
   }
 
@@ -119,11 +115,10 @@ export class RedisTable implements BoundStore {
     try {
       await this.call("x", key, 1, undefined);
     } catch (e) {
-      await this.failedWrite(e, "reset", key, () => this.fallbackStore()?.reset(key));
+      await this.fallback.write(e, "reset", key, () => this.fallback.local()?.reset(key));
     }
     // The local stores may hold state from an outage: forget it too.
-    await this.insurance?.reset(key);
-    await this.degraded?.reset(key);
+    await this.fallback.reset(key);
   }
 
   /**
@@ -131,7 +126,7 @@ export class RedisTable implements BoundStore {
    * `"degraded"` policy), key by key: the units admitted, or as many as the key has room for.
    */
   async reconcile(lane: Lane): Promise<void> {
-    const d = this.degraded;
+    const d = this.fallback.degraded;
     if (d === undefined) return;
     const entries = await d.drain((key) => this.store.lanes.of(this.keysOf(key)[0] as string) === lane);
     for (let i = 0; i < entries.length; i += RECONCILE_CONCURRENCY) {
@@ -145,7 +140,7 @@ export class RedisTable implements BoundStore {
       const first = this.toDecision(await this.call("c", key, Math.min(units, this.minCapacity), undefined), units);
       if (!first.allowed && first.remaining > 0) await this.call("c", key, first.remaining, undefined);
     } catch (e) {
-      this.degraded?.record(key, units);
+      this.fallback.degraded?.record(key, units);
       this.store.report(e, { op: "reconcile", key, timedOut: e instanceof RedisTimeoutError });
       this.store.reconcileSoon(this.store.lanes.of(this.keysOf(key)[0] as string));
     }
@@ -156,17 +151,56 @@ export class RedisTable implements BoundStore {
     const mode = op === "consume" ? "c" : "p";
     this.store.checkConnection();
     if (!this.store.enter()) return withoutRedis(this.limits, "overloaded", false);
+    const direct = this.batchers === undefined ? this.decideFast(call) : undefined;
+    if (direct !== undefined) return direct;
     let outcome: readonly unknown[];
     try {
       outcome = await this.call(mode, key, cost, nowMs, maxDelayMs);
     } catch (e) {
-      return this.failed(e, call);
+      return this.fallback.decision(e, call);
     } finally {
       this.store.leave();
     }
     const d = this.toDecision(outcome, cost);
     if (mode === "c" && !d.allowed && this.denials !== undefined) this.denials.remember(key, cost, nowMs ?? Date.now(), d, maxDelayMs);
     return d;
+  }
+
+  /**
+   * An unbatched lone decision by the fast path, as one chain of promises (fast-call.ts says why);
+   * undefined when it cannot go that way now (its lane is down, or a reading of Redis's clock is
+   * due), and the general path takes it. Leaves the store's pending count when settled.
+   */
+  private decideFast(call: DecisionCall): Promise<Decision> | undefined {
+    const fast = this.fast;
+    if (fast === undefined) return undefined;
+    const keys = this.keysOf(call.key);
+    const lane = this.store.lanes.of(keys[0] as string);
+    if (lane.breaker.state !== "closed") return undefined;
+    const now = call.nowMs ?? this.store.serverClock.now();
+    if (now === undefined) return undefined;
+    lane.probeKey = keys[0] as string;
+    const consume = call.op === "consume";
+    const refund = () => this.lateRefund(call.key, call.cost, call.nowMs);
+    return fast.send(lane, keys, now, consume, call.cost, call.maxDelayMs, refund).then(
+      (raw) => {
+        this.store.leave();
+        let out: Outcome;
+        try {
+          out = fast.read(raw, now, call.cost, call.maxDelayMs);
+        } catch (e) {
+          return this.fallback.decision(new RateLimitStoreError(`RedisStore: unexpected script reply (${(e as Error).message})`), call);
+        }
+        const d = newDecision(out, this.limits[0] as ResolvedLimit, 0, undefined);
+        if (consume && !d.allowed && this.denials !== undefined)
+          this.denials.remember(call.key, call.cost, call.nowMs ?? Date.now(), d, call.maxDelayMs);
+        return d;
+      },
+      (e: unknown) => {
+        this.store.leave();
+        return this.fallback.decision(e, call);
+      },
+    );
   }
 
   /** One decision's 5 integers per limit, from a script call of its own or a batch; rejects at once when its lane is down. */
@@ -201,9 +235,9 @@ export class RedisTable implements BoundStore {
     }
     lane.probeKey = keys[0] as string;
     const clock = this.store.serverClock;
-    if (this.fast && batch.length === 1 && (first.mode === "c" || first.mode === "p")) {
+    if (this.fast !== undefined && batch.length === 1 && (first.mode === "c" || first.mode === "p")) {
       const now = first.nowMs ?? clock.now();
-      if (now !== undefined) return this.sendFast(first, now, keys, lane);
+      if (now !== undefined) return this.sendFast(this.fast, first, now, keys, lane);
     }
     const args = this.format.head.slice();
     let server: string | undefined;
@@ -240,33 +274,18 @@ export class RedisTable implements BoundStore {
     batch.forEach((p, d) => p.resolve(r.slice(d * width, (d + 1) * width)));
   }
 
-  /**
-   * A lone consume or peek by the script's fast path: the reply is the state the script decided
-   * on, and `check` on it gives the outcome (fast-reply.ts), passed on as the general reply's 5 integers.
-   */
-  private async sendFast(p: Pending, now: number, keys: string[], lane: Lane): Promise<void> {
-    const lim = this.limits[0] as ResolvedLimit;
-    const args = [p.mode === "c" ? "C" : "P", String(now), String(p.cost), ...this.fastTail];
-    if (this.shapes) args.push(p.maxDelayMs === undefined ? "" : String(p.maxDelayMs));
-    const outcome = (raw: unknown): number[] => {
-      const out = this.format.ev.outcomes[0] as Outcome;
-      fastOutcome(raw, lim, now, p.cost, out, p.maxDelayMs);
-      return [out.allowed ? 1 : 0, out.remaining, out.retryAfterMs, out.resetAfterMs, out.delayMs];
-    };
+  /** A lone consume or peek of a batch by the fast path: its outcome as the general reply's 5 integers. */
+  private async sendFast(fast: FastCall, p: Pending, now: number, keys: string[], lane: Lane): Promise<void> {
     let raw: unknown;
     try {
-      raw = await this.store.exchange(
-        lane,
-        () => this.store.run(lane, this.script, keys, args, true),
-        1,
-        (late) => this.giveBack([p], () => outcome(late)[0] === 1),
-      );
+      raw = await fast.send(lane, keys, now, p.mode === "c", p.cost, p.maxDelayMs, () => this.lateRefund(p.key, p.cost, p.nowMs));
     } catch (e) {
       p.reject(e);
       return;
     }
     try {
-      p.resolve(outcome(raw));
+      const out = fast.read(raw, now, p.cost, p.maxDelayMs);
+      p.resolve([out.allowed ? 1 : 0, out.remaining, out.retryAfterMs, out.resetAfterMs, out.delayMs]);
     } catch (e) {
       p.reject(new RateLimitStoreError(`RedisStore: unexpected script reply (${(e as Error).message})`));
     }
@@ -291,58 +310,19 @@ export class RedisTable implements BoundStore {
       } catch {
         return; // a reply that cannot be read: nothing known to give back
       }
-      this.call("r", p.key, p.cost, p.nowMs).catch((e: unknown) =>
-        this.store.report(e, { op: "refund", key: p.key, timedOut: e instanceof RedisTimeoutError }),
-      );
+      this.lateRefund(p.key, p.cost, p.nowMs);
     });
+  }
+
+  /** Gives back what a reply admitted after the failure policy had already answered its decision. */
+  private lateRefund(key: string, cost: number, nowMs: number | undefined): void {
+    this.call("r", key, cost, nowMs).catch((e: unknown) =>
+      this.store.report(e, { op: "refund", key, timedOut: e instanceof RedisTimeoutError }),
+    );
   }
 
   /** Builds the decision from the script's 5 integers per limit. */
   private toDecision(r: readonly unknown[], cost: number): Decision {
     return this.format.decision(r, cost);
-  }
-
-  /** The local store that stands in while Redis is down, when the policy has one (insurance, degraded). */
-  private fallbackStore(): BoundStore | DegradedLimiter | undefined {
-    const f = this.store.failure;
-    if (typeof f === "object") {
-      this.insurance ??= f.insurance.bind(this.limits, this.namespace);
-      return this.insurance;
-    }
-    if (f === "degraded") {
-      this.degraded ??= new DegradedLimiter(
-        this.limits,
-        this.namespace,
-        () => this.store.localStore(),
-        () => this.store.instances(),
-      );
-      return this.degraded;
-    }
-    return undefined;
-  }
-
-  /** A consume or peek that Redis did not answer: the failure policy decides. */
-  private async failed(e: unknown, call: DecisionCall): Promise<Decision> {
-    // While the breaker is open no call is made; the change of state was reported once.
-    const err = e instanceof RedisDownError ? new RateLimitStoreError(e.message, { cause: e }) : this.report(e, call.op, call.key);
-    const local = () => this.fallbackStore() as BoundStore | DegradedLimiter;
-    const d = await decideByPolicy(this.store.failure, err, this.limits, local, call);
-    // What the degraded limiter admitted is charged to Redis once it answers again.
-    if (d.reason === "degraded" && call.op === "consume" && d.allowed) {
-      this.store.holdsLedger(this);
-      this.store.reconcileSoon(this.store.lanes.of(this.keysOf(call.key)[0] as string));
-    }
-    return d;
-  }
-
-  /** A refund or reset that Redis did not take: report; a local store applies it; "throw" rejects. */
-  private async failedWrite(e: unknown, op: "refund" | "reset", key: string, local: () => void | Promise<void> | undefined): Promise<void> {
-    const err = e instanceof RedisDownError ? new RateLimitStoreError(e.message, { cause: e }) : this.report(e, op, key);
-    if (this.store.failure === "throw") throw err;
-    await local();
-  }
-
-  private report(e: unknown, op: "consume" | "peek" | "refund" | "reset", key: string): RateLimitStoreError {
-    return this.store.report(e, { op, key, timedOut: e instanceof RedisTimeoutError });
   }
 }
