@@ -115,6 +115,30 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
     expect(ttl).toBeLessThanOrEqual(750 + 5_000);
   });
 
+  it("times before 1970 (an injected clock): a fresh key's window starts at 0 at the earliest, as in the memory store", async () => {
+    // fixed-window.ts counts a fresh state's window from max(clock window, 0); a key of a window
+    // that is over counts in the clock's window. Found by the differential test (t0 = 0, steps back).
+    for (const [batch, W] of [
+      [false, 100],
+      [true, 1000],
+    ] as const) {
+      const { clock, red, mem, key } = pair({ algorithm: "fixed-window", limit: 1, window: W }, { batch });
+      for (const [op, t] of [
+        ["peek", -1],
+        ["consume", -2],
+        ["peek", -3],
+        ["consume", -2],
+      ] as const) {
+        clock.now = t;
+        expect(await red[op]("neg"), `${op} at ${t}, batch ${batch}`).toEqual(await mem[op]("neg"));
+      }
+      // A key of a window that is over, before 1970: the clock's window.
+      clock.now = -5 * W + 1;
+      await admin.set(key("neg"), String(tagOf(-9 * W, W) * COUNTER_SPAN + 1), "PX", 60_000);
+      expect((await red.consume("neg")).resetAfterMs).toBe(W - 1);
+    }
+  });
+
   it("the batched (general) path and the fast path share one key: exactly the limit", async () => {
     const spec: LimitSpec = { algorithm: "fixed-window", limit: 37, window: 60_000 };
     const namespace = ns();

@@ -41,12 +41,17 @@ export function counterFits(lim: ResolvedLimit, minTtlMs: number): boolean {
 }
 
 /**
- * The fixed-window state ({ a: window start, b: count }) a counter value stands for at `nowMs`;
- * a value of 0 (no key) or of an earlier window is the fresh state.
+ * The fixed-window state ({ a: window start, b: count }) a counter value stands for at `nowMs`:
+ * 0 (no key) is the fresh state; -1 (the fast path's reply when it replaced a key of a window that
+ * was over) and a tag of an earlier window count nothing, in the clock's window.
  */
 export function counterState(value: number, nowMs: number, lim: ResolvedLimit, s: LimitState): void {
   s.a = 0;
   s.b = 0;
+  if (value === 0) return;
+  // -1 (the script opened a new window over one that was over) or a tag of an earlier window:
+  // a state that counts nothing now, whose window is the clock's (a = -inf, not the fresh a = 0).
+  s.a = Number.NEGATIVE_INFINITY;
   const tag = Math.floor(value / COUNTER_SPAN);
   if (tag < 1) return;
   const W = lim.windowMs;

@@ -63,6 +63,8 @@ if raw and kind == "n" then
     a = (w + d) * W
     b = v - tag * SPAN
     if b > limit then b = limit end
+  else
+    a = -math.huge -- a window that is over: the window is the clock's
   end
 elseif raw then
   if #raw == 12 then a, b = struct.unpack("<i6i6", raw) else a, b = struct.unpack("<dd", raw) end

@@ -103,9 +103,16 @@ if fastMode == "C" or fastMode == "P" then
       return n - cost
     end
     -- A fresh key, or one of a window that is over: this decision opens the window (cost <=
-    -- limit, so it is admitted). The key lives minTtlMs past the window's end.
-    redis.call("SET", key, string.format("%.0f", here * SPAN + cost), "PX", w * W + W - now + tonumber(ARGV[8]))
-    return 0
+    -- limit, so it is admitted). The key lives minTtlMs past the window's end. Replies 0 for a
+    -- key that did not exist (the fresh state: its window starts no earlier than 0, as in
+    -- fixed-window.ts, which only matters for times before 1970), -1 for a window that is over.
+    local start, reply = w * W, -1
+    if tag == 0 then
+      reply = 0
+      if start < 0 then start = 0 end
+    end
+    redis.call("SET", key, string.format("%.0f", ((start / W) % TAGS + 1) * SPAN + cost), "PX", start + W - now + tonumber(ARGV[8]))
+    return reply
   end
   local raw = redis.call("GET", key)
   local a, b = 0, 0
@@ -243,7 +250,9 @@ local function ctrDecode(s, L, raw)
     s.a = (w + (tag - (w % C_TAGS + 1)) % C_TAGS) * W
     s.b = min(v - tag * C_SPAN, L.limit)
   else
-    -- A window that is over: the fresh state, and nothing for a refund to write back.
+    -- A window that is over: counts nothing now (a = -inf: the window is the clock's), and
+    -- leaves nothing for a refund to write back.
+    s.a = -math.huge
     s.exists = false
   end
 end
