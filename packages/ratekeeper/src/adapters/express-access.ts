@@ -1,6 +1,6 @@
 import type { Request } from "express";
 import type { FrameworkTrust, RequestAccess } from "../http/core.js";
-import { nodeAccess } from "./node.js";
+import { nodeAccess, rawForwarded } from "./node.js";
 
 /** How the core reads an Express request (shared by the middleware and its express-rate-limit mapping). */
 export const expressAccess: RequestAccess<Request> = {
@@ -12,6 +12,7 @@ export const expressAccess: RequestAccess<Request> = {
   header: (req, name) => nodeAccess.header(req, name),
   frameworkTrust: (req) => expressTrust(req.app as TrustApp | undefined),
   frameworkIp: (req) => req.ip,
+  forwarded: (req) => rawForwarded(req),
 };
 
 /** The part of an Express app read for its `trust proxy` setting. */

@@ -57,7 +57,8 @@ function ratekeeperLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
   const core = new HttpRateLimiter(options, expressAccess);
   const handler = options.handler;
   const apply = (result: RateLimitResult, req: Request, res: Response, next: NextFunction): void => {
-    const refuse = handler === undefined ? undefined : (r: RateLimitResult) => handler(req, res, next, r);
+    // Bound to the request only for a refusal: an admitted request costs no closure.
+    const refuse = handler === undefined || result.pass ? undefined : (r: RateLimitResult) => handler(req, res, next, r);
     const go = applyNode(core, result, req, res, refuse);
     // With the memory store this is synchronous: next() runs in the same tick, as a plain middleware's would.
     if (go === true) next();

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from "fastify";
 import { HttpRateLimiter, type FrameworkTrust, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
-import { holdNode, settleNode } from "./node.js";
+import { wireName } from "../http/headers.js";
+import { holdNode, rawForwarded, settleNode } from "./node.js";
 
 /**
  * `ratekeeper/fastify`: rate limiting for Fastify 4 and 5, as a plugin (applies to every route
@@ -30,6 +31,7 @@ const fastifyAccess: RequestAccess<FastifyRequest> = {
   },
   frameworkTrust: (req) => fastifyTrust(req),
   frameworkIp: (req) => req.ip,
+  forwarded: (req) => rawForwarded(req.raw),
 };
 
 /** "No trustProxy", cached like a setting. */
@@ -84,7 +86,9 @@ export function rateLimitHook(options: FastifyRateLimitOptions): FastifyRateLimi
   const handler = options.handler;
   const apply = (result: RateLimitResult, req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const h = result.headers;
-    for (let i = 0; i < h.length; i++) void reply.header((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+    // Lower-case names ({@link wireName}): Fastify lower-cases every name it is given, a new string
+    // per mixed-case name.
+    for (let i = 0; i < h.length; i++) void reply.header(wireName((h[i] as [string, string])[0]), (h[i] as [string, string])[1]);
     if (!result.pass) {
       // Fastify's rule for callback hooks that answer early: send, and do not call done().
       if (handler === undefined) void reply.code(result.status).type(result.contentType).send(result.body);

@@ -1,4 +1,4 @@
-import type { Context, MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler, Next } from "hono";
 import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
 import { wireName } from "../http/headers.js";
 
@@ -18,7 +18,7 @@ import { wireName } from "../http/headers.js";
 
 /** The shape of `@hono/node-server`'s bindings that the default address reader needs. */
 interface NodeBindings {
-  incoming?: { socket?: { remoteAddress?: string } };
+  incoming?: { socket?: { remoteAddress?: string }; headers?: Record<string, string | string[] | undefined> };
   outgoing?: {
     setHeader?: (name: string, value: string) => unknown;
     headersSent?: boolean;
@@ -81,6 +81,61 @@ export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
 export type HonoRateLimit = MiddlewareHandler & { readonly core: HttpRateLimiter<Context> };
 
 /**
+ * A request header. On `@hono/node-server` over HTTP/1.1 a header the request does not carry is
+ * answered from the Node request's own header object: node lists every name the request sent
+ * there (lower case), so a name missing from it is missing from the request, and Hono's
+ * `c.req.header()` (a WHATWG `Headers` lookup: a name check, a lower-case copy, then this same
+ * object) would return `undefined` too. The middleware asks for two absent headers on almost every
+ * request (`X-Forwarded-For` and `Forwarded`, for the forwarded-header check). A header that is
+ * there is always read through `c.req.header()`, so values (joined duplicates, trimming) are Hono's.
+ */
+function honoHeader(c: Context, name: string): string | undefined {
+  const headers = (c.env as NodeBindings | undefined)?.incoming?.headers;
+  if (headers !== undefined && headers !== null && !Object.prototype.hasOwnProperty.call(headers, name) && name === name.toLowerCase()) {
+    return undefined;
+  }
+  return c.req.header(name);
+}
+
+/** Resolves a promise to undefined. */
+function nothing(): undefined {
+  return undefined;
+}
+
+/** The Node response of `@hono/node-server`, when its headers can still be set. */
+function nodeOutgoing(c: Context): NodeBindings["outgoing"] | undefined {
+  const out = (c.env as NodeBindings | undefined)?.outgoing;
+  return out !== undefined && typeof out.setHeader === "function" && out.headersSent !== true ? out : undefined;
+}
+
+/**
+ * The default refusal: status, body and every header in the constructor, as one plain object with
+ * lower-case names ({@link wireName}), and `res.headers` never read: on @hono/node-server this
+ * Response is written straight to the socket by one `writeHead`, no WHATWG Headers built.
+ */
+function refusalResponse(result: RateLimitResult): Response {
+  const h = result.headers;
+  const headers: Record<string, string> = { "content-type": result.contentType };
+  for (let i = 0; i < h.length; i++) headers[wireName((h[i] as [string, string])[0])] = (h[i] as [string, string])[1];
+  return new Response(result.body, { status: result.status, headers });
+}
+
+/**
+ * Sets an admitted request's headers. On @hono/node-server on its Node response (`c.env.outgoing`),
+ * whose writeHead merges them into the answer: c.header() would build a WHATWG Headers object per
+ * request, which measured several µs (docs/benchmarks/http.md). Elsewhere (other runtimes,
+ * app.request()), c.header().
+ */
+function setHeaders(c: Context, h: [string, string][], out: NodeBindings["outgoing"] | undefined): void {
+  if (out !== undefined) {
+    const set = out.setHeader as (name: string, value: string) => unknown;
+    for (let i = 0; i < h.length; i++) set.call(out, wireName((h[i] as [string, string])[0]), (h[i] as [string, string])[1]);
+  } else {
+    for (let i = 0; i < h.length; i++) c.header((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+  }
+}
+
+/**
  * Creates Hono middleware that limits requests.
  * @throws RateLimitConfigError naming every bad option
  * @example app.post("/user", rateLimit({ limiter, cost: { "GET /user": 1, "POST /user": 2 } }), handler)
@@ -92,35 +147,33 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
     path: (c) => c.req.path,
     route: () => undefined,
     remoteAddress: getRemoteAddress,
-    header: (c, name) => c.req.header(name),
+    header: honoHeader,
   };
   const core = new HttpRateLimiter(options, access);
   const handler = options.handler;
-  const middleware: MiddlewareHandler = async function ratekeeper(c, next) {
-    const r = core.check(c);
-    const result = r instanceof Promise ? await r : r;
-    const h = result.headers;
+  /** The verdict applied; a promise only when something has to be awaited. */
+  const apply = (c: Context, next: Next, result: RateLimitResult): Promise<Response | void> => {
     if (!result.pass) {
-      if (handler === undefined) {
-        // Every header in the constructor, as a plain object, and `res.headers` never read: on
-        // @hono/node-server this Response is written straight to the socket, no WHATWG Headers built.
-        const headers: Record<string, string> = { "Content-Type": result.contentType };
-        for (let i = 0; i < h.length; i++) headers[(h[i] as [string, string])[0]] = (h[i] as [string, string])[1];
-        return new Response(result.body, { status: result.status, headers });
-      }
-      const res = await handler(c, result);
-      for (let i = 0; i < h.length; i++) res.headers.set((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
-      return res;
+      if (handler === undefined) return Promise.resolve(refusalResponse(result));
+      return refuseWith(c, result);
     }
-    // On @hono/node-server, set the headers on its Node response (`c.env.outgoing`): its writeHead
-    // merges them into the answer. c.header() would build a WHATWG Headers object per request, which
-    // measured several µs (docs/benchmarks/http.md). Elsewhere (other runtimes, app.request()), c.header().
-    const out = (c.env as NodeBindings | undefined)?.outgoing;
-    if (out !== undefined && typeof out.setHeader === "function" && out.headersSent !== true) {
-      for (let i = 0; i < h.length; i++) out.setHeader(wireName((h[i] as [string, string])[0]), (h[i] as [string, string])[1]);
-    } else {
-      for (let i = 0; i < h.length; i++) c.header((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
-    }
+    const out = nodeOutgoing(c);
+    setHeaders(c, result.headers, out);
+    // The common case (no shaping delay, no refund, no lease): no async frame of our own. next()'s
+    // promise resolves to Hono's Context, which must not come back as our answer (compose would take
+    // it for a Response when nothing downstream answered): hence the then(), to undefined.
+    if (result.delayMs <= 0 && result.lease === undefined && !result.settles) return next().then(nothing);
+    return proceed(c, next, result, (c.env as NodeBindings | undefined)?.outgoing);
+  };
+  /** A custom refusal, with the rate-limit headers added to it. */
+  const refuseWith = async (c: Context, result: RateLimitResult): Promise<Response> => {
+    const res = await (handler as NonNullable<HonoRateLimitOptions["handler"]>)(c, result);
+    const h = result.headers;
+    for (let i = 0; i < h.length; i++) res.headers.set((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+    return res;
+  };
+  /** The rest of an admitted request: shaping delay, `countOnly` refund, lease. */
+  const proceed = async (c: Context, next: Next, result: RateLimitResult, out: NodeBindings["outgoing"]): Promise<Response | void> => {
     if (result.delayMs > 0 && !(await core.hold(result, c.req.raw.signal, c))) {
       // The client left while queued (its place was given back); nobody reads this answer.
       return new Response(null, { status: 499 });
@@ -144,6 +197,16 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
         const status = c.res.status;
         out.once("close", () => core.settle(result, status, c));
       } else core.settle(result, c.res.status, c);
+    }
+  };
+  // Not an async function: a request that simply goes on costs no promise of its own. Whatever
+  // goes wrong still comes back as a rejected promise, never as a throw.
+  const middleware: MiddlewareHandler = function ratekeeper(c, next) {
+    try {
+      const r = core.check(c);
+      return r instanceof Promise ? r.then((x) => apply(c, next, x)) : apply(c, next, r);
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
   };
   return Object.assign(middleware, { core });

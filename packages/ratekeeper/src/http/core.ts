@@ -1,19 +1,32 @@
-import type { Decision } from "../core/decision.js";
+import type { Decision, LimitOutcome } from "../core/decision.js";
 import type { RateLimiter } from "../limiter.js";
 import { toSeconds } from "./headers.js";
 import { normalizeIp } from "./ip.js";
 import type { RequestAccess } from "./keys.js";
 import type { RateLimitOptions, ResolvedHttpOptions } from "./options.js";
 import { resolveHttpOptions } from "./resolve-options.js";
-import { forbidden, noClientAddress, tooManyRequests, unavailable } from "./problem.js";
+import { forbidden, noClientAddress, tooManyRequests, tooManyRequestsFor, unavailable } from "./problem.js";
 import { PASS, admission, refusal, type RateLimitResult } from "./result.js";
 import { LeaseGate } from "./leases.js";
 import { Shaper } from "./shaping.js";
 
-/** A kept 429 `detail` and its whole JSON body. */
+/** A kept 429 `detail`, its whole JSON body and its `Retry-After` header (one shared pair: callers only read pairs). */
 interface RefusalText {
   readonly detail: string;
   readonly body: string;
+  readonly retryAfter: [string, string];
+}
+
+/** The one policy that denied `d`, or undefined when several did (a decision of several limits). */
+function soleViolated(d: Decision): string | undefined {
+  if (d.limits === undefined) return d.policyName;
+  let name: string | undefined;
+  for (const l of d.limits) {
+    if (l.allowed) continue;
+    if (name !== undefined) return undefined;
+    name = l.name;
+  }
+  return name;
 }
 
 /** What `onError` is told when a request without a client address is refused. */
@@ -110,11 +123,13 @@ export class HttpRateLimiter<Req> {
     const peer = ips.resolve(a.remoteAddress(req), undefined);
     if (this.o.validations.watchForwarded) {
       const header =
-        a.header(req, "x-forwarded-for") !== undefined
-          ? "X-Forwarded-For"
-          : a.header(req, "forwarded") !== undefined
-            ? "Forwarded"
-            : undefined;
+        a.forwarded !== undefined
+          ? a.forwarded(req)
+          : a.header(req, "x-forwarded-for") !== undefined
+            ? "X-Forwarded-For"
+            : a.header(req, "forwarded") !== undefined
+              ? "Forwarded"
+              : undefined;
       if (header !== undefined) this.o.validations.forwardedIgnored(header, peer);
     }
     return peer;
@@ -239,14 +254,18 @@ export class HttpRateLimiter<Req> {
     }
     this.writeHeaders(d, headers);
     if (limited && !this.shadow) {
-      const violated = d.limits === undefined ? [d.policyName] : d.limits.filter((l) => !l.allowed).map((l) => l.name);
       const seconds = toSeconds(d.retryAfterMs);
-      if (violated.length !== 1) {
-        const problem = tooManyRequests(seconds, violated);
+      const policy = soleViolated(d);
+      if (policy === undefined) {
+        const problem = tooManyRequests(
+          seconds,
+          (d.limits as readonly LimitOutcome[]).filter((l) => !l.allowed).map((l) => l.name),
+        );
         return refusal(problem, headers, d, key, cost, JSON.stringify(problem));
       }
-      const text = this.refusalText(violated[0] as string, seconds);
-      return refusal(tooManyRequests(seconds, violated, text.detail), headers, d, key, cost, text.body);
+      const text = this.refusalText(policy, seconds);
+      headers.push(text.retryAfter);
+      return refusal(tooManyRequestsFor(policy, seconds, text.detail), headers, d, key, cost, text.body, false);
     }
     return admission(headers, this.shadow || limited ? 0 : d.delayMs, d, key, cost, this.o.countOnly !== undefined && !limited);
   }
@@ -269,7 +288,11 @@ export class HttpRateLimiter<Req> {
     }
     if (bySeconds === undefined) this.bodies.set(policy, (bySeconds = new Map<number, RefusalText>()));
     const problem = tooManyRequests(seconds, [policy]);
-    text = { detail: problem.detail, body: JSON.stringify(problem) };
+    text = {
+      detail: problem.detail,
+      body: JSON.stringify(problem),
+      retryAfter: Object.freeze(["Retry-After", String(seconds)]) as [string, string],
+    };
     bySeconds.set(seconds, text);
     this.bodyCount++;
     return text;

@@ -23,6 +23,12 @@ export interface RequestAccess<Req> {
   frameworkTrust?(req: Req): FrameworkTrust | undefined;
   /** The client address as the framework resolves it through its proxy-trust setting (`req.ip`). */
   frameworkIp?(req: Req): string | undefined;
+  /**
+   * Which forwarding header the request carries, `X-Forwarded-For` first (for the check that warns
+   * when one arrives while no proxy is trusted). When absent, two {@link RequestAccess.header}
+   * reads decide; node-based adapters scan the raw header list instead (see `rawForwarded`).
+   */
+  forwarded?(req: Req): "X-Forwarded-For" | "Forwarded" | undefined;
 }
 
 /** What a key function is told about the request, besides the request itself. */

@@ -40,6 +40,21 @@ export function tooManyRequests(retryAfterSeconds: number, violated: readonly st
 }
 
 /**
+ * {@link tooManyRequests} for one policy, with its `detail` already built: the same object, without
+ * the copy of a one-name list.
+ */
+export function tooManyRequestsFor(policy: string, retryAfterSeconds: number, detail: string): ProblemDetails {
+  return {
+    type: QUOTA_EXCEEDED,
+    title: "Too Many Requests",
+    status: 429,
+    detail,
+    "retry-after": retryAfterSeconds,
+    "violated-policies": [policy],
+  };
+}
+
+/**
  * The 429 body for a request refused because the client already has `limit` requests in flight
  * (option `concurrency`). A slot frees when one of them finishes, which no one can predict, so it
  * says to retry after 1 s.

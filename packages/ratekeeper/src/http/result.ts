@@ -72,7 +72,8 @@ export function admission(
  * A refusal: `problem.status` with the problem as a JSON body. A 429 gets `Retry-After`
  * (RFC 9110 section 10.2.3, delay-seconds), rounded up so a client that obeys is never early;
  * it equals the `t` / `reset` of the limit that denied in every header style. `body` is the
- * problem as JSON (given when the caller has it already).
+ * problem as JSON (given when the caller has it already); `addRetryAfter` false when the caller
+ * has pushed its own (kept) `Retry-After` pair.
  */
 export function refusal(
   problem: ProblemDetails,
@@ -81,8 +82,10 @@ export function refusal(
   key?: string,
   cost = 0,
   body: string = JSON.stringify(problem),
+  addRetryAfter = true,
 ): RateLimitResult {
-  if (problem.status === 429 && problem["retry-after"] !== undefined) headers.push(["Retry-After", String(problem["retry-after"])]);
+  if (addRetryAfter && problem.status === 429 && problem["retry-after"] !== undefined)
+    headers.push(["Retry-After", String(problem["retry-after"])]);
   return {
     pass: false,
     status: problem.status,

@@ -237,3 +237,56 @@ describe("options from other limiters get a message that says what to write", ()
     expect(() => nodeLimit({ ...o.options, ...extra })).toThrow(message);
   });
 });
+
+describe("the forwarded-header check reads what arrived on the wire", () => {
+  // node:http, Express and Fastify scan the raw header list (node builds req.headers only when
+  // asked); Hono on @hono/node-server answers a missing name from node's own header object.
+  const plain = (o: ReturnType<typeof observer>) => ({
+    ...o.options,
+    limits: [{ algorithm: "fixed-window" as const, limit: 100, window: "1h" as const }],
+  });
+  const starts: Record<string, (o: ReturnType<typeof observer>) => Promise<string>> = {
+    "node:http": (o) => {
+      const limit = nodeLimit(plain(o));
+      return listen(createServer((req, res) => void limit(req, res).then((ok) => ok && res.end("ok"))));
+    },
+    express: (o) => expressApp(plain(o)),
+    fastify: async (o) => {
+      const app = Fastify();
+      await app.register(rateLimitPlugin, plain(o));
+      app.get("/", () => "ok");
+      await app.listen({ port: 0, host: "127.0.0.1" });
+      servers.push(app.server);
+      return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    },
+    "hono (@hono/node-server)": async (o) => {
+      const { serve } = await import("@hono/node-server");
+      const app = new Hono();
+      app.use(honoLimit(plain(o)));
+      app.get("/", (c) => c.text("ok"));
+      const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+      await new Promise<void>((r) => (server.listening ? r() : server.once("listening", () => r())));
+      servers.push(server);
+      return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    },
+  };
+  for (const [name, start] of Object.entries(starts)) {
+    it(`${name}: silent without one; Forwarded alone, or a mixed-case X-FORWARDED-FOR, is seen`, async () => {
+      const none = observer();
+      const a = await start(none);
+      expect((await httpRequest(a, { headers: { "x-forwarded-host": "h", forwarded_x: "1" } })).status).toBe(200);
+      expect(none.codes()).toEqual([]);
+
+      const fwd = observer();
+      const b = await start(fwd);
+      await httpRequest(b, { headers: { Forwarded: "for=1.1.1.1" } });
+      expect(fwd.codes()).toEqual(["RK_FORWARDED_HEADER_IGNORED"]);
+      expect((fwd.warnings[0] as RateLimitWarning).message).toMatch(/carried Forwarded /);
+
+      const upper = observer();
+      const c = await start(upper);
+      await httpRequest(c, { headers: { "X-FORWARDED-FOR": "1.1.1.1", Forwarded: "for=2.2.2.2" } });
+      expect((upper.warnings[0] as RateLimitWarning).message).toMatch(/carried X-Forwarded-For /);
+    });
+  }
+});
