@@ -14,9 +14,18 @@
 // Each case runs `--rounds` rounds of `--n` calls, interleaved with the bare listener; quoted:
 // the median and the least CPU time (process.cpuUsage) per call over the rounds.
 //
-// Usage: node bench/overhead.js [--rounds 15] [--n 300000]   (`npm run bench -- overhead`)
-// To compare two versions, run it in both checkouts one after the other, twice, interleaved.
+// A second table: one whole request through each framework in process (bench/lib/http-inproc.js:
+// real request/response objects, the response serialised, the socket write stubbed): bare,
+// ratekeeper admitting, ratekeeper refusing (429), for Hono on @hono/node-server's listener,
+// Fastify's router and node:http. Each (case, round) runs in a process of its own, in a rotating
+// order, `--http-rounds` rounds; quoted: medians, and ratekeeper's extra CPU over the bare
+// framework in the same round.
+//
+// Usage: node bench/overhead.js [--rounds 15] [--n 300000] [--http-rounds 5] [--http-n 20000] [--no-http]
+// (`npm run bench -- overhead`). To compare two versions, run it in both checkouts one after the
+// other, twice, interleaved.
 
+import { execFileSync } from "node:child_process";
 import http from "node:http";
 import net from "node:net";
 import { dirname, join } from "node:path";
@@ -147,4 +156,47 @@ if (decide === undefined) console.log("(this build has no DecisionService.decide
 const t = table(["case", "CPU ns/call (median)", "least", "bare call (median)"], rows);
 console.log(t.text);
 if (args.includes("--markdown")) console.log(`\n${t.markdown}`);
+if (!args.includes("--no-http")) frameworkTable(opt("--http-rounds", 5), opt("--http-n", 20_000));
 if (sink === -1) console.log(sink);
+
+/** The whole-request table (see the header): one process per case and round. */
+function frameworkTable(rounds, n) {
+  const script = join(root, "bench/lib/http-inproc.js");
+  const cases = ["hono", "fastify", "node"].flatMap((fw) => ["bare", "allowed", "refused"].map((v) => [fw, v]));
+  const ns = new Map(cases.map(([fw, v]) => [`${fw} ${v}`, []]));
+  for (let r = 0; r < rounds; r++) {
+    const order = cases.map((_, i) => cases[(i + r) % cases.length]);
+    if (r % 2 === 1) order.reverse();
+    for (const [fw, v] of order) {
+      const out = execFileSync(process.execPath, ["--max-semi-space-size=32", script, fw, v, String(n), "3"], { encoding: "utf8" });
+      const got = JSON.parse(out);
+      if (got.status !== (v === "refused" ? 429 : 200)) throw new Error(`${fw} ${v}: answered ${got.status}`);
+      ns.get(`${fw} ${v}`).push(got.ns);
+    }
+  }
+  const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
+  const frows = ["hono", "fastify", "node"].map((fw) => {
+    const bare = ns.get(`${fw} bare`);
+    const extra = (v) => {
+      const x = median(ns.get(`${fw} ${v}`).map((y, i) => y - bare[i]));
+      return `${x >= 0 ? "+" : ""}${x.toFixed(0)}`;
+    };
+    const share = (v) => `${((100 * median(bare)) / median(ns.get(`${fw} ${v}`))).toFixed(0)}%`;
+    return [
+      fw,
+      median(bare).toFixed(0),
+      median(ns.get(`${fw} allowed`)).toFixed(0),
+      extra("allowed"),
+      share("allowed"),
+      median(ns.get(`${fw} refused`)).toFixed(0),
+      extra("refused"),
+      share("refused"),
+    ];
+  });
+  console.log(
+    `\nOne whole request in process, ${rounds} rounds of ${n} requests per case (least of 3 runs per process), CPU ns per request (medians):`,
+  );
+  const ft = table(["framework", "bare", "allowed", "over bare", "bare/allowed", "refused (429)", "over bare", "bare/refused"], frows);
+  console.log(ft.text);
+  if (args.includes("--markdown")) console.log(`\n${ft.markdown}`);
+}
