@@ -156,13 +156,14 @@ if (decide === undefined) console.log("(this build has no DecisionService.decide
 const t = table(["case", "CPU ns/call (median)", "least", "bare call (median)"], rows);
 console.log(t.text);
 if (args.includes("--markdown")) console.log(`\n${t.markdown}`);
-if (!args.includes("--no-http")) frameworkTable(opt("--http-rounds", 5), opt("--http-n", 20_000));
+if (!args.includes("--no-http")) frameworkTable(opt("--http-rounds", 5), opt("--http-n", 20_000), args.includes("--http-floors"));
 if (sink === -1) console.log(sink);
 
 /** The whole-request table (see the header): one process per case and round. */
-function frameworkTable(rounds, n) {
+function frameworkTable(rounds, n, floors) {
   const script = join(root, "bench/lib/http-inproc.js");
-  const cases = ["hono", "fastify", "node"].flatMap((fw) => ["bare", "allowed", "refused"].map((v) => [fw, v]));
+  const variants = ["bare", "allowed", "refused", ...(floors ? ["empty", "headers", "const429"] : [])];
+  const cases = ["hono", "fastify", "node"].flatMap((fw) => variants.map((v) => [fw, v]));
   const ns = new Map(cases.map(([fw, v]) => [`${fw} ${v}`, []]));
   for (let r = 0; r < rounds; r++) {
     const order = cases.map((_, i) => cases[(i + r) % cases.length]);
@@ -170,7 +171,7 @@ function frameworkTable(rounds, n) {
     for (const [fw, v] of order) {
       const out = execFileSync(process.execPath, ["--max-semi-space-size=32", script, fw, v, String(n), "3"], { encoding: "utf8" });
       const got = JSON.parse(out);
-      if (got.status !== (v === "refused" ? 429 : 200)) throw new Error(`${fw} ${v}: answered ${got.status}`);
+      if (got.status !== (v === "refused" || v === "const429" ? 429 : 200)) throw new Error(`${fw} ${v}: answered ${got.status}`);
       ns.get(`${fw} ${v}`).push(got.ns);
     }
   }
@@ -199,4 +200,26 @@ function frameworkTable(rounds, n) {
   const ft = table(["framework", "bare", "allowed", "over bare", "bare/allowed", "refused (429)", "over bare", "bare/refused"], frows);
   console.log(ft.text);
   if (args.includes("--markdown")) console.log(`\n${ft.markdown}`);
+  if (!floors) return;
+  // What any middleware pays there (see bench/lib/http-inproc.js): the floor under ratekeeper's rows.
+  const over = (fw, v) => {
+    const bare = ns.get(`${fw} bare`);
+    const x = median(ns.get(`${fw} ${v}`).map((y, i) => y - bare[i]));
+    return `${x >= 0 ? "+" : ""}${x.toFixed(0)}`;
+  };
+  const lrows = ["hono", "fastify", "node"].map((fw) => [
+    fw,
+    over(fw, "empty"),
+    over(fw, "headers"),
+    over(fw, "allowed"),
+    over(fw, "const429"),
+    over(fw, "refused"),
+  ]);
+  const lt = table(
+    ["framework", "pass-through", "+ 2 constant headers", "ratekeeper allowed", "constant 429", "ratekeeper refused"],
+    lrows,
+  );
+  console.log("\nFloors: CPU ns per request over the bare framework in the same round (medians):");
+  console.log(lt.text);
+  if (args.includes("--markdown")) console.log(`\n${lt.markdown}`);
 }

@@ -11,6 +11,10 @@
 // through ratekeeper/node's withRateLimit. The app answers GET / with "hello"; ratekeeper has one
 // fixed-window limit with its default IETF headers: 10^9 per minute (allowed) or 1 per hour
 // (refused: every request after the first is answered 429).
+// Floors, what any middleware pays there whatever it does: `empty` (a middleware/hook that only
+// passes the request on), `headers` (the same setting two constant headers of ratekeeper's sizes
+// the way the adapter does) and `const429` (a constant refusal as big as ratekeeper's: four
+// headers and the same 229-byte body).
 
 import http from "node:http";
 import net from "node:net";
@@ -56,6 +60,62 @@ function outgoing(req, ended) {
   return res;
 }
 
+const BODY = JSON.stringify({
+  type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
+  title: "Too Many Requests",
+  status: 429,
+  detail: "Rate limit exceeded (1-per-1h); retry after 3600 s.",
+  "retry-after": 3600,
+  "violated-policies": ["1-per-1h"],
+});
+const POLICY_HEADER = ["ratelimit-policy", '"1000000000-per-1m";q=1000000000;w=60'];
+const RATELIMIT_HEADER = ["ratelimit", '"1000000000-per-1m";r=999999999;t=42'];
+/** A constant refusal's headers (fresh per request, as a real one's). */
+const refusalHeaders = () => ({
+  "content-type": "application/problem+json",
+  "ratelimit-policy": '"1-per-1h";q=1;w=3600',
+  ratelimit: '"1-per-1h";r=0;t=3600',
+  "retry-after": "3600",
+});
+
+/** The floor middlewares (see the header), per framework. */
+const FLOORS = {
+  hono: {
+    empty: (c, next) => next().then(() => undefined),
+    headers: (c, next) => {
+      c.env.outgoing.setHeader(...POLICY_HEADER);
+      c.env.outgoing.setHeader(...RATELIMIT_HEADER);
+      return next().then(() => undefined);
+    },
+    const429: () => Promise.resolve(new Response(BODY, { status: 429, headers: refusalHeaders() })),
+  },
+  fastify: {
+    empty: (req, reply, done) => done(),
+    headers: (req, reply, done) => {
+      reply.header(...POLICY_HEADER);
+      reply.header(...RATELIMIT_HEADER);
+      done();
+    },
+    const429: (req, reply) => void reply.code(429).headers(refusalHeaders()).send(BODY),
+  },
+  node: {
+    empty: (listener) => (req, res) => listener(req, res),
+    headers: (listener) => (req, res) => {
+      res.setHeader(...POLICY_HEADER);
+      res.setHeader(...RATELIMIT_HEADER);
+      listener(req, res);
+    },
+    const429: () => (req, res) => {
+      const h = refusalHeaders();
+      res.writeHead(
+        429,
+        Object.keys(h).flatMap((k) => [k, h[k]]),
+      );
+      res.end(BODY);
+    },
+  },
+};
+
 /** Builds `() => Promise<ServerResponse>` for one framework and variant. */
 async function build(framework, variant) {
   const options = OPTIONS[variant];
@@ -63,7 +123,8 @@ async function build(framework, variant) {
     const { Hono } = await import("hono");
     const { getRequestListener } = await import("@hono/node-server");
     const app = new Hono();
-    if (options !== undefined) app.use((await import("ratekeeper/hono")).rateLimit(options));
+    if (FLOORS.hono[variant] !== undefined) app.use(FLOORS.hono[variant]);
+    else if (options !== undefined) app.use((await import("ratekeeper/hono")).rateLimit(options));
     app.get("/", (c) => c.text("hello"));
     const listener = getRequestListener(app.fetch);
     return async () => {
@@ -76,7 +137,8 @@ async function build(framework, variant) {
   if (framework === "fastify") {
     const Fastify = (await import("fastify")).default;
     const app = Fastify();
-    if (options !== undefined) await app.register((await import("ratekeeper/fastify")).rateLimitPlugin, options);
+    if (FLOORS.fastify[variant] !== undefined) app.addHook("onRequest", FLOORS.fastify[variant]);
+    else if (options !== undefined) await app.register((await import("ratekeeper/fastify")).rateLimitPlugin, options);
     app.get("/", async () => "hello");
     await app.ready();
     return () =>
@@ -87,7 +149,12 @@ async function build(framework, variant) {
       });
   }
   const hello = (_req, res) => res.end("hello");
-  const listener = options === undefined ? hello : (await import("ratekeeper/node")).withRateLimit(options, hello);
+  const listener =
+    FLOORS.node[variant] !== undefined
+      ? FLOORS.node[variant](hello)
+      : options === undefined
+        ? hello
+        : (await import("ratekeeper/node")).withRateLimit(options, hello);
   return () => {
     const req = incoming();
     const res = outgoing(req);
