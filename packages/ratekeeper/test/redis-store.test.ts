@@ -322,6 +322,19 @@ describeRedis("RedisStore", () => {
       expect(all.source).toContain("local function slCheck");
       expect(fw.sha).not.toBe(all.sha);
     });
+
+    it("a fast-path limiter's script carries its limit's constants (its own SHA); bad constants are refused", () => {
+      const sections = [...(SECTIONS_OF["token-bucket"] as string[]), "fast-pair"];
+      const consts = { limit: 100, windowMs: 60_000, kind: "b", capacity: 100, minTtlMs: 5_000 };
+      const a = loadScript("ratekeeper", sections, consts);
+      const b = loadScript("ratekeeper", sections, { ...consts, limit: 101 });
+      expect(a.source).toContain('local limit, W, kind, capacity, minTtl = 100, 60000, "b", 100, 5000 -- @fast-consts');
+      expect(a.sha).not.toBe(b.sha);
+      expect(loadScript("ratekeeper", sections, consts)).toBe(a); // cached
+      expect(() => loadScript("ratekeeper", sections, { ...consts, kind: 'b", os.exit() --' })).toThrow(/bad script constant/);
+      expect(() => loadScript("ratekeeper", sections, { ...consts, limit: Number.NaN })).toThrow(/bad script constant/);
+      expect(() => loadScript("ratekeeper", SECTIONS_OF["token-bucket"] as string[], consts)).toThrow(/no "@fast-consts" line/);
+    });
   });
 
   describe("options", () => {

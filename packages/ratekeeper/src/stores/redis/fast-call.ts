@@ -3,18 +3,27 @@ import type { ResolvedLimit } from "../../core/options.js";
 import { counterFits } from "./counter.js";
 import { fastOutcome, FAST_ALGORITHMS } from "./fast-reply.js";
 import type { Lane } from "./lanes.js";
+import type { FastConsts } from "./script-source.js";
 import type { LoadedScript } from "./scripts.js";
 import type { RedisStore } from "./store.js";
 
-/** Whether a limiter's lone decisions can take the script's fast path (ratekeeper.lua, modes "C"/"P"). */
-export function fastPathFits(limits: readonly ResolvedLimit[], store: RedisStore): boolean {
-  return limits.length === 1 && FAST_ALGORITHMS.has((limits[0] as ResolvedLimit).algorithm) && store.opts.shim.evalshaBuffer !== undefined;
+/**
+ * The fast path's constants for a limiter's script (written into it: script-source.ts), or
+ * undefined when its lone decisions cannot take the fast path (ratekeeper.lua, modes "C"/"P"):
+ * one limit with a two-number state, on a client that can return raw bytes.
+ */
+export function fastConsts(limits: readonly ResolvedLimit[], store: RedisStore): FastConsts | undefined {
+  const l0 = limits[0] as ResolvedLimit;
+  if (limits.length !== 1 || !FAST_ALGORITHMS.has(l0.algorithm) || store.opts.shim.evalshaBuffer === undefined) return undefined;
+  const kind = l0.algorithm !== "fixed-window" ? (l0.shape ? "s" : "b") : l0.alignFirst ? "F" : counterFits(l0, store.minTtlMs) ? "n" : "f";
+  return { limit: l0.limit, windowMs: l0.windowMs, kind, capacity: l0.capacity, minTtlMs: store.minTtlMs };
 }
 
 /**
- * One decision on one two-number limit by the script's fast path: a compact ARGV, and a reply
- * that is the state the script decided on (its bytes, or the counter layout's integer), from
- * which `check` gives the outcome (fast-reply.ts) with the memory store's arithmetic.
+ * One decision on one two-number limit by the script's fast path: a compact ARGV (mode, time,
+ * cost; the limit's constants are written into the limiter's own script), and a reply that is
+ * the state the script decided on (its bytes, or the counter layout's integer), from which
+ * `check` gives the outcome (fast-reply.ts) with the memory store's arithmetic.
  *
  * The call is one chain of promises (the breaker's exchange, the script call), with no async
  * function in between: with hundreds of decisions in flight, every suspended async frame and
@@ -22,11 +31,10 @@ export function fastPathFits(limits: readonly ResolvedLimit[], store: RedisStore
  * client's CPU per decision (docs/benchmarks/redis.md).
  */
 export class FastCall {
-  /** ARGV[4..8]: limit, windowMs, kind (f / n / F / b / s), capacity, minTtlMs. */
-  private readonly tail: string[];
   private readonly lim: ResolvedLimit;
 
   /**
+   * @param script the limiter's script, built with its {@link fastConsts}
    * @param out the Outcome the reply is read into (the limiter's own: read it before the next decision)
    * @param shapes whether the limit shapes (leaky bucket `mode: "shape"`): then the caller's longest wait goes along
    */
@@ -37,11 +45,7 @@ export class FastCall {
     private readonly out: Outcome,
     private readonly shapes: boolean,
   ) {
-    const l0 = limits[0] as ResolvedLimit;
-    this.lim = l0;
-    const kind =
-      l0.algorithm !== "fixed-window" ? (l0.shape ? "s" : "b") : l0.alignFirst ? "F" : counterFits(l0, store.minTtlMs) ? "n" : "f";
-    this.tail = [String(l0.limit), String(l0.windowMs), kind, String(l0.capacity), String(store.minTtlMs)];
+    this.lim = limits[0] as ResolvedLimit;
   }
 
   /**
@@ -58,9 +62,10 @@ export class FastCall {
     maxDelayMs: number | undefined,
     onLateAdmit: () => void,
   ): Promise<unknown> {
-    const t = this.tail;
-    const args = [consume ? "C" : "P", String(now), String(cost), t[0], t[1], t[2], t[3], t[4]] as string[];
-    if (this.shapes) args.push(maxDelayMs === undefined ? "" : String(maxDelayMs));
+    const mode = consume ? "C" : "P";
+    const args = this.shapes
+      ? [mode, String(now), String(cost), maxDelayMs === undefined ? "" : String(maxDelayMs)]
+      : [mode, String(now), String(cost)];
     const late = (raw: unknown): void => {
       if (!consume) return;
       try {

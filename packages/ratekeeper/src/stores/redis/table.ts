@@ -4,7 +4,7 @@ import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore } from "../../store.js";
 import { Batcher, type Pending } from "./batcher.js";
 import { DenialCache } from "./denial-cache.js";
-import { FastCall, fastPathFits } from "./fast-call.js";
+import { FastCall, fastConsts } from "./fast-call.js";
 import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 import { ScriptFormat } from "./script-format.js";
@@ -50,8 +50,12 @@ export class RedisTable implements BoundStore {
     this.n = limits.length;
     this.minCapacity = Math.min(...limits.map((l) => l.capacity));
     // One limit with a two-number state, on a client that can return raw bytes: the script's fast path.
-    const fast = fastPathFits(limits, store);
-    this.script = loadScript("ratekeeper", [...limits.flatMap((l) => SECTIONS_OF[l.algorithm] ?? []), ...(fast ? ["fast-pair"] : [])]);
+    const fast = fastConsts(limits, store);
+    this.script = loadScript(
+      "ratekeeper",
+      [...limits.flatMap((l) => SECTIONS_OF[l.algorithm] ?? []), ...(fast ? ["fast-pair"] : [])],
+      fast,
+    );
     this.shapes = limits.some((l) => l.shape);
     this.fast = fast ? new FastCall(store, limits, this.script, this.format.ev.outcomes[0] as Outcome, this.shapes) : undefined;
     this.denials = o.denialMaxKeys > 0 ? new DenialCache(o.denialMaxKeys) : undefined;

@@ -60,11 +60,15 @@ Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fr
 -- One decision on one limit whose state is two numbers (fixed-window, token/leaky bucket, gcra),
 -- with the time given. Its own compact ARGV, told apart by ARGV[1] (a mode letter, where the
 -- general layout has a number):
---   ARGV[1] "C" consume or "P" peek; ARGV[2] nowMs; ARGV[3] cost; ARGV[4] limit; ARGV[5] windowMs;
---   ARGV[6] "f" fixed-window (clock-aligned), "n" the same in the counter layout (one INCRBY
---   per decision in a window; replies with an integer), "F" fixed-window (first-request), "b" bucket,
---   "s" shaping bucket (leaky bucket, mode "shape"); ARGV[7] capacity (units; buckets);
---   ARGV[8] minTtlMs; with "s" only, ARGV[9] maxDelayMs (integer ms, or "" for no bound).
+--   ARGV[1] "C" consume or "P" peek; ARGV[2] nowMs; ARGV[3] cost; with "s" only, ARGV[4]
+--   maxDelayMs (integer ms, or "" for no bound).
+-- The limit's constants are written into the script by the loader (the line marked
+-- "@fast-consts": scripts.ts puts the limiter's values in place of its right-hand side, so each
+-- such limiter has its own script and SHA); five arguments fewer per call cost Redis about 0.8 us
+-- less CPU per decision and the client about 1 us (docs/benchmarks/redis.md). They are: limit;
+-- W, windowMs; kind: "f" fixed-window (clock-aligned), "n" the same in the counter layout (one
+-- INCRBY per decision in a window; replies with an integer), "F" fixed-window (first-request),
+-- "b" bucket, "s" shaping bucket (leaky bucket, mode "shape"); capacity (units); minTtl, minTtlMs.
 -- Decides and writes exactly as fixed-window.ts / bucket.ts decide() and the general code below,
 -- but inline: no per-call closures or tables. It replies with the state it decided on: the key's
 -- raw value before this call, or nil for a fresh key. The store computes the decision's numbers
@@ -74,7 +78,7 @@ local fastMode = ARGV[1]
 if fastMode == "C" or fastMode == "P" then
   local key = KEYS[1]
   local now, cost = tonumber(ARGV[2]), tonumber(ARGV[3])
-  local limit, W, kind = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+  local limit, W, kind, capacity, minTtl = 0, 1, "b", 0, 0 -- @fast-consts
   if kind == "n" then
     -- A clock-aligned fixed window in the counter layout (stores/redis/counter.ts): the value is
     -- tag * SPAN + count. Replies with the value the decision saw (the store reads the state
@@ -111,7 +115,7 @@ if fastMode == "C" or fastMode == "P" then
       reply = 0
       if start < 0 then start = 0 end
     end
-    redis.call("SET", key, string.format("%.0f", ((start / W) % TAGS + 1) * SPAN + cost), "PX", start + W - now + tonumber(ARGV[8]))
+    redis.call("SET", key, string.format("%.0f", ((start / W) % TAGS + 1) * SPAN + cost), "PX", start + W - now + minTtl)
     return reply
   end
   local raw = redis.call("GET", key)
@@ -134,9 +138,9 @@ if fastMode == "C" or fastMode == "P" then
     local behind = 0
     if a > now then behind = a - now else a = now end
     nb = level + cost * W
-    ok = nb <= tonumber(ARGV[7]) * W
+    ok = nb <= capacity * W
     if ok and kind == "s" then
-      local maxDelay = tonumber(ARGV[9])
+      local maxDelay = tonumber(ARGV[4])
       ok = maxDelay == nil or math.ceil(level / limit) + behind <= maxDelay
     end
     resetMs = math.ceil(nb / limit) + behind
@@ -161,7 +165,7 @@ if fastMode == "C" or fastMode == "P" then
     else
       v = struct.pack("<dd", a, nb)
     end
-    local ttl = tonumber(ARGV[8])
+    local ttl = minTtl
     if resetMs > ttl then ttl = resetMs end
     if ttl < 1 then ttl = 1 end
     redis.call("SET", key, v, "PX", ttl)
