@@ -376,7 +376,7 @@ async function main() {
     namespace: "logfull",
   });
   for (let i = 0; i < LIMIT; i++) await logFull.consume("user:1");
-  const logBytes = Number(await admin.memory("USAGE", "rk:{logfull:user:1}:0"));
+  const logBytes = Number(await admin.memory("USAGE", "rk:{logfull:user:1}"));
   const rrlFull = new RollingRedisRateLimiter({ client: admin, namespace: "rrlfull", interval: WINDOW_MS, maxInInterval: LIMIT });
   for (let i = 0; i < LIMIT; i++) await rrlFull.limit("user:1");
   const rrlKey = (await admin.keys("rrlfull*"))[0];

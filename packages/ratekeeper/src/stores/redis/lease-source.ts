@@ -38,9 +38,9 @@ export class RedisBlockSource implements BlockSource {
   }
 
   async take(key: string, want: number, nowMs: number | undefined): Promise<BlockOutcome> {
-    const head = `${this.head}${key}}:`;
+    const head = `${this.head}${key}`;
     const args = ["t", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(want), this.id, this.horizon];
-    const r = await this.store.ask(this.script, [`${head}0`, `${head}L`], args);
+    const r = await this.store.ask(this.script, [`${head}}`, `${head}}:L`], args);
     if (!Array.isArray(r) || r.length !== 6)
       throw new RateLimitStoreError(`RedisStore lease "${key}": unexpected script reply ${describeValue(r)}`);
     this.lessees = Number(r[5]);
@@ -48,8 +48,8 @@ export class RedisBlockSource implements BlockSource {
   }
 
   async give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void> {
-    const head = `${this.head}${key}}:`;
+    const head = `${this.head}${key}`;
     const args = ["g", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(units), String(blockStart)];
-    await this.store.ask(this.script, [`${head}0`, `${head}L`], args);
+    await this.store.ask(this.script, [`${head}}`, `${head}}:L`], args);
   }
 }

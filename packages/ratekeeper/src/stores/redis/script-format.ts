@@ -61,8 +61,13 @@ export class ScriptFormat {
     return this.keyHead;
   }
 
-  /** The Redis keys of `key`, one per limit, all with the hash tag `{<namespace>:<key>}`. */
+  /**
+   * The Redis keys of `key`, one per limit, all with the hash tag `{<namespace>:<key>}`: a
+   * one-limit policy's key is `<prefix>{<namespace>:<key>}` (no suffix: every byte of a key name
+   * is Redis memory), several limits' keys end in `:<index>`.
+   */
   keysOf(key: string): string[] {
+    if (this.single) return [`${this.keyHead}${key}}`];
     const head = `${this.keyHead}${key}}:`;
     const keys = new Array<string>(this.n);
     for (let i = 0; i < this.n; i++) keys[i] = head + i;

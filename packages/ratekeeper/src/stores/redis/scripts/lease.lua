@@ -6,7 +6,7 @@ state, stored exactly as ratekeeper.lua stores it, so leasing and per-decision i
 policy share the allowance; the differential test (test/lease-redis.test.ts) holds them together.
 Algorithms with a two-number state only: fixed window, token bucket, leaky bucket (police), GCRA.
 
-KEYS[1]  the limit's state: <prefix>{<namespace>:<key>}:0, two numbers a, b (fixed window: window
+KEYS[1]  the limit's state: <prefix>{<namespace>:<key>} (leasing has one limit), two numbers a, b (fixed window: window
          start in ms and units counted; bucket: time of the last update in ms and level in
          units x windowMs), packed "<i6i6" when both are whole numbers in [0, 2^47), else "<dd"
 KEYS[2]  the key's lessees: a sorted set, member = instance id, score = when it last took a block
