@@ -11,7 +11,7 @@ import { MAX_COST } from "../service/costs.js";
 import { checkCallerLimit, checkShape, GRPC_SHAPE } from "../service/request-caps.js";
 import { rlsName } from "../service/status.js";
 import { CheckError, type CallerLimit, type CheckInput, type CheckResult, type DescriptorStatus } from "../service/types.js";
-import { limitHeaders } from "./render.js";
+import { DEFAULT_STYLES, limitHeaderList } from "./render.js";
 
 /** `RateLimitDescriptor.Entry`: the proto allows an empty value. */
 export interface RlsEntry {
@@ -194,7 +194,11 @@ export function rlsResponse(r: CheckResult, headers: RlsHeaders, globalShadow = 
 }
 
 function ratekeeperHeaders(r: CheckResult): RlsResponse["response_headers_to_add"] {
-  return Object.entries(limitHeaders(r.statuses)).map(([key, value]) => ({ key: key.toLowerCase(), value }));
+  // The flat list limitHeaders is built from: no object and no Object.entries per call.
+  const flat = limitHeaderList(r.statuses, DEFAULT_STYLES, []);
+  const out: RlsResponse["response_headers_to_add"] = [];
+  for (let i = 0; i < flat.length; i += 2) out.push({ key: (flat[i] as string).toLowerCase(), value: flat[i + 1] as string });
+  return out;
 }
 
 /**
