@@ -160,6 +160,19 @@ describeRedis("RedisStore", () => {
       }
     });
 
+    it("a fast-path limiter still reads Redis's clock again once per second (RESAMPLE_MS)", async () => {
+      // Before, the fast path's check of the clock used up the due reading, and the general path
+      // it fell back to then sent the kept offset: TIME was never read again after the first.
+      const limiter = mk({ algorithm: "token-bucket", limit: 1_000_000, window: 60_000 }, { batch: false });
+      await limiter.consume("warm");
+      const d = await deltaCalls(admin, async () => {
+        const end = performance.now() + 2_300;
+        for (let i = 0; performance.now() < end; i++) await limiter.consume(`k${i % 50}`);
+      });
+      expect(d.time ?? 0).toBeGreaterThanOrEqual(2);
+      expect(d.time ?? 0).toBeLessThanOrEqual(3);
+    });
+
     it("Redis's clock without a TIME per decision: one reading calibrates the store, later calls send it", async () => {
       const limiter = mk({ algorithm: "fixed-window", limit: 1000, window: 60_000 });
       await limiter.consume("warm"); // the first call reads TIME

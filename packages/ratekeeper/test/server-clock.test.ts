@@ -30,7 +30,9 @@ describe("ServerClock", () => {
     t.now += 0.2; // precise: +-0.1 ms
     clock.reading(sent, 5_000_000_000); // Redis at 5_000_000 ms at monotonic 1_000.1
     t.now += RESAMPLE_MS;
-    expect(clock.now()).toBeUndefined(); // due: this call reads TIME
+    expect(clock.now()).toBeUndefined(); // due: the next call that can read TIME does
+    expect(clock.now()).toBeUndefined(); // (a fast-path call cannot: it stays due for the next one)
+    clock.asking(); // a call that reads TIME is sent
     expect(clock.now()).toBe(Math.floor(t.now + 5_000_000 - 1_000.1)); // the others go on
     sent = clock.mark();
     t.now += 40; // a slow round trip (+-20 ms) that disagrees by 15 ms: not taken
@@ -39,6 +41,7 @@ describe("ServerClock", () => {
     // A precise reading replaces it, also when it moves the offset.
     t.now += RESAMPLE_MS;
     expect(clock.now()).toBeUndefined();
+    clock.asking();
     sent = clock.mark();
     t.now += 0.1;
     clock.reading(sent, (t.now - 0.05 + 3 + 5_000_000 - 1_000.1) * 1000);
@@ -53,6 +56,7 @@ describe("ServerClock", () => {
     clock.reading(sent, 5_000_000_000);
     t.now += 600_000; // ten minutes at the assumed drift: the kept reading is worth +-60 ms now
     expect(clock.now()).toBeUndefined();
+    clock.asking();
     sent = clock.mark();
     t.now += 40;
     clock.reading(sent, (t.now - 20 + 7 + 5_000_000 - 1_000.1) * 1000);

@@ -19,6 +19,14 @@ export function fastConsts(limits: readonly ResolvedLimit[], store: RedisStore):
   return { limit: l0.limit, windowMs: l0.windowMs, kind, capacity: l0.capacity, minTtlMs: store.minTtlMs };
 }
 
+/** One decision of a batch for {@link FastCall.sendBatch}. */
+export interface FastItem {
+  readonly consume: boolean;
+  readonly now: number;
+  readonly cost: number;
+  readonly maxDelayMs: number | undefined;
+}
+
 /**
  * One decision on one two-number limit by the script's fast path: a compact ARGV (mode, time,
  * cost; the limit's constants are written into the limiter's own script), and a reply that is
@@ -75,6 +83,31 @@ export class FastCall {
       }
     };
     return this.store.exchange(lane, () => this.store.run(lane, this.script, keys, args, true), 1, late);
+  }
+
+  /**
+   * Sends a batch of such decisions in one script call (mode "B": one key each, in order);
+   * resolves with the script's replies, one per decision, for {@link FastCall.read}. When the
+   * reply comes after the call was given up, `onLateAdmit(i)` is told of each consume it admitted.
+   */
+  sendBatch(lane: Lane, keys: string[], batch: readonly FastItem[], onLateAdmit: (i: number) => void): Promise<unknown> {
+    const args = ["B"];
+    for (const b of batch) {
+      args.push(b.consume ? "C" : "P", String(b.now), String(b.cost));
+      if (this.shapes) args.push(b.maxDelayMs === undefined ? "" : String(b.maxDelayMs));
+    }
+    const late = (reply: unknown): void => {
+      if (!Array.isArray(reply) || reply.length !== batch.length) return;
+      batch.forEach((b, i) => {
+        if (!b.consume) return;
+        try {
+          if (this.read(reply[i], b.now, b.cost, b.maxDelayMs).allowed) onLateAdmit(i);
+        } catch {
+          // a reply that cannot be read: nothing known to give back
+        }
+      });
+    };
+    return this.store.exchange(lane, () => this.store.run(lane, this.script, keys, args, true), batch.length, late);
   }
 
   /**

@@ -35,20 +35,20 @@ export class ServerClock {
 
   /**
    * The time to send with a call (integer ms since the epoch by Redis's clock), or `undefined`
-   * when this call should read `TIME` itself: before the first reading, and once per
-   * {@link RESAMPLE_MS} after that (one call at a time; the others go on with the offset kept).
+   * when a call should read `TIME` itself: before the first reading, and once per
+   * {@link RESAMPLE_MS} after that. It stays `undefined` until a call that reads `TIME` is sent
+   * ({@link ServerClock.asking}), so a caller that cannot read `TIME` itself (the fast path) can
+   * leave it to the next one that can.
    */
   now(): number | undefined {
     const t = this.monotonicMs();
-    if (this.error === Number.POSITIVE_INFINITY) {
-      this.askedAt = t;
-      return undefined;
-    }
-    if (t - this.askedAt >= RESAMPLE_MS) {
-      this.askedAt = t;
-      return undefined;
-    }
+    if (this.error === Number.POSITIVE_INFINITY || t - this.askedAt >= RESAMPLE_MS) return undefined;
     return Math.floor(t + this.offset);
+  }
+
+  /** A call that reads `TIME` is being sent: the others go on with the offset kept for {@link RESAMPLE_MS}. */
+  asking(): void {
+    this.askedAt = this.monotonicMs();
   }
 
   /** The monotonic time now, for {@link ServerClock.reading}'s `sentAt`. */
@@ -61,6 +61,7 @@ export class ServerClock {
    * microseconds since the epoch. Keeps it if it is more precise than the aged reading kept.
    */
   reading(sentAt: number, serverUs: number): void {
+    if (sentAt > this.askedAt) this.askedAt = sentAt;
     const back = this.monotonicMs();
     const error = (back - sentAt) / 2;
     const aged = this.error + (back - this.takenAt) * DRIFT_PER_MS;

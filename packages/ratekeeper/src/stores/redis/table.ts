@@ -4,7 +4,7 @@ import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore } from "../../store.js";
 import { Batcher, type Pending } from "./batcher.js";
 import { DenialCache } from "./denial-cache.js";
-import { FastCall, fastConsts } from "./fast-call.js";
+import { FastCall, fastConsts, type FastItem } from "./fast-call.js";
 import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 import { ScriptFormat } from "./script-format.js";
@@ -228,7 +228,6 @@ export class RedisTable implements BoundStore {
    * due (the script then replies with it as one more element).
    */
   private async send(batch: Pending[]): Promise<void> {
-    const first = batch[0] as Pending;
     const keys: string[] = [];
     for (const p of batch) for (const k of this.keysOf(p.key)) keys.push(k);
     const lane = this.store.lanes.of(keys[0] as string);
@@ -239,14 +238,19 @@ export class RedisTable implements BoundStore {
     }
     lane.probeKey = keys[0] as string;
     const clock = this.store.serverClock;
-    if (this.fast !== undefined && batch.length === 1 && (first.mode === "c" || first.mode === "p")) {
-      const now = first.nowMs ?? clock.now();
-      if (now !== undefined) return this.sendFast(this.fast, first, now, keys, lane);
+    if (this.fast !== undefined && batch.every((p) => p.mode === "c" || p.mode === "p")) {
+      // Lone decisions on one two-number limit, however many: the fast path, one key each.
+      const server = batch.every((p) => p.nowMs !== undefined) ? 0 : clock.now();
+      if (server !== undefined) return this.sendFast(this.fast, batch, server, keys, lane);
     }
     const args = this.format.head.slice();
     let server: string | undefined;
     for (const p of batch) {
-      if (p.nowMs === undefined) server ??= String(clock.now() ?? "");
+      if (p.nowMs === undefined && server === undefined) {
+        const t = clock.now();
+        if (t === undefined) clock.asking(); // this call reads TIME ("" as its time)
+        server = t === undefined ? "" : String(t);
+      }
       args.push(p.mode, p.nowMs === undefined ? (server as string) : String(p.nowMs), String(p.cost));
       if (this.shapes) args.push(p.maxDelayMs === undefined ? "" : String(p.maxDelayMs));
     }
@@ -278,21 +282,34 @@ export class RedisTable implements BoundStore {
     batch.forEach((p, d) => p.resolve(r.slice(d * width, (d + 1) * width)));
   }
 
-  /** A lone consume or peek of a batch by the fast path: its outcome as the general reply's 5 integers. */
-  private async sendFast(fast: FastCall, p: Pending, now: number, keys: string[], lane: Lane): Promise<void> {
-    let raw: unknown;
+  /** Consumes and peeks of a batch by the fast path (one or many): their outcomes as the general reply's 5 integers each. */
+  private async sendFast(fast: FastCall, batch: Pending[], server: number, keys: string[], lane: Lane): Promise<void> {
+    const items = batch.map((p) => ({ consume: p.mode === "c", now: p.nowMs ?? server, cost: p.cost, maxDelayMs: p.maxDelayMs }));
+    const late = (i: number) => {
+      const p = batch[i] as Pending;
+      this.lateRefund(p.key, p.cost, p.nowMs);
+    };
+    let replies: unknown;
     try {
-      raw = await fast.send(lane, keys, now, p.mode === "c", p.cost, p.maxDelayMs, () => this.lateRefund(p.key, p.cost, p.nowMs));
+      if (batch.length === 1) {
+        const it = items[0] as FastItem;
+        replies = [await fast.send(lane, keys, it.now, it.consume, it.cost, it.maxDelayMs, () => late(0))];
+      } else replies = await fast.sendBatch(lane, keys, items, late);
     } catch (e) {
-      p.reject(e);
+      for (const p of batch) p.reject(e);
       return;
     }
-    try {
-      const out = fast.read(raw, now, p.cost, p.maxDelayMs);
-      p.resolve([out.allowed ? 1 : 0, out.remaining, out.retryAfterMs, out.resetAfterMs, out.delayMs]);
-    } catch (e) {
-      p.reject(new RateLimitStoreError(`RedisStore: unexpected script reply (${(e as Error).message})`));
-    }
+    batch.forEach((p, i) => {
+      const it = items[i] as FastItem;
+      try {
+        if (!Array.isArray(replies) || replies.length !== batch.length)
+          throw new Error(`${describeValue(replies)} for ${batch.length} decisions`);
+        const out = fast.read(replies[i], it.now, it.cost, it.maxDelayMs);
+        p.resolve([out.allowed ? 1 : 0, out.remaining, out.retryAfterMs, out.resetAfterMs, out.delayMs]);
+      } catch (e) {
+        p.reject(new RateLimitStoreError(`RedisStore: unexpected script reply (${(e as Error).message})`));
+      }
+    });
   }
 
   /** Whether decision `d` of a general reply admitted on every limit. */

@@ -61,7 +61,8 @@ Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fr
 -- with the time given. Its own compact ARGV, told apart by ARGV[1] (a mode letter, where the
 -- general layout has a number):
 --   ARGV[1] "C" consume or "P" peek; ARGV[2] nowMs; ARGV[3] cost; with "s" only, ARGV[4]
---   maxDelayMs (integer ms, or "" for no bound).
+--   maxDelayMs (integer ms, or "" for no bound). Or ARGV[1] "B": a batch of such decisions,
+--   one key each (see "B" below), when the store batches.
 -- The limit's constants are written into the script by the loader (the line marked
 -- "@fast-consts": scripts.ts puts the limiter's values in place of its right-hand side, so each
 -- such limiter has its own script and SHA); five arguments fewer per call cost Redis about 0.8 us
@@ -75,102 +76,118 @@ Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fr
 -- from that state with the same TypeScript the memory store runs, so Redis builds no reply table
 -- (a five-integer table reply costs about as much as the GET).
 local fastMode = ARGV[1]
-if fastMode == "C" or fastMode == "P" then
-  local key = KEYS[1]
-  local now, cost = tonumber(ARGV[2]), tonumber(ARGV[3])
+if fastMode == "C" or fastMode == "P" or fastMode == "B" then
   local limit, W, kind, capacity, minTtl = 0, 1, "b", 0, 0 -- @fast-consts
-  if kind == "n" then
-    -- A clock-aligned fixed window in the counter layout (stores/redis/counter.ts): the value is
-    -- tag * SPAN + count. Replies with the value the decision saw (the store reads the state
-    -- from it with counterState), 0 for a fresh window.
-    local SPAN, TAGS = 549755813888, 16383
-    local w = (now - now % W) / W
-    local here = w % TAGS + 1
-    if fastMode == "P" then
-      local v = tonumber(redis.call("GET", key) or "0")
-      return v
-    end
-    -- One INCRBY decides when the key counts this window (or a later one, for a lagging clock).
-    local n = redis.call("INCRBY", key, cost)
-    local tag = math.floor(n / SPAN)
-    if tag >= 1 and (tag - here) % TAGS <= 8191 then
-      local count = n - tag * SPAN
-      if count > limit then
-        if count - cost < limit then
-          -- Denied, but a smaller request could still fit: take this one back.
-          redis.call("DECRBY", key, cost)
-        elseif count >= SPAN / 2 then
-          -- A flood of denials: fold the count back to "all spent" long before it reaches SPAN.
-          redis.call("SET", key, string.format("%.0f", tag * SPAN + limit), "KEEPTTL")
-        end
+  -- One decision on `key`: consume (else peek) `cost` at `now`; maxDelayArg: ARGV text of the
+  -- longest wait for a shaping bucket ("" or nil: no bound). Returns the state it decided on.
+  local function one(key, now, cost, consume, maxDelayArg)
+    if kind == "n" then
+      -- A clock-aligned fixed window in the counter layout (stores/redis/counter.ts): the value is
+      -- tag * SPAN + count. Replies with the value the decision saw (the store reads the state
+      -- from it with counterState), 0 for a fresh window.
+      local SPAN, TAGS = 549755813888, 16383
+      local w = (now - now % W) / W
+      local here = w % TAGS + 1
+      if not consume then
+        local v = tonumber(redis.call("GET", key) or "0")
+        return v
       end
-      return n - cost
+      -- One INCRBY decides when the key counts this window (or a later one, for a lagging clock).
+      local n = redis.call("INCRBY", key, cost)
+      local tag = math.floor(n / SPAN)
+      if tag >= 1 and (tag - here) % TAGS <= 8191 then
+        local count = n - tag * SPAN
+        if count > limit then
+          if count - cost < limit then
+            -- Denied, but a smaller request could still fit: take this one back.
+            redis.call("DECRBY", key, cost)
+          elseif count >= SPAN / 2 then
+            -- A flood of denials: fold the count back to "all spent" long before it reaches SPAN.
+            redis.call("SET", key, string.format("%.0f", tag * SPAN + limit), "KEEPTTL")
+          end
+        end
+        return n - cost
+      end
+      -- A fresh key, or one of a window that is over: this decision opens the window (cost <=
+      -- limit, so it is admitted). The key lives minTtlMs past the window's end. Replies 0 for a
+      -- key that did not exist (the fresh state: its window starts no earlier than 0, as in
+      -- fixed-window.ts, which only matters for times before 1970), -1 for a window that is over.
+      local start, reply = w * W, -1
+      if tag == 0 then
+        reply = 0
+        if start < 0 then start = 0 end
+      end
+      redis.call("SET", key, string.format("%.0f", ((start / W) % TAGS + 1) * SPAN + cost), "PX", start + W - now + minTtl)
+      return reply
     end
-    -- A fresh key, or one of a window that is over: this decision opens the window (cost <=
-    -- limit, so it is admitted). The key lives minTtlMs past the window's end. Replies 0 for a
-    -- key that did not exist (the fresh state: its window starts no earlier than 0, as in
-    -- fixed-window.ts, which only matters for times before 1970), -1 for a window that is over.
-    local start, reply = w * W, -1
-    if tag == 0 then
-      reply = 0
-      if start < 0 then start = 0 end
+    local raw = redis.call("GET", key)
+    local a, b = 0, 0
+    if raw then
+      if #raw == 12 then a, b = struct.unpack("<i6i6", raw) else a, b = struct.unpack("<dd", raw) end
     end
-    redis.call("SET", key, string.format("%.0f", ((start / W) % TAGS + 1) * SPAN + cost), "PX", start + W - now + minTtl)
-    return reply
-  end
-  local raw = redis.call("GET", key)
-  local a, b = 0, 0
-  if raw then
-    if #raw == 12 then a, b = struct.unpack("<i6i6", raw) else a, b = struct.unpack("<dd", raw) end
-  end
-  local ok, nb, resetMs
-  if kind == "b" or kind == "s" then
-    -- bucket.ts decide()
-    local level
-    local elapsed = now - a
-    if elapsed <= 0 then
-      level = b
-    elseif elapsed >= math.ceil(b / limit) then
-      level = 0
+    local ok, nb, resetMs
+    if kind == "b" or kind == "s" then
+      -- bucket.ts decide()
+      local level
+      local elapsed = now - a
+      if elapsed <= 0 then
+        level = b
+      elseif elapsed >= math.ceil(b / limit) then
+        level = 0
+      else
+        level = b - elapsed * limit
+      end
+      local behind = 0
+      if a > now then behind = a - now else a = now end
+      nb = level + cost * W
+      ok = nb <= capacity * W
+      if ok and kind == "s" then
+        local maxDelay = tonumber(maxDelayArg)
+        ok = maxDelay == nil or math.ceil(level / limit) + behind <= maxDelay
+      end
+      resetMs = math.ceil(nb / limit) + behind
     else
-      level = b - elapsed * limit
+      -- fixed-window.ts decide()
+      local start
+      if kind == "F" then
+        if b > 0 and now - a < W then start = a else start = now end
+      else
+        start = now - now % W
+        if a > start then start = a end
+      end
+      local count = 0
+      if a == start then count = b end
+      ok = count + cost <= limit
+      a, nb, resetMs = start, count + cost, start + W - now
     end
-    local behind = 0
-    if a > now then behind = a - now else a = now end
-    nb = level + cost * W
-    ok = nb <= capacity * W
-    if ok and kind == "s" then
-      local maxDelay = tonumber(ARGV[4])
-      ok = maxDelay == nil or math.ceil(level / limit) + behind <= maxDelay
+    if ok and consume then
+      local v
+      if a >= 0 and a < 140737488355328 and math.floor(a) == a and nb >= 0 and nb < 140737488355328 and math.floor(nb) == nb then
+        v = struct.pack("<i6i6", a, nb)
+      else
+        v = struct.pack("<dd", a, nb)
+      end
+      local ttl = minTtl
+      if resetMs > ttl then ttl = resetMs end
+      if ttl < 1 then ttl = 1 end
+      redis.call("SET", key, v, "PX", ttl)
     end
-    resetMs = math.ceil(nb / limit) + behind
-  else
-    -- fixed-window.ts decide()
-    local start
-    if kind == "F" then
-      if b > 0 and now - a < W then start = a else start = now end
-    else
-      start = now - now % W
-      if a > start then start = a end
-    end
-    local count = 0
-    if a == start then count = b end
-    ok = count + cost <= limit
-    a, nb, resetMs = start, count + cost, start + W - now
+    return raw
   end
-  if ok and fastMode == "C" then
-    local v
-    if a >= 0 and a < 140737488355328 and math.floor(a) == a and nb >= 0 and nb < 140737488355328 and math.floor(nb) == nb then
-      v = struct.pack("<i6i6", a, nb)
-    else
-      v = struct.pack("<dd", a, nb)
-    end
-    local ttl = minTtl
-    if resetMs > ttl then ttl = resetMs end
-    if ttl < 1 then ttl = 1 end
-    redis.call("SET", key, v, "PX", ttl)
+  if fastMode ~= "B" then return one(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), fastMode == "C", ARGV[4]) end
+  -- "B": a batch of lone decisions, one per key, in order: ARGV[2 + E*(d-1) ..] for decision d
+  -- is mode ("C"/"P"), nowMs, cost, and with "s" maxDelayMs (E = 4, else 3). Replies with the
+  -- state each decided on (false for a fresh bucket key).
+  local E = 3
+  if kind == "s" then E = 4 end
+  local states = {}
+  for d = 1, #KEYS do
+    local o = 2 + E * (d - 1)
+    local r = one(KEYS[d], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), ARGV[o] == "C", ARGV[o + 3])
+    if r == nil then r = false end
+    states[d] = r
   end
-  return raw
+  return states
 end
 --[[@end]]
 
