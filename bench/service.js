@@ -3,7 +3,9 @@
 //   - HTTP keep-alive with wrk: a bare node:http hello-world server (the ceiling for a Node
 //     service on this machine), POST /v1/check (single and batches of 10) and GET /v1/auth
 //     (nginx auth_request) on `ratekeeper serve` with the memory store, and (when redis-server
-//     is installed) with the Redis store on a throw-away redis-server;
+//     is installed) with the Redis store on a throw-away redis-server; and the bare server
+//     answering with the service's own bytes for one check and for auth (made once: what
+//     node:http costs for that answer contract, the floor of the service's rows);
 //   - gRPC (Envoy RLS ShouldRateLimit) from a Node client with N concurrent calls in a separate
 //     process, against the service and against a bare grpc-js server answering the same RPC
 //     with a constant response (the gRPC ceiling).
@@ -52,10 +54,22 @@ if (argv[0] === "--role") {
   if (role === "bare-http") {
     const http = await import("node:http");
     // Reads the body like the service must (a POST's body costs node:http more than the request line).
+    // Under /shape, it answers with the service's own bytes, made once: POST the 200 of a
+    // /v1/check (limit headers, content-type and -length, the JSON body), GET the 204 of a
+    // /v1/auth. What node:http costs for those answers, and nothing else: the floor of the
+    // service's rows with this answer contract.
+    const limit = ["ratelimit-policy", '"100-per-1m";q=100;w=60', "ratelimit", '"100-per-1m";r=99;t=58'];
+    const checkBody =
+      '{"allowed":true,"domain":"api","statuses":[{"key":"user_id=5","allowed":true,"overLimit":false,"shadow":false,' +
+      '"unlimited":false,"limit":100,"remaining":99,"retryAfterMs":0,"resetAfterMs":57872,"delayMs":0,"windowMs":60000,' +
+      '"policy":"100-per-1m","reason":null,"explain":{"rule":"api/user_id","source":"rule",' +
+      '"why":"matched user_id: sliding-window 100 per 60000 ms; allowed cost 1, 99 left"}}]}';
+    const checkHeaders = [...limit, "content-type", "application/json", "content-length", String(Buffer.byteLength(checkBody))];
     const server = http.createServer((req, res) => {
-      if (req.method === "GET") return res.end("hello");
+      const shape = req.url === "/shape";
+      if (req.method === "GET") return shape ? res.writeHead(204, limit).end() : res.end("hello");
       req.on("data", () => {});
-      req.on("end", () => res.end("hello"));
+      req.on("end", () => (shape ? res.writeHead(200, checkHeaders).end(checkBody) : res.end("hello")));
     });
     server.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ port: server.address().port })));
   } else if (role === "bare-grpc") {
@@ -172,8 +186,8 @@ function wrkScript(dir, kind) {
       ? `wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, '{"checks":[' .. table.concat((function() local t = {} for j = 0, ${BATCH - 1} do t[#t + 1] = '{"domain":"api","descriptors":[{"user_id":"' .. ((k * ${BATCH} + j) % ${KEYS}) .. '"}]}' end return t end)(), ",") .. ']}')`
       : kind === "check"
         ? `wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. k .. '"}]}')`
-        : kind === "bare"
-          ? `wrk.format("POST", "/", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. k .. '"}]}')`
+        : kind === "bare" || kind === "shape"
+          ? `wrk.format("POST", "${kind === "shape" ? "/shape" : "/"}", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. k .. '"}]}')`
           : `wrk.format("GET", "/v1/auth?domain=api&d=user_id%3D" .. k)`;
   writeFileSync(
     file,
@@ -340,6 +354,7 @@ async function main() {
   const checkLua = wrkScript(dir, "check");
   const authLua = wrkScript(dir, "auth");
   const bareLua = wrkScript(dir, "bare");
+  const shapeLua = wrkScript(dir, "shape");
   const batchLua = wrkScript(dir, "batch");
   const http = [
     { id: "bare", label: "bare node:http hello world (ceiling)", run: () => wrk(bare.port, "/", undefined, DURATION_S, bare.child.pid) },
@@ -347,6 +362,16 @@ async function main() {
       id: "bare-post",
       label: "bare node:http reading the same POST bodies",
       run: () => wrk(bare.port, "/", bareLua, DURATION_S, bare.child.pid),
+    },
+    {
+      id: "shape-check",
+      label: "bare node:http answering POST /v1/check's bytes (made once)",
+      run: () => wrk(bare.port, "/shape", shapeLua, DURATION_S, bare.child.pid),
+    },
+    {
+      id: "shape-auth",
+      label: "bare node:http answering GET /v1/auth's bytes (made once)",
+      run: () => wrk(bare.port, "/shape", undefined, DURATION_S, bare.child.pid),
     },
     {
       id: "check",
