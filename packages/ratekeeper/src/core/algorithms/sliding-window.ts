@@ -73,7 +73,8 @@ function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, 
     // After the admission sub-window i is the newest with units (p of them), so the key is back to
     // its full allowance once i leaves: at (i + buckets) * S unweighted; weighted, once
     // floor(p * (S - x) / S) is 0 in the sub-window after, i.e. x = S - floor((S - 1) / p)
-    // (x = S: at its end). The same answer as waitMs(limit, cost), without walking the ring.
+    // (x = S: at its end). The same answer as walking the sub-windows for the whole limit with
+    // `cost` added to sub-window i (as denialWaits walks them), without the walk.
     const p = countOf(s, lim, i) + cost;
     out.resetAfterMs = lim.windowMs - r + (lim.weighted ? S - Math.floor((S - 1) / p) : 0) + behind;
     if (commit) {
@@ -86,9 +87,51 @@ function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, 
   } else {
     out.allowed = false;
     out.remaining = Math.max(0, lim.limit - used);
-    out.retryAfterMs = waitMs(s, lim, i, r, cost, 0) + behind;
-    out.resetAfterMs = waitMs(s, lim, i, r, lim.limit, 0) + behind;
+    denialWaits(s, lim, i, r, cost, behind, out);
   }
+}
+
+/**
+ * A denial's retryAfterMs (the earliest wait after which `cost` fits) and resetAfterMs (after
+ * which the whole limit fits), with no other requests. The count never grows with time, so both
+ * are exact: retrying after them succeeds. One walk over at most `buckets + 2` sub-windows serves
+ * both (the reset never comes before the retry, so the walk ends at the reset); before, each was
+ * a walk of its own. ratekeeper.lua's waitMs walks them the same way, once for each.
+ */
+function denialWaits(s: LimitState, lim: ResolvedLimit, i: number, r: number, cost: number, behind: number, out: Outcome): void {
+  const B = lim.buckets;
+  const S = lim.windowMs / B;
+  let full = 0;
+  for (let j = i - B + 1; j <= i; j++) full += countOf(s, lim, j);
+  let retry = -1;
+  for (let k = 0; k <= B + 1; k++) {
+    const cur = i + k;
+    const oldest = countOf(s, lim, cur - B); // left the fully counted range; now the partial one
+    if (k > 0) full -= oldest;
+    const from = k === 0 ? r : 0;
+    const partial = lim.weighted ? oldest : 0;
+    if (retry < 0) retry = fitsAt(lim.limit - cost - full, partial, S, cur, from, i, r);
+    const reset = fitsAt(-full, partial, S, cur, from, i, r);
+    if (reset >= 0) {
+      out.retryAfterMs = retry + behind;
+      out.resetAfterMs = reset + behind;
+      return;
+    }
+  }
+  out.retryAfterMs = (B + 1) * S - r + behind; // unreachable: after B+1 sub-windows nothing is counted
+  out.resetAfterMs = out.retryAfterMs;
+}
+
+/**
+ * One step of the walk: the wait until sub-window `cur` (from offset `from`) when `need` units
+ * are free there, counting `partial` units of the sub-window leaving (weighted), else -1.
+ * floor(partial * (S - x) / S) <= need  <=>  x >= S - floor(((need + 1) * S - 1) / partial)
+ */
+function fitsAt(need: number, partial: number, S: number, cur: number, from: number, i: number, r: number): number {
+  if (need < 0) return -1;
+  if (partial === 0) return cur * S + from - (i * S + r);
+  const x = Math.max(from, S - Math.floor(((need + 1) * S - 1) / partial));
+  return x < S ? cur * S + x - (i * S + r) : -1;
 }
 
 /** Cost admitted in sub-window `j` (0 for sub-windows not in the ring). */
@@ -106,35 +149,6 @@ function usedAt(s: LimitState, lim: ResolvedLimit, i: number, r: number, extra: 
     used += Math.floor((countOf(s, lim, i - B) * (S - r)) / S);
   }
   return used;
-}
-
-/**
- * The earliest wait (ms) after which `cost` fits, with `extra` units added to the current
- * sub-window `i` and no other requests. The count never grows with time, so this is exact:
- * retrying after it succeeds. Walks at most `buckets + 1` sub-windows.
- */
-function waitMs(s: LimitState, lim: ResolvedLimit, i: number, r: number, cost: number, extra: number): number {
-  const B = lim.buckets;
-  const S = lim.windowMs / B;
-  // Sum of the fully counted sub-windows i-B+1 .. i (with extra), shifted forward one at a time.
-  let full = extra;
-  for (let j = i - B + 1; j <= i; j++) full += countOf(s, lim, j);
-  for (let k = 0; k <= B + 1; k++) {
-    const cur = i + k;
-    if (k > 0) {
-      const leaving = cur - B; // left the fully counted range; now the partial one
-      full -= countOf(s, lim, leaving) + (leaving === i ? extra : 0);
-    }
-    const need = lim.limit - cost - full;
-    if (need < 0) continue;
-    const from = k === 0 ? r : 0;
-    const partial = lim.weighted ? countOf(s, lim, cur - B) + (cur - B === i ? extra : 0) : 0;
-    if (partial === 0) return cur * S + from - (i * S + r);
-    // floor(partial * (S - x) / S) <= need  <=>  x >= S - floor(((need + 1) * S - 1) / partial)
-    const x = Math.max(from, S - Math.floor(((need + 1) * S - 1) / partial));
-    if (x < S) return cur * S + x - (i * S + r);
-  }
-  return (B + 1) * S - r; // unreachable: after B+1 sub-windows nothing is counted
 }
 
 /** Moves the ring forward to sub-window `i`, clearing the sub-windows skipped. */
