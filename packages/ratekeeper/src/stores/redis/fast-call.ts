@@ -10,11 +10,15 @@ import type { RedisStore } from "./store.js";
 /**
  * The fast path's constants for a limiter's script (written into it: script-source.ts), or
  * undefined when its lone decisions cannot take the fast path (ratekeeper.lua, modes "C"/"P"):
- * one limit with a two-number state, on a client that can return raw bytes.
+ * one limit with a two-number state or a sliding window, on a client that can return raw bytes.
  */
 export function fastConsts(limits: readonly ResolvedLimit[], store: RedisStore): FastConsts | undefined {
   const l0 = limits[0] as ResolvedLimit;
   if (limits.length !== 1 || !FAST_ALGORITHMS.has(l0.algorithm) || store.opts.shim.evalshaBuffer === undefined) return undefined;
+  if (l0.algorithm === "sliding-window") {
+    // "w" weighted, "v" not; the capacity slot carries the sub-window count.
+    return { limit: l0.limit, windowMs: l0.windowMs, kind: l0.weighted ? "w" : "v", capacity: l0.buckets, minTtlMs: store.minTtlMs };
+  }
   const kind = l0.algorithm !== "fixed-window" ? (l0.shape ? "s" : "b") : l0.alignFirst ? "F" : counterFits(l0, store.minTtlMs) ? "n" : "f";
   return { limit: l0.limit, windowMs: l0.windowMs, kind, capacity: l0.capacity, minTtlMs: store.minTtlMs };
 }

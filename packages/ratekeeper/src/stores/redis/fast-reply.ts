@@ -3,8 +3,8 @@ import type { Outcome } from "../../core/decision.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import { counterState } from "./counter.js";
 
-/** Algorithms whose state is two numbers (a, b): the script's fast path serves them. */
-export const FAST_ALGORITHMS: ReadonlySet<string> = new Set(["fixed-window", "token-bucket", "leaky-bucket", "gcra"]);
+/** Algorithms the script's fast path serves: those whose state is two numbers (a, b), and the sliding window (a and its ring). */
+export const FAST_ALGORITHMS: ReadonlySet<string> = new Set(["fixed-window", "token-bucket", "leaky-bucket", "gcra", "sliding-window"]);
 
 /**
  * The outcome of a fast-path call (ratekeeper.lua, modes "C" and "P"), from the state the script
@@ -16,6 +16,7 @@ export const FAST_ALGORITHMS: ReadonlySet<string> = new Set(["fixed-window", "to
  * @throws Error when the value is not a state the script writes
  */
 export function fastOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome, maxDelayMs?: number): void {
+  if (lim.algorithm === "sliding-window") return windowOutcome(raw, lim, nowMs, cost, out);
   const s: LimitState = { a: 0, b: 0, ring: null };
   if (typeof raw === "number") counterState(raw, nowMs, lim, s);
   else if (raw !== null && raw !== undefined) {
@@ -29,4 +30,24 @@ export function fastOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cos
     } else throw new Error(`a state of ${raw.length} bytes`);
   }
   ALGORITHM_IMPLS[lim.algorithm].check(s, nowMs, cost, lim, out, maxDelayMs);
+}
+
+/**
+ * The sliding window's outcome from its state as the script stored it (ratekeeper.lua encode():
+ * `a`, then `buckets + 1` counts, as 6-byte integers or, when one is not a whole number below
+ * 2^47, as doubles), or null for a fresh key.
+ */
+function windowOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome): void {
+  const n = lim.buckets + 2;
+  const ring = new Float64Array(lim.buckets + 1);
+  const s: LimitState = { a: 0, b: 0, ring };
+  if (raw !== null && raw !== undefined) {
+    if (!Buffer.isBuffer(raw)) throw new Error(`expected the state as bytes, got ${typeof raw}`);
+    const width = raw.length === 6 * n ? 6 : raw.length === 8 * n ? 8 : 0;
+    if (width === 0) throw new Error(`a state of ${raw.length} bytes`);
+    const read = (k: number) => (width === 6 ? raw.readIntLE(6 * k, 6) : raw.readDoubleLE(8 * k));
+    s.a = read(0);
+    for (let j = 0; j <= lim.buckets; j++) ring[j] = read(j + 1);
+  }
+  ALGORITHM_IMPLS["sliding-window"].check(s, nowMs, cost, lim, out);
 }

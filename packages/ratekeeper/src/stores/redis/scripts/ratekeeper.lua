@@ -69,7 +69,8 @@ Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fr
 -- less CPU per decision and the client about 1 us (docs/benchmarks/redis.md). They are: limit;
 -- W, windowMs; kind: "f" fixed-window (clock-aligned), "n" the same in the counter layout (one
 -- INCRBY per decision in a window; replies with an integer), "F" fixed-window (first-request),
--- "b" bucket, "s" shaping bucket (leaky bucket, mode "shape"); capacity (units); minTtl, minTtlMs.
+-- "b" bucket, "s" shaping bucket (leaky bucket, mode "shape"), "w" sliding window (weighted),
+-- "v" sliding window (not weighted); capacity (units; for "w"/"v" the sub-window count); minTtl, minTtlMs.
 -- Decides and writes exactly as fixed-window.ts / bucket.ts decide() and the general code below,
 -- but inline: no per-call closures or tables. It replies with the state it decided on: the key's
 -- raw value before this call, or nil for a fresh key. The store computes the decision's numbers
@@ -81,6 +82,71 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
   -- One decision on `key`: consume (else peek) `cost` at `now`; maxDelayArg: ARGV text of the
   -- longest wait for a shaping bucket ("" or nil: no bound). Returns the state it decided on.
   local function one(key, now, cost, consume, maxDelayArg)
+    if kind == "w" or kind == "v" then
+      -- sliding-window.ts decide(), kind "w" weighted, "v" not; `capacity` is the sub-window
+      -- count B. Only whether it admits, and the state it writes: the store computes the
+      -- waits from the state replied (so no walk here). State: a, then B + 1 counts, as encode().
+      local B = capacity
+      local M = B + 1
+      local raw = redis.call("GET", key)
+      local a, ring = 0, {}
+      if raw then
+        local v
+        if #raw == 6 * (M + 1) then
+          v = { struct.unpack("<" .. string.rep("i6", M + 1), raw) }
+        else
+          v = { struct.unpack("<" .. string.rep("d", M + 1), raw) }
+        end
+        a = v[1]
+        for j = 1, M do ring[j] = v[j + 1] end
+      else
+        for j = 1, M do ring[j] = 0 end
+      end
+      local S = W / B
+      local atMs = now
+      if a * S > atMs then atMs = a * S end
+      local r = atMs % S
+      local i = (atMs - r) / S
+      -- countOf(j) is ring[j % M + 1] for a - B <= j <= a, j >= 0, else 0.
+      local used = 0
+      for j = i - B + 1, i do
+        if j <= a and j >= a - B and j >= 0 then used = used + ring[j % M + 1] end
+      end
+      if kind == "w" then
+        local j = i - B
+        if j <= a and j >= a - B and j >= 0 then used = used + math.floor(ring[j % M + 1] * (S - r) / S) end
+      end
+      if consume and used + cost <= limit then
+        -- resetAfterMs of the admission (sliding-window.ts), for the TTL.
+        local p = cost
+        if i <= a and i >= a - B and i >= 0 then p = p + ring[i % M + 1] end
+        local reset = W - r + atMs - now
+        if kind == "w" then reset = reset + S - math.floor((S - 1) / p) end
+        -- advance(i), then count the cost in sub-window i
+        if i > a then
+          if i - a >= M then
+            for j = 1, M do ring[j] = 0 end
+          else
+            for j = a + 1, i do ring[j % M + 1] = 0 end
+          end
+          a = i
+        end
+        ring[i % M + 1] = ring[i % M + 1] + cost
+        local vals, whole = { a }, a >= 0 and a < 140737488355328 and math.floor(a) == a
+        for j = 1, M do
+          local c = ring[j]
+          vals[j + 1] = c
+          if not (c >= 0 and c < 140737488355328 and math.floor(c) == c) then whole = false end
+        end
+        local fmt = "d"
+        if whole then fmt = "i6" end
+        local ttl = minTtl
+        if reset > ttl then ttl = reset end
+        if ttl < 1 then ttl = 1 end
+        redis.call("SET", key, struct.pack("<" .. string.rep(fmt, M + 1), unpack(vals)), "PX", ttl)
+      end
+      return raw
+    end
     if kind == "n" then
       -- A clock-aligned fixed window in the counter layout (stores/redis/counter.ts): the value is
       -- tag * SPAN + count. Replies with the value the decision saw (the store reads the state
