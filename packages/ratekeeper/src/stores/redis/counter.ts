@@ -55,7 +55,7 @@ export function counterState(value: number, nowMs: number, lim: ResolvedLimit, s
   const tag = Math.floor(value / COUNTER_SPAN);
   if (tag < 1) return;
   const W = lim.windowMs;
-  const w = (nowMs - (nowMs - Math.floor(nowMs / W) * W)) / W;
+  const w = Math.floor(nowMs / W); // the clock's window index (exact: integers below 2^53)
   const here = w - Math.floor(w / COUNTER_TAGS) * COUNTER_TAGS + 1;
   let d = (tag - here) % COUNTER_TAGS;
   if (d < 0) d += COUNTER_TAGS;

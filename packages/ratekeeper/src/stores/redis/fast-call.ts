@@ -32,10 +32,11 @@ export interface FastItem {
 }
 
 /**
- * One decision on one two-number limit by the script's fast path: a compact ARGV (mode, time,
- * cost; the limit's constants are written into the limiter's own script), and a reply that is
- * the state the script decided on (its bytes, or the counter layout's integer), from which
- * `check` gives the outcome (fast-reply.ts) with the memory store's arithmetic.
+ * Decisions on one limit (a two-number state, or a sliding window) by the script's fast path: a
+ * compact ARGV (mode, time, cost; the limit's constants are written into the limiter's own
+ * script), and a reply that is the state the script decided on (its bytes, or the counter
+ * layout's integer), from which `check` gives the outcome (fast-reply.ts) with the memory store's
+ * arithmetic. One decision goes as modes "C"/"P"; a batch as mode "B", one key per decision.
  *
  * The call is one chain of promises (the breaker's exchange, the script call), with no async
  * function in between: with hundreds of decisions in flight, every suspended async frame and
@@ -79,12 +80,7 @@ export class FastCall {
       ? [mode, String(now), String(cost), maxDelayMs === undefined ? "" : String(maxDelayMs)]
       : [mode, String(now), String(cost)];
     const late = (raw: unknown): void => {
-      if (!consume) return;
-      try {
-        if (this.read(raw, now, cost, maxDelayMs).allowed) onLateAdmit();
-      } catch {
-        // a reply that cannot be read: nothing known to give back
-      }
+      if (consume && this.admitted(raw, now, cost, maxDelayMs)) onLateAdmit();
     };
     return this.store.exchange(lane, () => this.store.run(lane, this.script, keys, args, true), 1, late);
   }
@@ -103,15 +99,19 @@ export class FastCall {
     const late = (reply: unknown): void => {
       if (!Array.isArray(reply) || reply.length !== batch.length) return;
       batch.forEach((b, i) => {
-        if (!b.consume) return;
-        try {
-          if (this.read(reply[i], b.now, b.cost, b.maxDelayMs).allowed) onLateAdmit(i);
-        } catch {
-          // a reply that cannot be read: nothing known to give back
-        }
+        if (b.consume && this.admitted(reply[i], b.now, b.cost, b.maxDelayMs)) onLateAdmit(i);
       });
     };
     return this.store.exchange(lane, () => this.store.run(lane, this.script, keys, args, true), batch.length, late);
+  }
+
+  /** Whether a late reply admitted (and charged) its consume; false for a reply that cannot be read (nothing known to give back). */
+  private admitted(raw: unknown, now: number, cost: number, maxDelayMs: number | undefined): boolean {
+    try {
+      return this.read(raw, now, cost, maxDelayMs).allowed;
+    } catch {
+      return false;
+    }
   }
 
   /**

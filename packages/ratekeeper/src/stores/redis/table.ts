@@ -49,7 +49,7 @@ export class RedisTable implements BoundStore {
     this.single = limits.length === 1;
     this.n = limits.length;
     this.minCapacity = Math.min(...limits.map((l) => l.capacity));
-    // One limit with a two-number state, on a client that can return raw bytes: the script's fast path.
+    // One limit with a two-number state or a sliding window, on a client that can return raw bytes: the script's fast path.
     const fast = fastConsts(limits, store);
     this.script = loadScript(
       "ratekeeper",

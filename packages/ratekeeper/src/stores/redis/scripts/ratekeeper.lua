@@ -55,6 +55,11 @@ algorithms are kept, since Lua creates every `local function` closure on every c
 Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fresh one after it.
 ]]
 
+-- The fixed window's counter layout (stores/redis/counter.ts: COUNTER_SPAN, COUNTER_TAGS,
+-- COUNTER_HALF): value = tag * C_SPAN + count; tag differences 1..C_HALF are later windows. Used by
+-- the fast path and by the general code below.
+local C_SPAN, C_TAGS, C_HALF = 549755813888, 16383, 8191
+
 --[[@if fast-pair]]
 -- ---------------------------------------------------------------- fast path
 -- One decision on one limit whose state is two numbers (fixed-window, token/leaky bucket, gcra),
@@ -149,27 +154,26 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
     end
     if kind == "n" then
       -- A clock-aligned fixed window in the counter layout (stores/redis/counter.ts): the value is
-      -- tag * SPAN + count. Replies with the value the decision saw (the store reads the state
+      -- tag * C_SPAN + count. Replies with the value the decision saw (the store reads the state
       -- from it with counterState), 0 for a fresh window.
-      local SPAN, TAGS = 549755813888, 16383
       local w = (now - now % W) / W
-      local here = w % TAGS + 1
+      local here = w % C_TAGS + 1
       if not consume then
         local v = tonumber(redis.call("GET", key) or "0")
         return v
       end
       -- One INCRBY decides when the key counts this window (or a later one, for a lagging clock).
       local n = redis.call("INCRBY", key, cost)
-      local tag = math.floor(n / SPAN)
-      if tag >= 1 and (tag - here) % TAGS <= 8191 then
-        local count = n - tag * SPAN
+      local tag = math.floor(n / C_SPAN)
+      if tag >= 1 and (tag - here) % C_TAGS <= C_HALF then
+        local count = n - tag * C_SPAN
         if count > limit then
           if count - cost < limit then
             -- Denied, but a smaller request could still fit: take this one back.
             redis.call("DECRBY", key, cost)
-          elseif count >= SPAN / 2 then
-            -- A flood of denials: fold the count back to "all spent" long before it reaches SPAN.
-            redis.call("SET", key, string.format("%.0f", tag * SPAN + limit), "KEEPTTL")
+          elseif count >= C_SPAN / 2 then
+            -- A flood of denials: fold the count back to "all spent" long before it reaches C_SPAN.
+            redis.call("SET", key, string.format("%.0f", tag * C_SPAN + limit), "KEEPTTL")
           end
         end
         return n - cost
@@ -183,7 +187,7 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
         reply = 0
         if start < 0 then start = 0 end
       end
-      redis.call("SET", key, string.format("%.0f", ((start / W) % TAGS + 1) * SPAN + cost), "PX", start + W - now + minTtl)
+      redis.call("SET", key, string.format("%.0f", ((start / W) % C_TAGS + 1) * C_SPAN + cost), "PX", start + W - now + minTtl)
       return reply
     end
     local raw = redis.call("GET", key)
@@ -323,11 +327,9 @@ local function fwRefund(s, L)
 end
 
 -- The counter layout of a clock-aligned fixed window (stores/redis/counter.ts): one integer,
--- tag * SPAN + count, tag = (window start / windowMs) mod TAGS + 1. A tag 0 to HALF windows
+-- tag * C_SPAN + count, tag = (window start / windowMs) mod C_TAGS + 1. A tag 0 to C_HALF windows
 -- after the current one is the state (count capped at the limit: denials may have added to it);
--- any other tag is a window that is over, read as the fresh state.
-local C_SPAN, C_TAGS, C_HALF = 549755813888, 16383, 8191
-
+-- any other tag is a window that is over (a = -inf: it counts nothing, the window is the clock's).
 local function ctrDecode(s, L, raw)
   local v = tonumber(raw)
   local tag = floor(v / C_SPAN)
