@@ -3,7 +3,7 @@
 // measured in the same run against the same throw-away redis-server, over one ioredis connection
 // each (default options: no auto-pipelining).
 //
-// Usage: node bench/redis.js [--runs 3] [--seconds 1.5] [--only <substring>] [--markdown]
+// Usage: node bench/redis.js [--runs 3] [--seconds 1.5] [--only <substring>[|<substring>...]] [--markdown]
 //        (or `npm run bench -- redis`, which builds first)
 //
 // Ours run with the defaults (batch: true on a single Redis: decisions that wait while two script
@@ -42,7 +42,8 @@ const opt = (name, dflt) => {
 };
 const RUNS = Number(opt("--runs", process.env.BENCH_RUNS ?? 3));
 const SECONDS = Number(opt("--seconds", 1.5));
-const ONLY = opt("--only", "");
+/** Implementations whose name contains any of these ("|"-separated). */
+const ONLY = opt("--only", "").split("|");
 const MARKDOWN = args.includes("--markdown");
 
 /** Two cores or more: redis-server on CPU 1 and this process on CPU 0 (taskset), so they never share one. */
@@ -222,7 +223,7 @@ return {0, limit - count, endsIn, endsIn, 0}`,
       return async (key) => (await client.rkNoop(key)) === 1;
     },
   },
-].filter((i) => i.name.includes(ONLY));
+].filter((i) => ONLY.some((o) => i.name.includes(o)));
 
 // ------------------------------------------------------------------ driver
 async function drive(call, keys, inflight, ms) {

@@ -11,6 +11,7 @@ import { RateLimitConfigError, RateLimiter, type LimitSpec } from "../src/index.
 import { createHash } from "node:crypto";
 import { RedisStore, type RedisStoreOptions } from "../src/stores/redis/index.js";
 import { loadScript, SECTIONS_OF } from "../src/stores/redis/scripts.js";
+import { PIPELINE_CHUNK } from "../src/stores/redis/pipeline.js";
 
 let seq = 0;
 const ns = () => `st${++seq}`;
@@ -216,6 +217,38 @@ describeRedis("RedisStore", () => {
         });
         expect(pipelines).toBe(1);
         expect(d.evalsha).toBe(8);
+      } finally {
+        own.disconnect();
+      }
+    });
+
+    it("a turn's script calls go out in chunks of PIPELINE_CHUNK, the first while the turn goes on, in order", async () => {
+      const own = new Redis(redis.port, redis.host);
+      try {
+        const limiter = new RateLimiter({
+          algorithm: "fixed-window",
+          limit: 2 * PIPELINE_CHUNK,
+          window: 60_000,
+          store: new RedisStore({ client: own, failure: "throw", timeoutMs: 10_000, batch: false }),
+          namespace: ns(),
+          clock: () => 1_700_000_000_000,
+        });
+        await limiter.consume("warm");
+        const sizes: number[] = [];
+        const orig = own.pipeline.bind(own);
+        (own as unknown as { pipeline: typeof own.pipeline }).pipeline = (...a: Parameters<typeof own.pipeline>) => {
+          sizes.push((a[0] as unknown[]).length);
+          return orig(...a);
+        };
+        const n = 2 * PIPELINE_CHUNK + 6;
+        const pending = Array.from({ length: n }, () => limiter.consume("k"));
+        // The full chunks were handed to ioredis before the turn ended.
+        expect(sizes).toEqual([PIPELINE_CHUNK, PIPELINE_CHUNK]);
+        const ds = await Promise.all(pending);
+        expect(sizes).toEqual([PIPELINE_CHUNK, PIPELINE_CHUNK, 6]);
+        // In order: the first 2 x CHUNK admitted (remaining counting down), the last 6 denied.
+        expect(ds.map((x) => x.remaining)).toEqual(Array.from({ length: n }, (_, i) => Math.max(0, 2 * PIPELINE_CHUNK - 1 - i)));
+        expect(ds.filter((x) => x.allowed)).toHaveLength(2 * PIPELINE_CHUNK);
       } finally {
         own.disconnect();
       }
