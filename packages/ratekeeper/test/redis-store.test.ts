@@ -267,8 +267,8 @@ describeRedis("RedisStore", () => {
     });
 
     it("sliding log: O(1) reads per decision in steady traffic, whatever the limit (no sorted set)", async () => {
-      const perDecision: Record<number, number> = {};
-      for (const limit of [10, 10_000]) {
+      const perDecision: Record<number, Record<string, number>> = {};
+      for (const limit of [10, 128, 129, 10_000]) {
         const clock = { now: 5_000_000 };
         const limiter = mk({ algorithm: "sliding-log", limit, window: limit * 2 }, { minTtlMs: 600_000 }, () => clock.now);
         // Warm up past one full window: the ring is full and wraps.
@@ -283,12 +283,47 @@ describeRedis("RedisStore", () => {
           }
         });
         expect(Object.keys(d).some((c) => c.startsWith("z"))).toBe(false);
-        perDecision[limit] = ((d.getrange ?? 0) + (d.setrange ?? 0)) / 100;
+        perDecision[limit] = Object.fromEntries(Object.entries(d).map(([c, v]) => [c, v / 100]));
       }
-      // Header read + one ranged read of the window's edge + entry write + header write (a few more
-      // reads where a small ring wraps): the same for a log of 10 and of 10000.
-      expect(perDecision[10]).toBeLessThanOrEqual(5);
-      expect(perDecision[10_000]).toBeLessThanOrEqual(5);
+      // Up to 128 units (LOG_FAST_MAX), the fast path: the whole value (at most 1,048 bytes) read
+      // once and written once, nothing else.
+      for (const limit of [10, 128]) expect(perDecision[limit]).toEqual({ evalsha: 1, get: 1, set: 1 });
+      // Larger logs, the general code: header read + one ranged read of the window's edge + entry
+      // write + header write (a few more reads where a small ring wraps): the same for 129 and 10000.
+      for (const limit of [129, 10_000]) {
+        const d = perDecision[limit] as Record<string, number>;
+        expect((d.getrange ?? 0) + (d.setrange ?? 0), String(limit)).toBeLessThanOrEqual(5);
+        expect(d.get, String(limit)).toBeUndefined();
+      }
+    });
+
+    it("sliding log: keys the general code wrote (all logs before the fast path) decide the same on the fast path", async () => {
+      // The general code's layout is the fast path's: write a log with it (several limits' code,
+      // one limit here), then go on with a fast-path limiter on the same key, next to a memory store.
+      const spec = { algorithm: "sliding-log" as const, limit: 5, window: 1000 };
+      const clock = { now: 7_000_000 };
+      const namespace = ns();
+      const fast = mk(spec, { minTtlMs: 600_000 }, () => clock.now, namespace);
+      const mem = new RateLimiter({ ...spec, clock: () => clock.now, namespace });
+      const general = loadScript("ratekeeper", SECTIONS_OF["sliding-log"] as string[]);
+      const key = `rk:{${namespace}:k}`;
+      const steps = [0, 10, 10, 300, 0, 0, 200, 1, 400, 0, 99, 1, 0];
+      for (const [i, dt] of steps.entries()) {
+        clock.now += dt;
+        const cost = 1 + (i % 3);
+        // minTtl, N, then sliding-log (id 1), limit, windowMs, capacity, buckets, weighted, alignFirst, shape; mode, now, cost
+        const argv = ["600000", "1", "1", "5", "1000", "5", "1", "0", "0", "0", "c", String(clock.now), String(cost)];
+        const reply = (await admin
+          .evalsha(general.sha, 1, key, ...argv)
+          .catch(() => admin.eval(general.source, 1, key, ...argv))) as number[];
+        expect(reply[0], `general step ${i}`).toBe((await mem.consume("k", cost)).allowed ? 1 : 0);
+      }
+      for (const [i, dt] of [...steps, 1000, 0, 5, 500].entries()) {
+        clock.now += dt;
+        const cost = 1 + (i % 4);
+        expect(await fast.consume("k", cost), `fast step ${i}`).toEqual(await mem.consume("k", cost));
+        expect(await fast.peek("k", 2), `peek ${i}`).toEqual(await mem.peek("k", 2));
+      }
     });
   });
 

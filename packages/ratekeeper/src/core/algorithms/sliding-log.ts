@@ -1,3 +1,5 @@
+import type { Outcome } from "../decision.js";
+import type { ResolvedLimit } from "../options.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -24,27 +26,14 @@ export const slidingLog: Algorithm = {
 
   check(s, nowMs, cost, lim, out) {
     const L = lim.limit;
-    const C = (s.ring as Float64Array).length;
+    const ring = s.ring as Float64Array;
+    const C = ring.length;
     const cutoff = nowMs - lim.windowMs; // a unit logged at t <= cutoff is outside the window
     const free = freeUnits(s, L, cutoff);
-    out.delayMs = 0;
-    if (free >= cost) {
-      out.allowed = true;
-      out.remaining = free - cost;
-      out.retryAfterMs = 0;
-      // The units logged now are the last to leave. commit() logs them at the newest time seen
-      // when the clock has stepped back, so count from there: the store expires the key on this.
-      const newest = s.a > 0 ? ((s.ring as Float64Array)[(s.a - 1) % C] as number) : nowMs;
-      out.resetAfterMs = Math.max(newest - nowMs, 0) + lim.windowMs;
-      return;
-    }
-    // The cost-th oldest unit is inside the window: room comes when it leaves.
-    const decider = (s.ring as Float64Array)[(s.a - L + cost - 1) % C] as number;
-    const newest = (s.ring as Float64Array)[(s.a - 1) % C] as number;
-    out.allowed = false;
-    out.remaining = free;
-    out.retryAfterMs = decider + lim.windowMs - nowMs;
-    out.resetAfterMs = newest + lim.windowMs - nowMs;
+    const newest = s.a > 0 ? (ring[(s.a - 1) % C] as number) : nowMs;
+    // Denied: the cost-th oldest unit is inside the window, and room comes when it leaves.
+    const decider = free >= cost ? 0 : (ring[(s.a - L + cost - 1) % C] as number);
+    logOutcome(free, newest, decider, nowMs, cost, lim, out);
   },
 
   consume(s, nowMs, cost, lim, out) {
@@ -87,6 +76,37 @@ export const slidingLog: Algorithm = {
     s.a = n;
   },
 };
+
+/**
+ * A check's outcome from the three numbers it reads of the log: `free`, the units that could be
+ * admitted now ({@link freeUnits}); `newest`, the time of the newest unit (`nowMs` for an empty
+ * log); `decider`, when `free < cost`, the time of the cost-th oldest unit of the ring. Shared
+ * with the Redis store, whose script finds these numbers in the key and replies with them.
+ */
+export function logOutcome(
+  free: number,
+  newest: number,
+  decider: number,
+  nowMs: number,
+  cost: number,
+  lim: ResolvedLimit,
+  out: Outcome,
+): void {
+  out.delayMs = 0;
+  if (free >= cost) {
+    out.allowed = true;
+    out.remaining = free - cost;
+    out.retryAfterMs = 0;
+    // The units logged now are the last to leave. commit() logs them at the newest time seen
+    // when the clock has stepped back, so count from there: the store expires the key on this.
+    out.resetAfterMs = Math.max(newest - nowMs, 0) + lim.windowMs;
+    return;
+  }
+  out.allowed = false;
+  out.remaining = free;
+  out.retryAfterMs = decider + lim.windowMs - nowMs;
+  out.resetAfterMs = newest + lim.windowMs - nowMs;
+}
 
 /** Slots of a new key's ring (64 bytes: V8 keeps a typed array this small inside the JS heap). */
 export const FIRST_CAPACITY = 8;

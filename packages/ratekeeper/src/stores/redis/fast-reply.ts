@@ -1,22 +1,42 @@
 import { ALGORITHM_IMPLS, type LimitState } from "../../core/algorithms/index.js";
 import type { Outcome } from "../../core/decision.js";
 import type { ResolvedLimit } from "../../core/options.js";
+import { logOutcome } from "../../core/algorithms/sliding-log.js";
 import { counterState } from "./counter.js";
 
-/** Algorithms the script's fast path serves: those whose state is two numbers (a, b), and the sliding window (a and its ring). */
-export const FAST_ALGORITHMS: ReadonlySet<string> = new Set(["fixed-window", "token-bucket", "leaky-bucket", "gcra", "sliding-window"]);
+/**
+ * Algorithms the script's fast path serves: those whose state is two numbers (a, b), the sliding
+ * window (a and its ring), and the sliding log of limits up to {@link LOG_FAST_MAX}.
+ */
+export const FAST_ALGORITHMS: ReadonlySet<string> = new Set([
+  "fixed-window",
+  "token-bucket",
+  "leaky-bucket",
+  "gcra",
+  "sliding-window",
+  "sliding-log",
+]);
+
+/**
+ * The largest sliding-log limit whose decisions take the fast path (kind "l"), which reads and
+ * rewrites the key's whole value (24 + 8 * limit bytes at most) with one GET and one SET. Larger
+ * logs keep the general code, which reads and writes only the slots a decision needs.
+ */
+export const LOG_FAST_MAX = 128;
 
 /**
  * The outcome of a fast-path call (ratekeeper.lua, modes "C" and "P"), from the state the script
  * decided on: the key's value before the call (12 bytes: two 6-byte little-endian integers; 16:
  * two doubles) or null for a fresh key; in the counter layout (kind "n", counter.ts), the integer
- * value the decision saw. The script decided with the same arithmetic as
+ * value the decision saw; for the sliding log (kind "l"), not its state but the numbers check()
+ * reads of it (logReply). The script decided with the same arithmetic as
  * `check` (and wrote `commit`'s state when it admitted), so `check` on that state at the same
  * time and cost gives the very numbers the general path's reply would carry.
  * @throws Error when the value is not a state the script writes
  */
 export function fastOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome, maxDelayMs?: number): void {
   if (lim.algorithm === "sliding-window") return windowOutcome(raw, lim, nowMs, cost, out);
+  if (lim.algorithm === "sliding-log") return logReply(raw, lim, nowMs, cost, out);
   const s: LimitState = { a: 0, b: 0, ring: null };
   if (typeof raw === "number") counterState(raw, nowMs, lim, s);
   else if (raw !== null && raw !== undefined) {
@@ -50,4 +70,16 @@ function windowOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: nu
     for (let j = 0; j <= lim.buckets; j++) ring[j] = read(j + 1);
   }
   ALGORITHM_IMPLS["sliding-window"].check(s, nowMs, cost, lim, out);
+}
+
+/**
+ * The sliding log's outcome from the fast path's reply (ratekeeper.lua kind "l"): the integer
+ * `free` (an admission whose newest unit is not ahead of now), or [free, newest, decider], the
+ * numbers sliding-log.ts check() reads of the log, which the script read of the key.
+ */
+function logReply(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome): void {
+  if (typeof raw === "number") return logOutcome(raw, nowMs, 0, nowMs, cost, lim, out);
+  if (!Array.isArray(raw) || raw.length !== 3 || !raw.every((x) => typeof x === "number"))
+    throw new Error(`expected the log's numbers, got ${typeof raw}`);
+  logOutcome(raw[0] as number, raw[1] as number, raw[2] as number, nowMs, cost, lim, out);
 }

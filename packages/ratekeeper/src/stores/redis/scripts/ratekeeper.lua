@@ -48,7 +48,8 @@ State, one string per limit (LimitState {a, b, ring} of core/algorithms/types.ts
   predecessors were all outside the window at the last commit), newest (timestamp of unit n-1);
   then ring slot j (timestamp of unit p, j = p mod limit) at byte 24 + 8*j. Only the slots a
   decision needs are read (GETRANGE) and written (SETRANGE): no sorted set, O(1) calls in the
-  steady state, O(log limit) at worst.
+  steady state, O(log limit) at worst. (A lone decision on a limit of up to 128 units takes the
+  fast path instead, which reads and writes the whole value, in the same layout.)
 A key that does not exist is the fresh state (a = 0, b = 0, empty ring).
 Built per limiter (scripts.ts): only the "@if <section>" ... "@end" blocks below for its
 algorithms are kept, since Lua creates every `local function` closure on every call.
@@ -63,7 +64,7 @@ local C_SPAN, C_TAGS, C_HALF = 549755813888, 16383, 8191
 --[[@if fast-pair]]
 -- ---------------------------------------------------------------- fast path
 -- One decision on one limit whose state is two numbers (fixed-window, token/leaky bucket, gcra),
--- with the time given. Its own compact ARGV, told apart by ARGV[1] (a mode letter, where the
+-- a sliding window or a small sliding log, with the time given. Its own compact ARGV, told apart by ARGV[1] (a mode letter, where the
 -- general layout has a number):
 --   ARGV[1] "C" consume or "P" peek; ARGV[2] nowMs; ARGV[3] cost; with "s" only, ARGV[4]
 --   maxDelayMs (integer ms, or "" for no bound). Or ARGV[1] "B": a batch of such decisions,
@@ -75,7 +76,8 @@ local C_SPAN, C_TAGS, C_HALF = 549755813888, 16383, 8191
 -- W, windowMs; kind: "f" fixed-window (clock-aligned), "n" the same in the counter layout (one
 -- INCRBY per decision in a window; replies with an integer), "F" fixed-window (first-request),
 -- "b" bucket, "s" shaping bucket (leaky bucket, mode "shape"), "w" sliding window (weighted),
--- "v" sliding window (not weighted); capacity (units; for "w"/"v" the sub-window count); minTtl, minTtlMs.
+-- "v" sliding window (not weighted), "l" sliding log (limit <= 128; replies with numbers, not the
+-- state); capacity (units; for "w"/"v" the sub-window count); minTtl, minTtlMs.
 -- Decides and writes exactly as fixed-window.ts / bucket.ts decide() and the general code below,
 -- but inline: no per-call closures or tables. It replies with the state it decided on: the key's
 -- raw value before this call, or nil for a fresh key. The store computes the decision's numbers
@@ -87,6 +89,72 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
   -- One decision on `key`: consume (else peek) `cost` at `now`; maxDelayArg: ARGV text of the
   -- longest wait for a shaping bucket ("" or nil: no bound). Returns the state it decided on.
   local function one(key, now, cost, consume, maxDelayArg)
+    if kind == "l" then
+      -- sliding-log.ts check() and commit() on the whole value (limits of up to LOG_FAST_MAX =
+      -- 128 units, fast-reply.ts: at most 1,048 bytes), in the general code's layout (header
+      -- "<ddd" n, h, newest; slot j at byte 24 + 8*j), so keys are shared with it both ways:
+      -- one GET, one SET PX. The search for q (freeUnits) is slFirstInside's, from the hint.
+      -- Replies with the numbers the store's logOutcome (sliding-log.ts) needs: the integer
+      -- `free` for an admission whose newest unit is not ahead of now (the common case), else
+      -- {free, newest, decider}. (Larger values cost more this way than the general code's
+      -- ranges: 54 us against 15 at 1,000 units; likely the Lua garbage collector, whose work
+      -- grows with the bytes each call allocates.)
+      local raw = redis.call("GET", key)
+      local n, h, newest = 0, 0, now
+      if raw and #raw >= 24 then n, h, newest = struct.unpack("<ddd", raw) else raw = "" end
+      -- An empty log (fresh, or refunded to 0 by the general code, which leaves newest 0) has no newest unit.
+      if n == 0 then newest = now end
+      local cutoff = now - W
+      local lo, hi = n - limit, n
+      if lo < 0 then lo = 0 end
+      -- Position p's time is the double at byte 25 + 8 * (p % limit) (1-based for struct).
+      if h > lo and h <= n then
+        if struct.unpack("<d", raw, 25 + 8 * ((h - 1) % limit)) <= cutoff then lo = h else hi = h - 1 end
+      end
+      local step = 1
+      while lo < hi do
+        local p = lo + step - 1
+        if p > hi - 1 then p = hi - 1 end
+        if struct.unpack("<d", raw, 25 + 8 * (p % limit)) <= cutoff then
+          lo = p + 1
+          step = step * 2
+        else
+          hi = p
+          break
+        end
+      end
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        if struct.unpack("<d", raw, 25 + 8 * (mid % limit)) <= cutoff then lo = mid + 1 else hi = mid end
+      end
+      local free = lo - (n - limit)
+      if free < cost then
+        return { free, newest, (struct.unpack("<d", raw, 25 + 8 * ((n - limit + cost - 1) % limit))) }
+      end
+      if consume then
+        -- commit(): `cost` units at t = max(now, newest) from position n (slot s0), the ring
+        -- wrapping at most once; the string grows by exact amounts until it holds `limit` slots.
+        local t = now
+        if newest > t then t = newest end
+        local cell = struct.pack("<d", t)
+        local s0 = n % limit
+        local e = s0 + cost
+        local ttl = minTtl
+        if t - now + W > ttl then ttl = t - now + W end
+        if ttl < 1 then ttl = 1 end
+        -- One concatenation each way (every Lua string made here is garbage the next GC step pays for).
+        local head = struct.pack("<ddd", n + cost, lo, t)
+        local v
+        if e <= limit then
+          v = head .. string.sub(raw, 25, 24 + 8 * s0) .. string.rep(cell, cost) .. string.sub(raw, 25 + 8 * e)
+        else
+          v = head .. string.rep(cell, e - limit) .. string.sub(raw, 25 + 8 * (e - limit), 24 + 8 * s0) .. string.rep(cell, limit - s0)
+        end
+        redis.call("SET", key, v, "PX", ttl)
+      end
+      if newest > now then return { free, newest, 0 } end
+      return free
+    end
     if kind == "w" or kind == "v" then
       -- sliding-window.ts decide(), kind "w" weighted, "v" not; `capacity` is the sub-window
       -- count B. Only whether it admits, and the state it writes: the store computes the
