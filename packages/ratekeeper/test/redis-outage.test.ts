@@ -69,7 +69,7 @@ describeRedis("outage: a real redis-server fails under traffic", () => {
     return io;
   }
 
-  async function setup(policy: PolicyName, client?: RedisClientLike) {
+  async function setup(policy: PolicyName, client?: RedisClientLike, batch = true) {
     const c = client ?? (await ioredis());
     const failure: RedisFailurePolicy = policy === "insurance" ? { insurance: new MemoryStore() } : policy;
     const events: BreakerEvent[] = [];
@@ -81,6 +81,7 @@ describeRedis("outage: a real redis-server fails under traffic", () => {
       instances: 2, // "degraded": this process limits at LIMIT / 2 while Redis is down
       onStateChange: (e) => events.push(e),
       onError: (e) => errors.push(e),
+      batch,
     });
     cleanups.push(() => store.close());
     const limiter = new RateLimiter({
@@ -131,10 +132,16 @@ describeRedis("outage: a real redis-server fails under traffic", () => {
   const POLICIES: PolicyName[] = ["degraded", "open", "closed", "throw", "insurance"];
   const FAULTS: Fault[] = ["kill -9", "SIGSTOP", "stop and restart"];
 
-  for (const fname of FAULTS) {
-    describe(fname, () => {
+  // Unbatched (`batch: false`), each decision is its own script call in flight (fast-op.ts): the
+  // watchdog must give each up, and the late replies of a frozen server must be refunded.
+  const CASES: Array<[string, Fault, boolean]> = [
+    ...FAULTS.map((f): [string, Fault, boolean] => [f, f, true]),
+    ["SIGSTOP, batch: false", "SIGSTOP", false],
+  ];
+  for (const [title, fname, batch] of CASES) {
+    describe(title, () => {
       it.each(POLICIES)("failure %s", async (policy) => {
-        const { store, limiter, events } = await setup(policy);
+        const { store, limiter, events } = await setup(policy, undefined, batch);
         const before = await timed(limiter, "k", 5);
         expect(before.map((r) => r.d?.reason)).toEqual([undefined, undefined, undefined, undefined, undefined]);
 

@@ -42,6 +42,9 @@ export class Breakers {
     return new Promise<T>((resolve, reject) => {
       let answered = false;
       const call: WaitingCall = {
+        prev: undefined,
+        next: undefined,
+        listed: false,
         abandon(error) {
           if (answered) return;
           answered = true;
@@ -51,9 +54,7 @@ export class Breakers {
       const t0 = this.lanes.begin(lane, call);
       send().then(
         (value) => {
-          const t1 = this.lanes.end(lane, call);
-          this.roundTrip(t1 - t0, decisions);
-          this.transition(lane, lane.breaker.succeeded(), "Redis answered");
+          this.replied(lane, this.lanes.end(lane, call) - t0, decisions);
           if (answered) {
             if (onLate) onLate(value);
             return;
@@ -65,11 +66,23 @@ export class Breakers {
           this.lanes.end(lane, call);
           if (answered) return;
           answered = true;
-          this.transition(lane, lane.breaker.failed(false, performance.now()), e instanceof Error ? e.message : String(e));
-          reject(e instanceof Error ? e : new Error(String(e)));
+          const error = e instanceof Error ? e : new Error(String(e));
+          this.errored(lane, error);
+          reject(error);
         },
       );
     });
+  }
+
+  /** A reply (early or late) came on `lane` after `ms`, for a call carrying `decisions`: Redis answers. */
+  replied(lane: Lane, ms: number, decisions: number): void {
+    this.roundTrip(ms, decisions);
+    this.transition(lane, lane.breaker.succeeded(), "Redis answered");
+  }
+
+  /** A call on `lane` failed (not by the watchdog: that is {@link Breakers.stalled}). */
+  errored(lane: Lane, error: Error): void {
+    this.transition(lane, lane.breaker.failed(false, performance.now()), error.message);
   }
 
   /** Opens the breaker at once when the client reports its connection lost (single Redis). */

@@ -59,16 +59,30 @@ export class FastCall {
   constructor(
     private readonly store: RedisStore,
     limits: readonly ResolvedLimit[],
-    private readonly script: LoadedScript,
+    readonly script: LoadedScript,
     private readonly out: Outcome,
     private readonly shapes: boolean,
   ) {
     this.lim = limits[0] as ResolvedLimit;
   }
 
+  /** The limiter's script's SHA-1 (its EVALSHA). */
+  get sha(): string {
+    return this.script.sha;
+  }
+
+  /** The script's ARGV for one decision (modes "C"/"P"). */
+  args(now: number, consume: boolean, cost: number, maxDelayMs: number | undefined): string[] {
+    const mode = consume ? "C" : "P";
+    return this.shapes
+      ? [mode, String(now), String(cost), maxDelayMs === undefined ? "" : String(maxDelayMs)]
+      : [mode, String(now), String(cost)];
+  }
+
   /**
    * Sends the decision; resolves with the script's reply, for {@link FastCall.read}. A reply that
    * comes after the call was given up goes to `onLateAdmit` when the script admitted (and charged) it.
+   * (An unbatched decision goes by a FastOp instead, fast-op.ts, with the same semantics.)
    * @throws (rejects) what the call met: a timeout, a Redis error
    */
   send(
@@ -80,10 +94,7 @@ export class FastCall {
     maxDelayMs: number | undefined,
     onLateAdmit: () => void,
   ): Promise<unknown> {
-    const mode = consume ? "C" : "P";
-    const args = this.shapes
-      ? [mode, String(now), String(cost), maxDelayMs === undefined ? "" : String(maxDelayMs)]
-      : [mode, String(now), String(cost)];
+    const args = this.args(now, consume, cost, maxDelayMs);
     const late = (raw: unknown): void => {
       if (consume && this.admitted(raw, now, cost, maxDelayMs)) onLateAdmit();
     };
@@ -111,7 +122,7 @@ export class FastCall {
   }
 
   /** Whether a late reply admitted (and charged) its consume; false for a reply that cannot be read (nothing known to give back). */
-  private admitted(raw: unknown, now: number, cost: number, maxDelayMs: number | undefined): boolean {
+  admitted(raw: unknown, now: number, cost: number, maxDelayMs: number | undefined): boolean {
     try {
       return this.read(raw, now, cost, maxDelayMs).allowed;
     } catch {

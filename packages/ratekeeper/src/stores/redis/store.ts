@@ -78,8 +78,8 @@ export class RedisStore implements Store {
   readonly opts: ResolvedRedisOptions;
   /** @internal */
   readonly lanes: Lanes;
-  /** The lanes' breakers, driven by every call (breakers.ts). */
-  private readonly breakers: Breakers;
+  /** @internal The lanes' breakers, driven by every call (breakers.ts). */
+  readonly breakers: Breakers;
   private registry: InstanceRegistry | undefined;
   private local: MemoryStore | undefined;
   /** Limiters holding admissions made while degraded, to charge to Redis when it answers again. */
@@ -248,8 +248,8 @@ export class RedisStore implements Store {
     );
   }
 
-  /** {@link RedisStore.run} after a NOSCRIPT reply: one EVAL per lane and script, the others wait for it. */
-  private async runLoading(lane: Lane, script: LoadedScript, keys: string[], args: string[], buffers: boolean): Promise<unknown> {
+  /** @internal {@link RedisStore.run} after a NOSCRIPT reply: one EVAL per lane and script, the others wait for it. */
+  async runLoading(lane: Lane, script: LoadedScript, keys: string[], args: string[], buffers: boolean): Promise<unknown> {
     const shim = this.opts.shim;
     const evalsha: RedisShim["evalsha"] = (sha, k, a) => (buffers ? shim.evalshaBuffer!(sha, k, a) : shim.evalsha(sha, k, a));
     const evalScript: RedisShim["eval"] = (src, k, a) => (buffers ? shim.evalBuffer!(src, k, a) : shim.eval(src, k, a));

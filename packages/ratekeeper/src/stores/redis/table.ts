@@ -5,6 +5,7 @@ import type { BoundStore } from "../../store.js";
 import { Batcher, type Pending } from "./batcher.js";
 import { DenialCache } from "./denial-cache.js";
 import { FastCall, fastConsts, type FastItem } from "./fast-call.js";
+import { FastOp, type FastOwner } from "./fast-op.js";
 import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 import { ScriptFormat } from "./script-format.js";
@@ -17,7 +18,7 @@ import type { RedisStore } from "./store.js";
 const RECONCILE_CONCURRENCY = 64;
 
 /** One limiter's view of a {@link RedisStore}: its script, key layout, batching, denial cache and failure policy. */
-export class RedisTable implements BoundStore {
+export class RedisTable implements BoundStore, FastOwner {
   /** Keys, ARGV header and reply reading, shared with the HTTP Redis store. */
   private readonly format: ScriptFormat;
   private readonly single: boolean;
@@ -40,7 +41,7 @@ export class RedisTable implements BoundStore {
   private readonly shapes: boolean;
 
   constructor(
-    private readonly store: RedisStore,
+    readonly store: RedisStore,
     private readonly limits: readonly ResolvedLimit[],
     private readonly namespace: string,
   ) {
@@ -150,13 +151,17 @@ export class RedisTable implements BoundStore {
     }
   }
 
-  private async decide(call: DecisionCall): Promise<Decision> {
+  private decide(call: DecisionCall): Promise<Decision> {
+    this.store.checkConnection();
+    if (!this.store.enter()) return Promise.resolve(withoutRedis(this.limits, "overloaded", false));
+    // Unbatched, by the fast path when it can go that way now: no async frame on the way.
+    return (this.batchers === undefined ? this.decideFast(call) : undefined) ?? this.decideCall(call);
+  }
+
+  /** A decision by a script call of its own or in a batch (the general reply). Leaves the store's pending count. */
+  private async decideCall(call: DecisionCall): Promise<Decision> {
     const { op, key, cost, nowMs, maxDelayMs } = call;
     const mode = op === "consume" ? "c" : "p";
-    this.store.checkConnection();
-    if (!this.store.enter()) return withoutRedis(this.limits, "overloaded", false);
-    const direct = this.batchers === undefined ? this.decideFast(call) : undefined;
-    if (direct !== undefined) return direct;
     let outcome: readonly unknown[];
     try {
       outcome = await this.call(mode, key, cost, nowMs, maxDelayMs);
@@ -171,7 +176,7 @@ export class RedisTable implements BoundStore {
   }
 
   /**
-   * An unbatched lone decision by the fast path, as one chain of promises (fast-call.ts says why);
+   * An unbatched lone decision by the fast path, as one object in flight (fast-op.ts says why);
    * undefined when it cannot go that way now (its lane is down, or a reading of Redis's clock is
    * due), and the general path takes it. Leaves the store's pending count when settled.
    */
@@ -184,28 +189,22 @@ export class RedisTable implements BoundStore {
     const now = call.nowMs ?? this.store.serverClock.now();
     if (now === undefined) return undefined;
     lane.probeKey = keys[0] as string;
-    const consume = call.op === "consume";
-    const refund = () => this.lateRefund(call.key, call.cost, call.nowMs);
-    return fast.send(lane, keys, now, consume, call.cost, call.maxDelayMs, refund).then(
-      (raw) => {
-        this.store.leave();
-        let out: Outcome;
-        try {
-          out = fast.read(raw, now, call.cost, call.maxDelayMs);
-        } catch (e) {
-          return this.fallback.decision(new RateLimitStoreError(`RedisStore: unexpected script reply (${(e as Error).message})`), call);
-        }
-        const d = newDecision(out, this.limits[0] as ResolvedLimit, 0, undefined);
-        if (consume && !d.allowed && this.denials !== undefined)
-          this.denials.remember(call.key, call.cost, call.nowMs ?? Date.now(), d, call.maxDelayMs);
-        return d;
-      },
-      (e: unknown) => {
-        this.store.leave();
-        return this.fallback.decision(e, call);
-      },
-    );
+    const args = fast.args(now, call.op === "consume", call.cost, call.maxDelayMs);
+    return new FastOp(this, fast, lane, keys, args, call, now).start();
   }
+
+  /** @internal {@link FastOwner}: the decision of a fast-path reply's outcome. */
+  fastDecision(out: Outcome, call: DecisionCall): Decision {
+    const d = newDecision(out, this.limits[0] as ResolvedLimit, 0, undefined);
+    if (call.op === "consume" && !d.allowed && this.denials !== undefined)
+      this.denials.remember(call.key, call.cost, call.nowMs ?? Date.now(), d, call.maxDelayMs);
+    return d;
+  }
+
+  /** @internal {@link FastOwner}: the failure policy's decision. */
+  fastFailed = (e: unknown, call: DecisionCall): Promise<Decision> => this.fallback.decision(e, call);
+  /** @internal {@link FastOwner}: a late admission, given back. */
+  fastLateAdmit = (call: DecisionCall): void => this.lateRefund(call.key, call.cost, call.nowMs);
 
   /** One decision's 5 integers per limit, from a script call of its own or a batch; rejects at once when its lane is down. */
   private call(
