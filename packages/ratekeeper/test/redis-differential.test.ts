@@ -121,6 +121,30 @@ const logScenarioArb = fc.tuple(
   ),
 );
 
+/**
+ * Logs of limits above 128, longer than the 16 slots the fast path reads with the header
+ * (ratekeeper.lua kind "l"): read and written by ranges, the ring wrapping, the header's write
+ * folded with the first slots', the rewrite when the ring becomes full; and young ones of at
+ * most 16 slots, rewritten whole.
+ */
+const longLogScenarioArb = fc.tuple(
+  fc.record({
+    algorithm: fc.constant("sliding-log" as const),
+    limit: fc.integer({ min: 129, max: 170 }),
+    window: fc.constantFrom(10, 50, 100, 200),
+  }),
+  startArb,
+  fc.array(
+    fc.record({
+      kind: fc.constantFrom<Op["kind"]>("consume", "consume", "consume", "consume", "peek", "refund"),
+      dt: fc.constantFrom(0, 0, 1, 1, 2, 3, 5, 10, -1, -4),
+      key: fc.constant(0),
+      cost: fc.oneof(fc.constant(1), fc.integer({ min: 1, max: 40 })),
+    }),
+    { minLength: 1, maxLength: 150 },
+  ),
+);
+
 /** Sliding window counters near the epoch and across sub-windows, refunds heavy. */
 const windowScenarioArb = fc.tuple(
   slidingWindowArb(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 1, max: 5 }), fc.constantFrom(1, 2, 3, 10)),
@@ -196,6 +220,26 @@ describeRedis("RedisStore vs MemoryStore: identical decisions", () => {
     await fc.assert(
       fc.asyncProperty(logScenarioArb, ([spec, t0, ops]) => replay([spec], t0, ops)),
       { numRuns: 400 },
+    );
+  });
+
+  it("sliding log, steady traffic over many windows: rings of 130 and 1000 wrap again and again", async () => {
+    // The property runs above rarely wrap a long ring many times: deterministic traffic that does
+    // (the fast path's ranged reads, and its header write folded with slots 1-16, every wrap).
+    const ops: Op[] = Array.from({ length: 2000 }, (_, i) => ({
+      kind: i % 37 === 36 ? "refund" : i % 11 === 10 ? "peek" : "consume",
+      dt: i % 3,
+      key: 0,
+      cost: 1 + (i % 7),
+    }));
+    await replay([{ algorithm: "sliding-log", limit: 130, window: 100 }], 1_000_000, ops);
+    await replay([{ algorithm: "sliding-log", limit: 1000, window: 300 }], 1_000_000, ops);
+  });
+
+  it("sliding log longer than the slots read with the header: ranges, wrap, folded writes, the rewrite when full", async () => {
+    await fc.assert(
+      fc.asyncProperty(longLogScenarioArb, ([spec, t0, ops]) => replay([spec], t0, ops)),
+      { numRuns: 200 },
     );
   });
 

@@ -1,7 +1,7 @@
 import type { Outcome } from "../../core/decision.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import { counterFits } from "./counter.js";
-import { fastOutcome, FAST_ALGORITHMS, LOG_FAST_MAX } from "./fast-reply.js";
+import { fastOutcome, FAST_ALGORITHMS, LOG_WHOLE_MAX } from "./fast-reply.js";
 import type { Lane } from "./lanes.js";
 import type { FastConsts } from "./script-source.js";
 import type { LoadedScript } from "./scripts.js";
@@ -10,15 +10,16 @@ import type { RedisStore } from "./store.js";
 /**
  * The fast path's constants for a limiter's script (written into it: script-source.ts), or
  * undefined when its lone decisions cannot take the fast path (ratekeeper.lua, modes "C"/"P"):
- * one limit with a two-number state, a sliding window or a sliding log of up to LOG_FAST_MAX units,
- * on a client that can return raw bytes.
+ * one limit with a two-number state, a sliding window or a sliding log, on a client that can
+ * return raw bytes.
  */
 export function fastConsts(limits: readonly ResolvedLimit[], store: RedisStore): FastConsts | undefined {
   const l0 = limits[0] as ResolvedLimit;
   if (limits.length !== 1 || !FAST_ALGORITHMS.has(l0.algorithm) || store.opts.shim.evalshaBuffer === undefined) return undefined;
   if (l0.algorithm === "sliding-log") {
-    if (l0.limit > LOG_FAST_MAX) return undefined;
-    return { limit: l0.limit, windowMs: l0.windowMs, kind: "l", capacity: l0.capacity, minTtlMs: store.minTtlMs };
+    // "l": the whole value read and rewritten (up to 1,048 bytes); "L": ranges, as the general code.
+    const kind = l0.limit <= LOG_WHOLE_MAX ? "l" : "L";
+    return { limit: l0.limit, windowMs: l0.windowMs, kind, capacity: l0.capacity, minTtlMs: store.minTtlMs };
   }
   if (l0.algorithm === "sliding-window") {
     // "w" weighted, "v" not; the capacity slot carries the sub-window count.

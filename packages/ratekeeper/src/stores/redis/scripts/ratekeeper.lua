@@ -48,8 +48,8 @@ State, one string per limit (LimitState {a, b, ring} of core/algorithms/types.ts
   predecessors were all outside the window at the last commit), newest (timestamp of unit n-1);
   then ring slot j (timestamp of unit p, j = p mod limit) at byte 24 + 8*j. Only the slots a
   decision needs are read (GETRANGE) and written (SETRANGE): no sorted set, O(1) calls in the
-  steady state, O(log limit) at worst. (A lone decision on a limit of up to 128 units takes the
-  fast path instead, which reads and writes the whole value, in the same layout.)
+  steady state, O(log limit) at worst. (A lone decision takes the fast path instead, in the same
+  layout: the whole value read and rewritten up to 128 slots, ranges beyond.)
 A key that does not exist is the fresh state (a = 0, b = 0, empty ring).
 Built per limiter (scripts.ts): only the "@if <section>" ... "@end" blocks below for its
 algorithms are kept, since Lua creates every `local function` closure on every call.
@@ -76,8 +76,9 @@ local C_SPAN, C_TAGS, C_HALF = 549755813888, 16383, 8191
 -- W, windowMs; kind: "f" fixed-window (clock-aligned), "n" the same in the counter layout (one
 -- INCRBY per decision in a window; replies with an integer), "F" fixed-window (first-request),
 -- "b" bucket, "s" shaping bucket (leaky bucket, mode "shape"), "w" sliding window (weighted),
--- "v" sliding window (not weighted), "l" sliding log (limit <= 128; replies with numbers, not the
--- state); capacity (units; for "w"/"v" the sub-window count); minTtl, minTtlMs.
+-- "v" sliding window (not weighted), "l" sliding log (limit <= 128), "L" sliding log (limit > 128;
+-- both reply with numbers, not the state); capacity (units; for "w"/"v" the sub-window count);
+-- minTtl, minTtlMs.
 -- Decides and writes exactly as fixed-window.ts / bucket.ts decide() and the general code below,
 -- but inline: no per-call closures or tables. It replies with the state it decided on: the key's
 -- raw value before this call, or nil for a fresh key. The store computes the decision's numbers
@@ -86,19 +87,38 @@ local C_SPAN, C_TAGS, C_HALF = 549755813888, 16383, 8191
 local fastMode = ARGV[1]
 if fastMode == "C" or fastMode == "P" or fastMode == "B" then
   local limit, W, kind, capacity, minTtl = 0, 1, "b", 0, 0 -- @fast-consts
+  -- The long sliding log (kind "L"): LOG_K, the slots read with the header. logSlot(p): the time
+  -- of position p, from that first read (logRaw) or a GETRANGE of up to 4 slots from p's
+  -- (logBuf, from slot logB0; searches move forward from the hint).
+  local LOG_K = 16
+  local logKey, logRaw, logBuf, logB0
+  local logSlot
+  if kind == "L" then
+    logSlot = function(p)
+      local j = p % limit
+      if j < LOG_K then return (struct.unpack("<d", logRaw, 25 + 8 * j)) end
+      if logBuf == nil or j < logB0 or 8 * (j - logB0) + 8 > #logBuf then
+        local c = limit - j
+        if c > 4 then c = 4 end
+        logBuf, logB0 = redis.call("GETRANGE", logKey, 24 + 8 * j, 23 + 8 * (j + c)), j
+      end
+      return (struct.unpack("<d", logBuf, 1 + 8 * (j - logB0)))
+    end
+  end
   -- One decision on `key`: consume (else peek) `cost` at `now`; maxDelayArg: ARGV text of the
   -- longest wait for a shaping bucket ("" or nil: no bound). Returns the state it decided on.
   local function one(key, now, cost, consume, maxDelayArg)
     if kind == "l" then
-      -- sliding-log.ts check() and commit() on the whole value (limits of up to LOG_FAST_MAX =
-      -- 128 units, fast-reply.ts: at most 1,048 bytes), in the general code's layout (header
+      -- sliding-log.ts check() and commit() on the whole value (limits up to 128 units: at most
+      -- 1,048 bytes; larger ones are kind "L" below), in the general code's layout (header
       -- "<ddd" n, h, newest; slot j at byte 24 + 8*j), so keys are shared with it both ways:
       -- one GET, one SET PX. The search for q (freeUnits) is slFirstInside's, from the hint.
       -- Replies with the numbers the store's logOutcome (sliding-log.ts) needs: the integer
       -- `free` for an admission whose newest unit is not ahead of now (the common case), else
-      -- {free, newest, decider}. (Larger values cost more this way than the general code's
-      -- ranges: 54 us against 15 at 1,000 units; likely the Lua garbage collector, whose work
-      -- grows with the bytes each call allocates.)
+      -- {free, newest, decider}. (Larger values cost more this way than ranged reads and
+      -- writes: 54 us against 15 at 1,000 units; likely the Lua garbage collector, whose work
+      -- grows with the bytes each call allocates.) Inline, without "L"'s slot reader: a
+      -- function call per slot read and a GETRANGE for the GET cost 1-1.6 us per decision more.
       local raw = redis.call("GET", key)
       local n, h, newest = 0, 0, now
       if raw and #raw >= 24 then n, h, newest = struct.unpack("<ddd", raw) else raw = "" end
@@ -151,6 +171,84 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
           v = head .. string.rep(cell, e - limit) .. string.sub(raw, 25 + 8 * (e - limit), 24 + 8 * s0) .. string.rep(cell, limit - s0)
         end
         redis.call("SET", key, v, "PX", ttl)
+      end
+      if newest > now then return { free, newest, 0 } end
+      return free
+    end
+    if kind == "L" then
+      -- The sliding log of a limit above 128 (kind "l" above says why not whole): in the same
+      -- layout, one GETRANGE reads the header and slots 0..15. A log of at most 16 slots is then
+      -- all here: it is rewritten whole, at its exact size (one SET PX). A longer one is read
+      -- and written by ranges as the general code does (logSlot; SETRANGE of the new units and
+      -- of the header, one SETRANGE when they touch; PEXPIRE). Same search, same reply as "l".
+      local raw = redis.call("GETRANGE", key, 0, 23 + 8 * LOG_K)
+      local n, h, newest = 0, 0, now
+      if #raw >= 24 then n, h, newest = struct.unpack("<ddd", raw) end
+      -- An empty log (fresh, or refunded to 0 by the general code, which leaves newest 0) has no newest unit.
+      if n == 0 then newest = now end
+      local m = n
+      if m > limit then m = limit end
+      logKey, logRaw, logBuf = key, raw, nil
+      local cutoff = now - W
+      local lo, hi = n - limit, n
+      if lo < 0 then lo = 0 end
+      if h > lo and h <= n then
+        if logSlot(h - 1) <= cutoff then lo = h else hi = h - 1 end
+      end
+      local step = 1
+      while lo < hi do
+        local p = lo + step - 1
+        if p > hi - 1 then p = hi - 1 end
+        if logSlot(p) <= cutoff then
+          lo = p + 1
+          step = step * 2
+        else
+          hi = p
+          break
+        end
+      end
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        if logSlot(mid) <= cutoff then lo = mid + 1 else hi = mid end
+      end
+      local free = lo - (n - limit)
+      if free < cost then return { free, newest, logSlot(n - limit + cost - 1) } end
+      if consume then
+        -- commit(): `cost` units at t = max(now, newest) from position n (slot s0); the ring
+        -- wraps at most once (cost <= limit).
+        local t = now
+        if newest > t then t = newest end
+        local cell = struct.pack("<d", t)
+        local s0 = n % limit
+        local e = s0 + cost
+        local ttl = minTtl
+        if t - now + W > ttl then ttl = t - now + W end
+        if ttl < 1 then ttl = 1 end
+        local head = struct.pack("<ddd", n + cost, lo, t)
+        if m <= LOG_K then
+          -- Whole, in one concatenation; slots past m (left by a refund) are dropped.
+          local v
+          if e <= limit then
+            v = head .. string.sub(raw, 25, 24 + 8 * s0) .. string.rep(cell, cost) .. string.sub(raw, 25 + 8 * e, 24 + 8 * m)
+          else
+            v = head .. string.rep(cell, e - limit) .. string.sub(raw, 25 + 8 * (e - limit), 24 + 8 * s0) .. string.rep(cell, limit - s0)
+          end
+          redis.call("SET", key, v, "PX", ttl)
+        else
+          local first = cost
+          if e > limit then first = limit - s0 end
+          if s0 <= LOG_K then
+            -- The header, slots 0..s0-1 as read, and the new units: one write.
+            redis.call("SETRANGE", key, 0, head .. string.sub(raw, 25, 24 + 8 * s0) .. string.rep(cell, first))
+          else
+            redis.call("SETRANGE", key, 24 + 8 * s0, string.rep(cell, first))
+            redis.call("SETRANGE", key, 0, head)
+          end
+          if cost > first then redis.call("SETRANGE", key, 24, string.rep(cell, cost - first)) end
+          -- As the general code's slTrim: the ring just became full; rewrite it at its exact size.
+          if n < limit and n + cost >= limit then redis.call("SET", key, redis.call("GET", key)) end
+          redis.call("PEXPIRE", key, ttl)
+        end
       end
       if newest > now then return { free, newest, 0 } end
       return free
