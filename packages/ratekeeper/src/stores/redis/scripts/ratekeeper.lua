@@ -260,6 +260,58 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
       local B = capacity
       local M = B + 1
       local raw = redis.call("GET", key)
+      if B == 1 then
+        -- The same with one sub-window (the default): the ring is two counts, kept in locals
+        -- (no tables, no format strings built per call). ring[j % 2 + 1] is c1 for even j, c2 for odd.
+        local a, c1, c2 = 0, 0, 0
+        if raw then
+          if #raw == 18 then a, c1, c2 = struct.unpack("<i6i6i6", raw) else a, c1, c2 = struct.unpack("<ddd", raw) end
+        end
+        local atMs = now
+        if a * W > atMs then atMs = a * W end
+        local r = atMs % W
+        local i = (atMs - r) / W
+        -- countOf(j): the count of window j while a - 1 <= j <= a and j >= 0, else 0.
+        local cur, prev = 0, 0
+        if i <= a and i >= a - 1 and i >= 0 then
+          if i % 2 == 0 then cur = c1 else cur = c2 end
+        end
+        if kind == "w" then
+          local j = i - 1
+          if j <= a and j >= a - 1 and j >= 0 then
+            if j % 2 == 0 then prev = c1 else prev = c2 end
+            prev = math.floor(prev * (W - r) / W)
+          end
+        end
+        if consume and cur + prev + cost <= limit then
+          local p = cost + cur
+          local reset = W - r + atMs - now
+          if kind == "w" then reset = reset + W - math.floor((W - 1) / p) end
+          if i > a then
+            if i - a >= 2 then
+              c1, c2 = 0, 0
+            elseif i % 2 == 0 then
+              c1 = 0
+            else
+              c2 = 0
+            end
+            a = i
+          end
+          if i % 2 == 0 then c1 = c1 + cost else c2 = c2 + cost end
+          local v
+          if a >= 0 and a < 140737488355328 and math.floor(a) == a and c1 >= 0 and c1 < 140737488355328 and math.floor(c1) == c1
+            and c2 >= 0 and c2 < 140737488355328 and math.floor(c2) == c2 then
+            v = struct.pack("<i6i6i6", a, c1, c2)
+          else
+            v = struct.pack("<ddd", a, c1, c2)
+          end
+          local ttl = minTtl
+          if reset > ttl then ttl = reset end
+          if ttl < 1 then ttl = 1 end
+          redis.call("SET", key, v, "PX", ttl)
+        end
+        return raw
+      end
       local a, ring = 0, {}
       if raw then
         local v
