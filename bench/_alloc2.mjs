@@ -1,0 +1,16 @@
+import { Session } from "node:inspector/promises";
+const s = new Session(); s.connect();
+await s.post("HeapProfiler.enable");
+process.argv[3] = "1";
+const N = 200000;
+globalThis.__N = N;
+await s.post("HeapProfiler.startSampling", { samplingInterval: 128, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+await import("./_alloc.mjs");
+const { profile } = await s.post("HeapProfiler.stopSampling");
+const self = new Map();
+const walk = (node, stack) => { const cf = node.callFrame; const k = `${cf.functionName || "(anon)"} ${cf.url.replace(/.*node_modules\//, "nm/").replace(/.*packages\//, "").replace(/.*bench\//, "bench/")}:${cf.lineNumber}:${cf.columnNumber}`; self.set(k, (self.get(k) ?? 0) + node.selfSize); node.children.forEach((c) => walk(c)); };
+walk(profile.head);
+let total = 0; for (const v of self.values()) total += v;
+const n = 20000 * 7 + 1;
+console.log(`sampled ${(total / n).toFixed(0)} B/decision`);
+for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(String((v / n).toFixed(0)).padStart(6), k);
