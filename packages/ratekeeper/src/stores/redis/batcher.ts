@@ -1,3 +1,5 @@
+import type { Outcome } from "../../core/decision.js";
+
 /** One decision (or refund, or reset) waiting for a script call. */
 export interface Pending {
   readonly mode: "c" | "p" | "r" | "x";
@@ -8,6 +10,8 @@ export interface Pending {
   readonly maxDelayMs: number | undefined;
   /** The decision's slice of the script reply: 5 integers per limit. */
   resolve(outcome: readonly unknown[]): void;
+  /** When present, a fast-path reply's outcome goes here instead of {@link Pending.resolve} (read it at once: it is shared). */
+  resolveOutcome?(out: Outcome): void;
   reject(error: unknown): void;
 }
 

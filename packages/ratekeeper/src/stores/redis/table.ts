@@ -5,7 +5,8 @@ import type { BoundStore } from "../../store.js";
 import { Batcher, type Pending } from "./batcher.js";
 import { DenialCache } from "./denial-cache.js";
 import { FastCall, fastConsts, type FastItem } from "./fast-call.js";
-import { FastOp, type FastOwner } from "./fast-op.js";
+import { FastOp } from "./fast-op.js";
+import { QueuedDecision, type QueuedOwner } from "./queued-decision.js";
 import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 import { ScriptFormat } from "./script-format.js";
@@ -18,7 +19,7 @@ import type { RedisStore } from "./store.js";
 const RECONCILE_CONCURRENCY = 64;
 
 /** One limiter's view of a {@link RedisStore}: its script, key layout, batching, denial cache and failure policy. */
-export class RedisTable implements BoundStore, FastOwner {
+export class RedisTable implements BoundStore, QueuedOwner {
   /** Keys, ARGV header and reply reading, shared with the HTTP Redis store. */
   private readonly format: ScriptFormat;
   private readonly single: boolean;
@@ -154,25 +155,22 @@ export class RedisTable implements BoundStore, FastOwner {
   private decide(call: DecisionCall): Promise<Decision> {
     this.store.checkConnection();
     if (!this.store.enter()) return Promise.resolve(withoutRedis(this.limits, "overloaded", false));
-    // Unbatched, by the fast path when it can go that way now: no async frame on the way.
-    return (this.batchers === undefined ? this.decideFast(call) : undefined) ?? this.decideCall(call);
+    // Unbatched, by the fast path when it can go that way now; else queued (queued-decision.ts).
+    return (this.batchers === undefined ? this.decideFast(call) : undefined) ?? new QueuedDecision(this, call).start();
   }
 
-  /** A decision by a script call of its own or in a batch (the general reply). Leaves the store's pending count. */
-  private async decideCall(call: DecisionCall): Promise<Decision> {
-    const { op, key, cost, nowMs, maxDelayMs } = call;
-    const mode = op === "consume" ? "c" : "p";
-    let outcome: readonly unknown[];
-    try {
-      outcome = await this.call(mode, key, cost, nowMs, maxDelayMs);
-    } catch (e) {
-      return this.fallback.decision(e, call);
-    } finally {
-      this.store.leave();
-    }
-    const d = this.toDecision(outcome, cost);
-    if (mode === "c" && !d.allowed && this.denials !== undefined) this.denials.remember(key, cost, nowMs ?? Date.now(), d, maxDelayMs);
+  /** @internal {@link QueuedOwner}: a decision's slice of a general reply. */
+  generalDecision(outcome: readonly unknown[], call: DecisionCall): Decision {
+    const d = this.toDecision(outcome, call.cost);
+    if (call.op === "consume" && !d.allowed && this.denials !== undefined)
+      this.denials.remember(call.key, call.cost, call.nowMs ?? Date.now(), d, call.maxDelayMs);
     return d;
+  }
+
+  /** @internal {@link QueuedOwner}: to its lane's batch, or a script call of its own. */
+  enqueue(p: Pending): void {
+    if (this.batchers !== undefined) this.batcherOf(p.key).submit(p);
+    else void this.send([p]);
   }
 
   /**
@@ -193,7 +191,7 @@ export class RedisTable implements BoundStore, FastOwner {
     return new FastOp(this, fast, lane, keys, args, call, now).start();
   }
 
-  /** @internal {@link FastOwner}: the decision of a fast-path reply's outcome. */
+  /** @internal FastOwner (fast-op.ts): the decision of a fast-path reply's outcome. */
   fastDecision(out: Outcome, call: DecisionCall): Decision {
     const d = newDecision(out, this.limits[0] as ResolvedLimit, 0, undefined);
     if (call.op === "consume" && !d.allowed && this.denials !== undefined)
@@ -201,9 +199,9 @@ export class RedisTable implements BoundStore, FastOwner {
     return d;
   }
 
-  /** @internal {@link FastOwner}: the failure policy's decision. */
+  /** @internal FastOwner (fast-op.ts): the failure policy's decision. */
   fastFailed = (e: unknown, call: DecisionCall): Promise<Decision> => this.fallback.decision(e, call);
-  /** @internal {@link FastOwner}: a late admission, given back. */
+  /** @internal FastOwner (fast-op.ts): a late admission, given back. */
   fastLateAdmit = (call: DecisionCall): void => this.lateRefund(call.key, call.cost, call.nowMs);
 
   /** One decision's 5 integers per limit, from a script call of its own or a batch; rejects at once when its lane is down. */
@@ -214,11 +212,7 @@ export class RedisTable implements BoundStore, FastOwner {
     nowMs: number | undefined,
     maxDelayMs?: number,
   ): Promise<readonly unknown[]> {
-    return new Promise<readonly unknown[]>((resolve, reject) => {
-      const p: Pending = { mode, key, cost, nowMs, maxDelayMs, resolve, reject };
-      if (this.batchers !== undefined) this.batcherOf(key).submit(p);
-      else void this.send([p]);
-    });
+    return new Promise<readonly unknown[]>((resolve, reject) => this.enqueue({ mode, key, cost, nowMs, maxDelayMs, resolve, reject }));
   }
 
   /**
@@ -304,7 +298,8 @@ export class RedisTable implements BoundStore, FastOwner {
         if (!Array.isArray(replies) || replies.length !== batch.length)
           throw new Error(`${describeValue(replies)} for ${batch.length} decisions`);
         const out = fast.read(replies[i], it.now, it.cost, it.maxDelayMs);
-        p.resolve([out.allowed ? 1 : 0, out.remaining, out.retryAfterMs, out.resetAfterMs, out.delayMs]);
+        if (p.resolveOutcome !== undefined) p.resolveOutcome(out);
+        else p.resolve([out.allowed ? 1 : 0, out.remaining, out.retryAfterMs, out.resetAfterMs, out.delayMs]);
       } catch (e) {
         p.reject(new RateLimitStoreError(`RedisStore: unexpected script reply (${(e as Error).message})`));
       }
