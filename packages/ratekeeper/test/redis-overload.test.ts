@@ -75,6 +75,15 @@ describeRedis("overload: CPU saturated, default RedisStore options, 4 processes 
     return { pool, stop: () => redis.stop() };
   });
 
+  // Unbatched, each decision is its own script call in flight (fast-op.ts on the fast path).
+  overloadSuite("single redis-server, batch: false", async () => {
+    const redis: RedisHandle = await startRedis();
+    const pool = await WorkerPool.start(
+      Array.from({ length: WORKERS }, () => ({ nodes: [redis], cluster: false, defaults: true, batch: false })),
+    );
+    return { pool, stop: () => redis.stop() };
+  });
+
   overloadSuite("3-master cluster", async () => {
     const cluster: RedisClusterHandle = await startRedisCluster(3);
     const pool = await WorkerPool.start(Array.from({ length: WORKERS }, () => ({ nodes: cluster.nodes, cluster: true, defaults: true })));
