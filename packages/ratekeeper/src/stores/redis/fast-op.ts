@@ -23,7 +23,7 @@ export interface FastOwner {
  *
  * Why one object: at hundreds of decisions in flight, the client's CPU per decision was mostly
  * the garbage collector's (46% of its samples at 256 in flight), and a decision made about
- * 2.7 KB of garbage of ratekeeper's own: a promise and two closures per layer (the breaker's
+ * 2.4 KB of garbage of ratekeeper's own: a promise and two closures per layer (the breaker's
  * exchange, the NOSCRIPT retry, the store's read of the reply), a `Set` entry, an async frame.
  * Here the layers are methods of one object with two closures (the reply's handlers), and the
  * caller's promise is the only one made besides the client's (docs/benchmarks/redis.md).
