@@ -10,11 +10,11 @@ import type { DecisionCall } from "./without-redis.js";
 export interface FastOwner {
   readonly store: RedisStore;
   /** The decision of `call` from the outcome the script's reply gave (it also remembers a denial). */
-  fastDecision(out: Outcome, call: DecisionCall): Decision;
+  outcomeDecision(out: Outcome, call: DecisionCall): Decision;
   /** The failure policy's decision of `call` when its script call failed, timed out, or replied something unreadable. */
-  fastFailed(e: unknown, call: DecisionCall): Promise<Decision>;
+  failedDecision(e: unknown, call: DecisionCall): Promise<Decision>;
   /** `call`, a consume, was admitted by the script after its decision was given up on: give it back. */
-  fastLateAdmit(call: DecisionCall): void;
+  lateAdmit(call: DecisionCall): void;
 }
 
 /**
@@ -28,7 +28,7 @@ export interface FastOwner {
  * Here the layers are methods of one object with two closures (the reply's handlers), and the
  * caller's promise is the only one made besides the client's (docs/benchmarks/redis.md).
  * The semantics are {@link Breakers.exchange}'s: the watchdog abandons the call when the lane
- * stalls (the failure policy answers), a reply that comes after that goes to `fastLateAdmit`
+ * stalls (the failure policy answers), a reply that comes after that goes to `lateAdmit`
  * when it admitted, and every reply, early or late, tells the breaker that Redis answers.
  */
 export class FastOp implements WaitingCall {
@@ -68,7 +68,7 @@ export class FastOp implements WaitingCall {
   /** The watchdog gave the call up (its lane stalled): the failure policy answers. */
   abandon(error: Error): void {
     if (this.settled) return;
-    this.settle(this.owner.fastFailed(error, this.call));
+    this.settle(this.owner.failedDecision(error, this.call));
   }
 
   private replied(raw: unknown): void {
@@ -77,7 +77,7 @@ export class FastOp implements WaitingCall {
     store.breakers.replied(this.lane, t1 - this.t0, 1);
     const call = this.call;
     if (this.settled) {
-      if (call.op === "consume" && this.fast.admitted(raw, this.now, call.cost, call.maxDelayMs)) this.owner.fastLateAdmit(call);
+      if (call.op === "consume" && this.fast.admitted(raw, this.now, call.cost, call.maxDelayMs)) this.owner.lateAdmit(call);
       return;
     }
     let out: Outcome;
@@ -85,10 +85,10 @@ export class FastOp implements WaitingCall {
       out = this.fast.read(raw, this.now, call.cost, call.maxDelayMs);
     } catch (e) {
       const error = new RateLimitStoreError(`RedisStore: unexpected script reply (${(e as Error).message})`);
-      this.settle(this.owner.fastFailed(error, call));
+      this.settle(this.owner.failedDecision(error, call));
       return;
     }
-    this.settle(this.owner.fastDecision(out, call));
+    this.settle(this.owner.outcomeDecision(out, call));
   }
 
   private failed(e: unknown): void {
@@ -103,7 +103,7 @@ export class FastOp implements WaitingCall {
     if (this.settled) return;
     const error = e instanceof Error ? e : new Error(String(e));
     store.breakers.errored(this.lane, error);
-    this.settle(this.owner.fastFailed(error, this.call));
+    this.settle(this.owner.failedDecision(error, this.call));
   }
 
   private settle(d: Decision | Promise<Decision>): void {

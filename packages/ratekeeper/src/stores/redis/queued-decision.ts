@@ -53,11 +53,11 @@ export class QueuedDecision implements Pending {
   }
 
   resolveOutcome(out: Outcome): void {
-    this.done(this.owner.fastDecision(out, this.call));
+    this.done(this.owner.outcomeDecision(out, this.call));
   }
 
   reject(error: unknown): void {
-    this.done(this.owner.fastFailed(error, this.call));
+    this.done(this.owner.failedDecision(error, this.call));
   }
 
   private done(d: Decision | Promise<Decision>): void {

@@ -161,10 +161,7 @@ export class RedisTable implements BoundStore, QueuedOwner {
 
   /** @internal {@link QueuedOwner}: a decision's slice of a general reply. */
   generalDecision(outcome: readonly unknown[], call: DecisionCall): Decision {
-    const d = this.toDecision(outcome, call.cost);
-    if (call.op === "consume" && !d.allowed && this.denials !== undefined)
-      this.denials.remember(call.key, call.cost, call.nowMs ?? Date.now(), d, call.maxDelayMs);
-    return d;
+    return this.remembered(this.toDecision(outcome, call.cost), call);
   }
 
   /** @internal {@link QueuedOwner}: to its lane's batch, or a script call of its own. */
@@ -192,17 +189,21 @@ export class RedisTable implements BoundStore, QueuedOwner {
   }
 
   /** @internal FastOwner (fast-op.ts): the decision of a fast-path reply's outcome. */
-  fastDecision(out: Outcome, call: DecisionCall): Decision {
-    const d = newDecision(out, this.limits[0] as ResolvedLimit, 0, undefined);
+  outcomeDecision(out: Outcome, call: DecisionCall): Decision {
+    return this.remembered(newDecision(out, this.limits[0] as ResolvedLimit, 0, undefined), call);
+  }
+
+  /** `d`, after the denial cache (when on) has noted it if it denied a consume. */
+  private remembered(d: Decision, call: DecisionCall): Decision {
     if (call.op === "consume" && !d.allowed && this.denials !== undefined)
       this.denials.remember(call.key, call.cost, call.nowMs ?? Date.now(), d, call.maxDelayMs);
     return d;
   }
 
   /** @internal FastOwner (fast-op.ts): the failure policy's decision. */
-  fastFailed = (e: unknown, call: DecisionCall): Promise<Decision> => this.fallback.decision(e, call);
+  failedDecision = (e: unknown, call: DecisionCall): Promise<Decision> => this.fallback.decision(e, call);
   /** @internal FastOwner (fast-op.ts): a late admission, given back. */
-  fastLateAdmit = (call: DecisionCall): void => this.lateRefund(call.key, call.cost, call.nowMs);
+  lateAdmit = (call: DecisionCall): void => this.lateRefund(call.key, call.cost, call.nowMs);
 
   /** One decision's 5 integers per limit, from a script call of its own or a batch; rejects at once when its lane is down. */
   private call(
