@@ -20,11 +20,13 @@ export const slidingWindow: Algorithm = {
   init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(lim.buckets + 1) }),
 
   check(s, nowMs, cost, lim, out) {
-    decide(s, nowMs, cost, lim, out, false);
+    if (lim.buckets === 1) decideTail(s, nowMs, cost, lim, out, false);
+    else decide(s, nowMs, cost, lim, out, false);
   },
 
   consume(s, nowMs, cost, lim, out) {
-    decide(s, nowMs, cost, lim, out, true);
+    if (lim.buckets === 1) decideTail(s, nowMs, cost, lim, out, true);
+    else decide(s, nowMs, cost, lim, out, true);
   },
 
   commit(s, nowMs, cost, lim) {
@@ -54,8 +56,11 @@ export const slidingWindow: Algorithm = {
   },
 };
 
-/** `check`, and when `commit` and allowed, `commit` too. */
-function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
+/**
+ * `check`, and when `commit` and allowed, `commit` too, for any number of sub-windows.
+ * @internal exported for the test that holds {@link decideTail} to it.
+ */
+export function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
   const S = lim.windowMs / lim.buckets;
   // A clock that stepped back before the newest sub-window written: decide as at that
   // sub-window's start (else its units would not be counted at all), and count the waits from
@@ -89,6 +94,92 @@ function decide(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, 
     out.remaining = Math.max(0, lim.limit - used);
     denialWaits(s, lim, i, r, cost, behind, out);
   }
+}
+
+/**
+ * `decide` for one sub-window (`buckets: 1`, the default: the sliding tail), with the same
+ * results, unrolled: the ring is two counts, the current sub-window's (`cur`) and the previous
+ * one's (`prev`), so they are read once instead of through the general loops, and a denial's
+ * walk is at most three steps written out ({@link tailDenial}, a function of its own so that
+ * this one stays small enough for V8 to inline into the store's hot path). This is the
+ * default algorithm of the service's rules.
+ */
+function decideTail(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
+  const S = lim.windowMs;
+  const atMs = Math.max(nowMs, s.a * S); // a clock that stepped back: as in decide()
+  const behind = atMs - nowMs;
+  const i = Math.floor(atMs / S); // >= s.a; the same i and r as decide()'s, with one division
+  const r = atMs - i * S;
+  const ring = s.ring as Float64Array;
+  const slot = mod(i, 2);
+  // countOf(i) and countOf(i - 1): sub-window j is in the ring for s.a - 1 <= j <= s.a. (At
+  // i = s.a = 0 the other slot stands for sub-window -1, which was never written: it holds 0.)
+  const ahead = i - s.a;
+  const cur = ahead === 0 ? (ring[slot] as number) : 0;
+  const prev = ahead < 2 ? (ring[1 - slot] as number) : 0;
+  const used = lim.weighted && prev > 0 ? cur + Math.floor((prev * (S - r)) / S) : cur;
+  out.delayMs = 0;
+  if (used + cost <= lim.limit) {
+    out.allowed = true;
+    out.remaining = lim.limit - used - cost;
+    out.retryAfterMs = 0;
+    // As in decide(): the key is back to its full allowance once sub-window i has left the window.
+    const p = cur + cost;
+    out.resetAfterMs = S - r + (lim.weighted ? S - Math.floor((S - 1) / p) : 0) + behind;
+    if (commit) {
+      // advance() to i, then add the cost: i's slot holds cur + cost, the other slot i - 1's count.
+      ring[slot] = p;
+      ring[1 - slot] = prev;
+      s.a = i;
+    }
+  } else tailDenial(cur, prev, used, lim, r, cost, behind, out);
+}
+
+/**
+ * A denial for one sub-window: the remaining count, then {@link denialWaits}'s walk over
+ * sub-windows i, i + 1 and i + 2 written out. At i (from offset r) `cur` is counted in full and
+ * `prev` partly (weighted); at i + 1 (from its start) only `cur` is, partly; at i + 2 nothing
+ * is. A step that does not fit is skipped before any arithmetic, as fitsAt() returns -1 for it.
+ */
+function tailDenial(
+  cur: number,
+  prev: number,
+  used: number,
+  lim: ResolvedLimit,
+  r: number,
+  cost: number,
+  behind: number,
+  out: Outcome,
+): void {
+  out.allowed = false;
+  out.remaining = Math.max(0, lim.limit - used);
+  const S = lim.windowMs;
+  const free = lim.limit - cost; // the count that may remain for `cost` to fit
+  const p0 = lim.weighted ? prev : 0;
+  const p1 = lim.weighted ? cur : 0;
+  let x = free >= cur ? offsetIn(free - cur, p0, S, r) : S;
+  let retry = x < S ? x - r : -1;
+  x = cur === 0 ? offsetIn(0, p0, S, r) : S;
+  let reset = x < S ? x - r : -1;
+  if (reset < 0) {
+    if (retry < 0 && free >= 0) {
+      x = offsetIn(free, p1, S, 0);
+      retry = x < S ? S + x - r : 2 * S - r;
+    }
+    x = offsetIn(0, p1, S, 0);
+    reset = x < S ? S + x - r : 2 * S - r;
+  }
+  out.retryAfterMs = retry + behind;
+  out.resetAfterMs = reset + behind;
+}
+
+/**
+ * fitsAt() within one sub-window of `S` ms, for `need >= 0`: the earliest offset from `from` on
+ * at which `partial` partly counted units leave `need` free, or S if none does before its end.
+ */
+function offsetIn(need: number, partial: number, S: number, from: number): number {
+  if (partial === 0) return from;
+  return Math.min(S, Math.max(from, S - Math.floor(((need + 1) * S - 1) / partial)));
 }
 
 /**

@@ -1,0 +1,80 @@
+/**
+ * The sliding window with one sub-window (`buckets: 1`, the default) decides through its own
+ * unrolled path (decideTail in sliding-window.ts). It must give exactly what the general walk
+ * (`decide`, used for any number of sub-windows) gives: the same outcome, every wait included,
+ * and the same state afterwards. States are generated directly, as a key left by any history (or
+ * read back from Redis) could hold them, with clocks behind the newest sub-window, on it, and up
+ * to several sub-windows ahead.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { decide, slidingWindow } from "../src/core/algorithms/sliding-window.js";
+import type { LimitState } from "../src/core/algorithms/types.js";
+import { newOutcome } from "../src/core/decision.js";
+import { resolveLimit } from "../src/index.js";
+
+const subMsArb = fc.constantFrom(1, 2, 3, 7, 60, 1000, 3_600_000);
+
+/** A one-sub-window limit, a state it could hold, a clock reading near it, and a cost. */
+const caseArb = fc
+  .record({
+    limit: fc.integer({ min: 1, max: 12 }),
+    subMs: subMsArb,
+    weighted: fc.boolean(),
+    a: fc.oneof(fc.integer({ min: 0, max: 5 }), fc.integer({ min: 0, max: 2 ** 40 })),
+    cur: fc.integer({ min: 0, max: 14 }),
+    prev: fc.integer({ min: 0, max: 14 }),
+    ahead: fc.integer({ min: -2, max: 4 }),
+    offset: fc.double({ min: 0, max: 1, noNaN: true }),
+    cost: fc.integer({ min: 1, max: 12 }),
+  })
+  .map((c) => {
+    const lim = resolveLimit({ algorithm: "sliding-window", limit: c.limit, window: c.subMs, buckets: 1, weighted: c.weighted });
+    // Keep a state's window index small enough that a * S stays an exact integer (validation
+    // bounds real clocks far below that).
+    const a = Math.min(c.a, Math.floor(2 ** 52 / c.subMs) - 8);
+    const ring = new Float64Array(2);
+    ring[a % 2] = c.cur;
+    ring[(a + 1) % 2] = a === 0 ? 0 : c.prev; // at a = 0 the other slot is sub-window -1: never written
+    const nowMs = Math.max(0, (a + c.ahead) * c.subMs + Math.floor(c.offset * (c.subMs - 1)));
+    return { lim, state: { a, b: 0, ring }, nowMs, cost: Math.min(c.cost, c.limit) };
+  });
+
+function copy(s: LimitState): LimitState {
+  return { a: s.a, b: s.b, ring: Float64Array.from(s.ring as Float64Array) };
+}
+
+describe("sliding window, one sub-window: the unrolled path = the general walk", () => {
+  it("check and consume give the same outcome and leave the same state", () => {
+    fc.assert(
+      fc.property(caseArb, fc.boolean(), ({ lim, state, nowMs, cost }, commit) => {
+        const fast = copy(state);
+        const walk = copy(state);
+        const got = newOutcome();
+        const want = newOutcome();
+        if (commit) slidingWindow.consume(fast, nowMs, cost, lim, got);
+        else slidingWindow.check(fast, nowMs, cost, lim, got);
+        decide(walk, nowMs, cost, lim, want, commit);
+        expect(got).toEqual(want);
+        expect({ a: fast.a, ring: [...(fast.ring as Float64Array)] }).toEqual({ a: walk.a, ring: [...(walk.ring as Float64Array)] });
+      }),
+      { numRuns: 20_000 },
+    );
+  });
+
+  it("a worked example: 10 per minute, 8 admitted in the previous minute and 4 in this one, 10 s in", () => {
+    // ClassDojo's / Cloudflare's estimate: 4 + 8 * (60 - 10) / 60 = 10.67, rounded down to 10,
+    // so a request is refused. It fits once floor(8 * (60 - x) / 60) <= 5, i.e. from x = 15.001 s:
+    // 5.001 s on.
+    const lim = resolveLimit({ algorithm: "sliding-window", limit: 10, window: 60_000 });
+    const ring = new Float64Array(2);
+    ring[1] = 4; // sub-window 1 (this minute)
+    ring[0] = 8; // sub-window 0 (the previous one)
+    const out = newOutcome();
+    slidingWindow.check({ a: 1, b: 0, ring }, 70_000, 1, lim, out);
+    expect(out).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 5_001 });
+    // The whole limit is back once this minute's 4 no longer count: in the next minute
+    // floor(4 * (60 - x) / 60) = 0 from x = 60 - floor(59.999 / 4) = 45.001 s: 50 s + 45.001 s.
+    expect(out.resetAfterMs).toBe(50_000 + 45_001);
+  });
+});
