@@ -14,7 +14,9 @@ import type { Algorithm, LimitState } from "./types.js";
  * `floor(count[i-buckets] * (S - r) / S)`: rounded down, so the estimate never exceeds the count.
  *
  * State: `a` = index of the newest sub-window written; `ring[j % (buckets+1)]` = cost admitted in
- * sub-window `j`, valid for `a - buckets <= j <= a`.
+ * sub-window `j`, valid for `max(a - buckets, 0) <= j <= a` (any other sub-window counts 0). The
+ * walks below step through the ring's slots one by one instead of taking a modulo per
+ * sub-window: the modulo of these doubles is a division, and divisions were most of the cost.
  */
 export const slidingWindow: Algorithm = {
   init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(lim.buckets + 1) }),
@@ -30,8 +32,7 @@ export const slidingWindow: Algorithm = {
   },
 
   commit(s, nowMs, cost, lim) {
-    const S = lim.windowMs / lim.buckets;
-    const i = Math.max((nowMs - mod(nowMs, S)) / S, s.a);
+    const i = Math.max(Math.floor(nowMs / (lim.windowMs / lim.buckets)), s.a);
     advance(s, lim, i);
     const ring = s.ring as Float64Array;
     const slot = mod(i, lim.buckets + 1);
@@ -39,19 +40,19 @@ export const slidingWindow: Algorithm = {
   },
 
   refund(s, nowMs, cost, lim) {
-    const S = lim.windowMs / lim.buckets;
-    const i = Math.max((nowMs - mod(nowMs, S)) / S, s.a);
+    const i = Math.max(Math.floor(nowMs / (lim.windowMs / lim.buckets)), s.a);
     const ring = s.ring as Float64Array;
     const M = lim.buckets + 1;
     // Take the units back from the newest sub-windows still counted, the partly counted oldest one
     // (i - buckets) included: the refunded units are the newest ones, so this is exactly the state
     // the key would have without them. Sub-windows older than that never count again.
     let left = cost;
+    let slot = mod(s.a, M);
     for (let j = s.a; left > 0 && j > s.a - M && j >= i - lim.buckets; j--) {
-      const slot = mod(j, M);
       const take = Math.min(left, ring[slot] as number);
       ring[slot] = (ring[slot] as number) - take;
       left -= take;
+      slot = slot === 0 ? M - 1 : slot - 1;
     }
   },
 };
@@ -67,9 +68,13 @@ export function decide(s: LimitState, nowMs: number, cost: number, lim: Resolved
   // this earlier reading, so that they stay truthful on this clock.
   const atMs = Math.max(nowMs, s.a * S);
   const behind = atMs - nowMs;
-  const r = mod(atMs, S);
-  const i = (atMs - r) / S;
-  const used = usedAt(s, lim, i, r, 0);
+  const i = Math.floor(atMs / S); // floor(x / S) * S is exact, so this is the i and r of mod()
+  const r = atMs - i * S;
+  const jo = i - lim.buckets; // the sub-window partly counted at i (weighted)
+  const slot = mod(jo, lim.buckets + 1);
+  const full = fullCount(s, lim, i, slot);
+  const oldest = jo <= s.a && jo >= s.a - lim.buckets && jo >= 0 ? ((s.ring as Float64Array)[slot] as number) : 0;
+  const used = lim.weighted && oldest > 0 ? full + Math.floor((oldest * (S - r)) / S) : full;
   out.delayMs = 0;
   if (used + cost <= lim.limit) {
     out.allowed = true;
@@ -80,19 +85,21 @@ export function decide(s: LimitState, nowMs: number, cost: number, lim: Resolved
     // floor(p * (S - x) / S) is 0 in the sub-window after, i.e. x = S - floor((S - 1) / p)
     // (x = S: at its end). The same answer as walking the sub-windows for the whole limit with
     // `cost` added to sub-window i (as denialWaits walks them), without the walk.
-    const p = countOf(s, lim, i) + cost;
+    // Sub-window i's slot is the one before jo's (i = jo + buckets), and i >= s.a, so i holds
+    // units only when it is s.a.
+    const own = slot === 0 ? lim.buckets : slot - 1;
+    const ring = s.ring as Float64Array;
+    const p = (i === s.a ? (ring[own] as number) : 0) + cost;
     out.resetAfterMs = lim.windowMs - r + (lim.weighted ? S - Math.floor((S - 1) / p) : 0) + behind;
     if (commit) {
       // commit(): the sub-window of nowMs, or the newest one written when the clock stepped back: i.
       advance(s, lim, i);
-      const ring = s.ring as Float64Array;
-      const slot = mod(i, lim.buckets + 1);
-      ring[slot] = (ring[slot] as number) + cost;
+      ring[own] = (ring[own] as number) + cost;
     }
   } else {
     out.allowed = false;
     out.remaining = Math.max(0, lim.limit - used);
-    denialWaits(s, lim, i, r, cost, behind, out);
+    denialWaits(s, lim, i, r, cost, behind, full, out);
   }
 }
 
@@ -112,7 +119,7 @@ function decideTail(s: LimitState, nowMs: number, cost: number, lim: ResolvedLim
   const r = atMs - i * S;
   const ring = s.ring as Float64Array;
   const slot = mod(i, 2);
-  // countOf(i) and countOf(i - 1): sub-window j is in the ring for s.a - 1 <= j <= s.a. (At
+  // The counts of sub-windows i and i - 1: the ring holds sub-windows s.a - 1 and s.a only. (At
   // i = s.a = 0 the other slot stands for sub-window -1, which was never written: it holds 0.)
   const ahead = i - s.a;
   const cur = ahead === 0 ? (ring[slot] as number) : 0;
@@ -189,15 +196,29 @@ function offsetIn(need: number, partial: number, S: number, from: number): numbe
  * both (the reset never comes before the retry, so the walk ends at the reset); before, each was
  * a walk of its own. ratekeeper.lua's waitMs walks them the same way, once for each.
  */
-function denialWaits(s: LimitState, lim: ResolvedLimit, i: number, r: number, cost: number, behind: number, out: Outcome): void {
+function denialWaits(
+  s: LimitState,
+  lim: ResolvedLimit,
+  i: number,
+  r: number,
+  cost: number,
+  behind: number,
+  counted: number,
+  out: Outcome,
+): void {
   const B = lim.buckets;
+  const M = B + 1;
   const S = lim.windowMs / B;
-  let full = 0;
-  for (let j = i - B + 1; j <= i; j++) full += countOf(s, lim, j);
+  const ring = s.ring as Float64Array;
+  const lo = Math.max(s.a - B, 0); // the ring holds sub-windows lo .. s.a
+  // `counted` is the full count at i (fullCount()). The sub-window leaving at step k is i - B + k;
+  // its slot moves on by one per step, so the walk reads the ring without a modulo per step.
+  let full = counted;
   let retry = -1;
-  for (let k = 0; k <= B + 1; k++) {
+  for (let k = 0, slot = mod(i - B, M); k <= B + 1; k++, slot = slot === B ? 0 : slot + 1) {
     const cur = i + k;
-    const oldest = countOf(s, lim, cur - B); // left the fully counted range; now the partial one
+    const j = cur - B; // left the fully counted range; now the partial one
+    const oldest = j >= lo && j <= s.a ? (ring[slot] as number) : 0;
     if (k > 0) full -= oldest;
     const from = k === 0 ? r : 0;
     const partial = lim.weighted ? oldest : 0;
@@ -225,21 +246,20 @@ function fitsAt(need: number, partial: number, S: number, cur: number, from: num
   return x < S ? cur * S + x - (i * S + r) : -1;
 }
 
-/** Cost admitted in sub-window `j` (0 for sub-windows not in the ring). */
-function countOf(s: LimitState, lim: ResolvedLimit, j: number): number {
-  return j <= s.a && j >= s.a - lim.buckets && j >= 0 ? ((s.ring as Float64Array)[mod(j, lim.buckets + 1)] as number) : 0;
-}
-
-/** The windowed count at sub-window `i`, offset `r`; `extra` units are added to sub-window `i`. */
-function usedAt(s: LimitState, lim: ResolvedLimit, i: number, r: number, extra: number): number {
+/**
+ * The units of sub-windows `i - buckets + 1 .. i`, the ones counted in full at sub-window `i`;
+ * `before` is the slot of sub-window `i - buckets`. The slots are stepped through rather than
+ * each found by a modulo.
+ */
+function fullCount(s: LimitState, lim: ResolvedLimit, i: number, before: number): number {
   const B = lim.buckets;
-  let used = extra;
-  for (let j = i - B + 1; j <= i; j++) used += countOf(s, lim, j);
-  if (lim.weighted) {
-    const S = lim.windowMs / B;
-    used += Math.floor((countOf(s, lim, i - B) * (S - r)) / S);
+  const ring = s.ring as Float64Array;
+  const lo = Math.max(s.a - B, 0); // the ring holds sub-windows lo .. s.a
+  let full = 0;
+  for (let j = i - B + 1, slot = before === B ? 0 : before + 1; j <= i; j++, slot = slot === B ? 0 : slot + 1) {
+    if (j >= lo && j <= s.a) full += ring[slot] as number;
   }
-  return used;
+  return full;
 }
 
 /** Moves the ring forward to sub-window `i`, clearing the sub-windows skipped. */
@@ -248,6 +268,6 @@ function advance(s: LimitState, lim: ResolvedLimit, i: number): void {
   const ring = s.ring as Float64Array;
   const M = lim.buckets + 1;
   if (i - s.a >= M) ring.fill(0);
-  else for (let j = s.a + 1; j <= i; j++) ring[mod(j, M)] = 0;
+  else for (let j = s.a + 1, slot = mod(j, M); j <= i; j++, slot = slot === M - 1 ? 0 : slot + 1) ring[slot] = 0;
   s.a = i;
 }
