@@ -216,14 +216,13 @@ function denialWaits(
   let full = counted;
   let retry = -1;
   for (let k = 0, slot = mod(i - B, M); k <= B + 1; k++, slot = slot === B ? 0 : slot + 1) {
-    const cur = i + k;
-    const j = cur - B; // left the fully counted range; now the partial one
+    const j = i + k - B; // left the fully counted range; now the partial one
     const oldest = j >= lo && j <= s.a ? (ring[slot] as number) : 0;
     if (k > 0) full -= oldest;
     const from = k === 0 ? r : 0;
     const partial = lim.weighted ? oldest : 0;
-    if (retry < 0) retry = fitsAt(lim.limit - cost - full, partial, S, cur, from, i, r);
-    const reset = fitsAt(-full, partial, S, cur, from, i, r);
+    if (retry < 0) retry = fitsAt(lim.limit - cost - full, partial, S, k, from, r);
+    const reset = fitsAt(-full, partial, S, k, from, r);
     if (reset >= 0) {
       out.retryAfterMs = retry + behind;
       out.resetAfterMs = reset + behind;
@@ -235,15 +234,16 @@ function denialWaits(
 }
 
 /**
- * One step of the walk: the wait until sub-window `cur` (from offset `from`) when `need` units
- * are free there, counting `partial` units of the sub-window leaving (weighted), else -1.
+ * One step of the walk: the wait until sub-window `i + k` (from offset `from`) when `need` units
+ * are free there, counting `partial` units of the sub-window leaving (weighted), else -1. Waits
+ * are counted from offset `r` of sub-window `i`.
  * floor(partial * (S - x) / S) <= need  <=>  x >= S - floor(((need + 1) * S - 1) / partial)
  */
-function fitsAt(need: number, partial: number, S: number, cur: number, from: number, i: number, r: number): number {
+function fitsAt(need: number, partial: number, S: number, k: number, from: number, r: number): number {
   if (need < 0) return -1;
-  if (partial === 0) return cur * S + from - (i * S + r);
+  if (partial === 0) return k * S + from - r;
   const x = Math.max(from, S - Math.floor(((need + 1) * S - 1) / partial));
-  return x < S ? cur * S + x - (i * S + r) : -1;
+  return x < S ? k * S + x - r : -1;
 }
 
 /**
