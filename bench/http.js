@@ -7,6 +7,9 @@
 // sending two more response headers (which every limiter that sends headers pays), and the
 // denied rows: ratekeeper (and the peer) with a limit of 1 per hour, so every request after the
 // first warm-up request is refused with 429, against the same bare app serving "hello".
+// And the floors (bench/lib/http-floors.js): the bare app plus a middleware that sends
+// ratekeeper's own bytes as constants, its two limit headers ("floor") or its whole 429
+// ("floor-denied"), so ratekeeper's rows can also be read against what sending them costs.
 //
 // Every limiter is keyed by the client IP, keeps state in process memory, sends its default
 // headers, and has a limit far above the load, so every request is allowed and the cost measured
@@ -31,6 +34,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { fmtRate, fmtSpread, table, machineLine } from "./lib/format.js";
 import { summarize } from "./lib/stats.js";
+import { captureAnswers, floorParts } from "./lib/http-floors.js";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -51,7 +55,13 @@ const RK = {
   "ratekeeper-denied": { limiter: { ...POLICY, limit: 1, window: "1h" } },
 };
 /** Variants whose requests are all refused (429) once the first request has spent the limit. */
-const DENIED = new Set(["ratekeeper-denied", "peer-denied"]);
+const DENIED = new Set(["ratekeeper-denied", "peer-denied", "floor-denied"]);
+/** The floor variants: the bare app plus ratekeeper's bytes sent as constants. */
+const FLOORS = new Set(["floor", "floor-denied"]);
+/** The floors' part for `framework`, from ratekeeper's answers captured at start-up (null for other variants). */
+async function floorPart(framework, variant, hello) {
+  return FLOORS.has(variant) ? floorParts[framework](variant, await captureAnswers(RK), hello) : null;
+}
 
 async function serveExpress(variant) {
   const express = (await import("express")).default;
@@ -63,7 +73,7 @@ async function serveExpress(variant) {
   } else if (variant === "peer" || variant === "peer-denied") {
     const { rateLimit } = await import("express-rate-limit");
     app.use(rateLimit({ windowMs: 3_600_000, limit: variant === "peer" ? HUGE : 1 }));
-  }
+  } else if (FLOORS.has(variant)) app.use(await floorPart("express", variant));
   app.get("/", (_req, res) => res.send("hello"));
   const server = app.listen(0, "127.0.0.1");
   await once(server, "listening");
@@ -78,7 +88,7 @@ async function serveFastify(variant) {
     await app.register(rateLimitPlugin, RK[variant]);
   } else if (variant === "peer" || variant === "peer-denied") {
     await app.register((await import("@fastify/rate-limit")).default, { max: variant === "peer" ? HUGE : 1, timeWindow: 3_600_000 });
-  }
+  } else if (FLOORS.has(variant)) app.addHook("onRequest", await floorPart("fastify", variant));
   app.get("/", async () => "hello");
   await app.listen({ port: 0, host: "127.0.0.1" });
   return app.server.address().port;
@@ -91,7 +101,7 @@ async function serveNode(variant) {
   if (RK[variant]) {
     const { withRateLimit } = await import("ratekeeper/node");
     listener = withRateLimit(RK[variant], hello);
-  }
+  } else if (FLOORS.has(variant)) listener = await floorPart("node", variant, hello);
   const server = http.createServer(listener).listen(0, "127.0.0.1");
   await once(server, "listening");
   return server.address().port;
@@ -104,7 +114,7 @@ async function serveHono(variant) {
   if (RK[variant]) {
     const { rateLimit } = await import("ratekeeper/hono");
     app.use(rateLimit(RK[variant]));
-  }
+  } else if (FLOORS.has(variant)) app.use(await floorPart("hono", variant));
   app.get("/", (c) => c.text("hello"));
   return await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, (info) => resolve(info.port));
@@ -115,16 +125,16 @@ async function serveHono(variant) {
 const FRAMEWORKS = {
   express: {
     serve: serveExpress,
-    variants: ["bare", "ratekeeper", "peer", "ratekeeper-noheaders", "ratekeeper-denied", "peer-denied"],
+    variants: ["bare", "ratekeeper", "peer", "ratekeeper-noheaders", "ratekeeper-denied", "peer-denied", "floor", "floor-denied"],
     peer: "express-rate-limit 8",
   },
   fastify: {
     serve: serveFastify,
-    variants: ["bare", "ratekeeper", "peer", "ratekeeper-noheaders", "ratekeeper-denied", "peer-denied"],
+    variants: ["bare", "ratekeeper", "peer", "ratekeeper-noheaders", "ratekeeper-denied", "peer-denied", "floor", "floor-denied"],
     peer: "@fastify/rate-limit 11",
   },
-  node: { serve: serveNode, variants: ["bare", "ratekeeper", "ratekeeper-noheaders", "ratekeeper-denied"] },
-  hono: { serve: serveHono, variants: ["bare", "ratekeeper", "ratekeeper-noheaders", "ratekeeper-denied"] },
+  node: { serve: serveNode, variants: ["bare", "ratekeeper", "ratekeeper-noheaders", "ratekeeper-denied", "floor", "floor-denied"] },
+  hono: { serve: serveHono, variants: ["bare", "ratekeeper", "ratekeeper-noheaders", "ratekeeper-denied", "floor", "floor-denied"] },
 };
 
 // Server mode: `node bench/http.js --serve <framework> <variant>` prints its port and serves until killed.
@@ -211,6 +221,8 @@ async function main() {
   );
 
   const rows = [];
+  // ratekeeper against its floors, per framework: [label, req/s ratios, CPU ratios] per round.
+  const floorLines = [];
   for (const fw of ONLY) {
     const spec = FRAMEWORKS[fw];
     if (!spec) throw new Error(`--only: unknown framework ${fw}`);
@@ -220,6 +232,7 @@ async function main() {
     const ratio = Object.fromEntries(spec.variants.map((v) => [v, []]));
     const cpu = Object.fromEntries(spec.variants.map((v) => [v, []]));
     const cpuRatio = Object.fromEntries(spec.variants.map((v) => [v, []]));
+    const floorRatios = {};
     let problems = 0;
     try {
       for (let round = 0; round < RUNS; round++) {
@@ -237,6 +250,14 @@ async function main() {
           problems += DENIED.has(v) ? r.ok2xx + f.ok2xx + r.errors + f.errors : r.non2xx + r.errors + f.non2xx + f.errors;
           got[v] = r.rps;
           gotCpu[v] = f.cpuUsPerReq;
+        }
+        for (const [rk, floor] of [
+          ["ratekeeper", "floor"],
+          ["ratekeeper-denied", "floor-denied"],
+        ]) {
+          const vs = (floorRatios[rk] ??= { rps: [], cpu: [] });
+          vs.rps.push(got[rk] / got[floor]);
+          vs.cpu.push(gotCpu[floor] / gotCpu[rk]);
         }
         for (const v of spec.variants) {
           rps[v].push(got[v]);
@@ -267,8 +288,17 @@ async function main() {
         peer: `${fw} + ${spec.peer}`,
         "ratekeeper-denied": `${fw} + ratekeeper, every request refused (429)`,
         "peer-denied": `${fw} + ${spec.peer}, every request refused (429)`,
+        floor: `${fw} + ratekeeper's two limit headers as constants (floor)`,
+        "floor-denied": `${fw} answering ratekeeper's 429 as constants (floor)`,
       }[v];
       const pct = (x) => `${(x * 100).toFixed(1)}%`;
+      if (v === "ratekeeper" || v === "ratekeeper-denied") {
+        const fr = floorRatios[v];
+        const pct = (x) => `${(x * 100).toFixed(1)}%`;
+        floorLines.push(
+          `${fw} ${v === "ratekeeper" ? "allowed" : "refused"}: ${pct(summarize(fr.rps).median)} of the floor's req/s, ${pct(summarize(fr.cpu).median)} CPU-equivalent`,
+        );
+      }
       rows.push([
         label,
         fmtRate(r.median),
@@ -296,4 +326,9 @@ async function main() {
   );
   console.log(`\n${t.text}`);
   if (MARKDOWN) console.log(`\n${t.markdown}`);
+  console.log(
+    "\nratekeeper against its floors (the same app sending ratekeeper's limit headers, or its 429, as constants;\n" +
+      "medians over rounds of the ratio in the same round):\n" +
+      floorLines.map((l) => `  ${l}`).join("\n"),
+  );
 }
