@@ -8,7 +8,7 @@
 //     headers, problem+json body) as constants, written the way ratekeeper's adapter writes it
 //     (one writeHead / one header object / one Response).
 //
-// The bytes are ratekeeper's own: captured once at start-up from its node:http middleware with
+// The bytes are ratekeeper's own: captured once by the bench process from its node:http middleware with
 // the same options the bench gives the other rows (RK), so a change in what ratekeeper sends
 // moves the floor with it. What ratekeeper costs beyond a floor is its decision and the work of
 // building per-request header values; the floor itself is what any limiter that sends these
