@@ -13,7 +13,8 @@ import type { Algorithm, LimitState } from "./types.js";
  *
  * State: `a` = total cost units ever admitted (n); `ring[p % C]` holds the timestamp of unit p,
  * where C is the ring's length (its capacity). Units p < n - limit have fallen out of the ring;
- * positions p < 0 are empty.
+ * positions p < 0 are empty. `b` = a search hint, a position near the edge of the window (see
+ * {@link firstInside}); it only makes the search shorter, never changes a decision.
  *
  * The ring grows on demand: it starts with {@link FIRST_CAPACITY} slots and doubles when a commit
  * needs more, up to `limit`. So C >= min(n, limit) always: while C < limit no unit has ever been
@@ -27,29 +28,45 @@ export const slidingLog: Algorithm = {
   check(s, nowMs, cost, lim, out) {
     const L = lim.limit;
     const ring = s.ring as Float64Array;
-    const C = ring.length;
-    const cutoff = nowMs - lim.windowMs; // a unit logged at t <= cutoff is outside the window
-    const free = freeUnits(s, L, cutoff);
-    const newest = s.a > 0 ? (ring[(s.a - 1) % C] as number) : nowMs;
+    const n = s.a;
+    const end = n % ring.length; // the slot of position n: the one remainder of the decision (see at())
+    const q = firstInside(s, ring, end, L, nowMs - lim.windowMs);
+    const free = q - (n - L);
+    const newest = n > 0 ? at(ring, end, 1) : nowMs;
+    // For the commit that may follow: the next hint (check() itself changes nothing).
+    searched = s;
+    found = q;
     // Denied: the cost-th oldest unit is inside the window, and room comes when it leaves.
-    const decider = free >= cost ? 0 : (ring[(s.a - L + cost - 1) % C] as number);
+    const decider = free >= cost ? 0 : at(ring, end, L - cost + 1);
     logOutcome(free, newest, decider, nowMs, cost, lim, out);
   },
 
+  // check() and commit() in one: one remainder, one read of the newest unit.
   consume(s, nowMs, cost, lim, out) {
-    slidingLog.check(s, nowMs, cost, lim, out);
-    if (out.allowed) slidingLog.commit(s, nowMs, cost, lim);
+    const L = lim.limit;
+    const ring = s.ring as Float64Array;
+    const n = s.a;
+    const end = n % ring.length;
+    const q = firstInside(s, ring, end, L, nowMs - lim.windowMs);
+    const free = q - (n - L);
+    const newest = n > 0 ? at(ring, end, 1) : nowMs;
+    const decider = free >= cost ? 0 : at(ring, end, L - cost + 1);
+    logOutcome(free, newest, decider, nowMs, cost, lim, out);
+    if (free >= cost) {
+      append(s, ring, end, Math.max(nowMs, newest), cost, L);
+      s.b = q; // the next hint: only an admission moves it, a denial leaves the state as it was
+    }
   },
 
   commit(s, nowMs, cost, lim) {
-    const L = lim.limit;
-    let ring = s.ring as Float64Array;
+    const ring = s.ring as Float64Array;
+    const end = s.a % ring.length;
     // Keep the ring sorted even if a clock steps back: log such a unit at the newest time seen.
-    const t = s.a > 0 ? Math.max(nowMs, ring[(s.a - 1) % ring.length] as number) : nowMs;
-    if (s.a + cost > ring.length && ring.length < L) ring = grow(s, Math.min(L, Math.max(2 * ring.length, s.a + cost)));
-    const C = ring.length;
-    for (let i = 0; i < cost; i++) ring[(s.a + i) % C] = t;
-    s.a += cost;
+    const t = s.a > 0 ? Math.max(nowMs, at(ring, end, 1)) : nowMs;
+    append(s, ring, end, t, cost, lim.limit);
+    // The hint: where the check before this commit found the edge of the window.
+    if (searched === s) s.b = found;
+    searched = null;
   },
 
   refund(s, _nowMs, cost, lim) {
@@ -79,9 +96,10 @@ export const slidingLog: Algorithm = {
 
 /**
  * A check's outcome from the three numbers it reads of the log: `free`, the units that could be
- * admitted now ({@link freeUnits}); `newest`, the time of the newest unit (`nowMs` for an empty
- * log); `decider`, when `free < cost`, the time of the cost-th oldest unit of the ring. Shared
- * with the Redis store, whose script finds these numbers in the key and replies with them.
+ * admitted now (the empty positions and those before {@link firstInside}'s answer); `newest`,
+ * the time of the newest unit (`nowMs` for an empty log); `decider`, when `free < cost`, the
+ * time of the cost-th oldest unit of the ring. Shared with the Redis store, whose script finds
+ * these numbers in the key and replies with them.
  */
 export function logOutcome(
   free: number,
@@ -108,8 +126,30 @@ export function logOutcome(
   out.resetAfterMs = newest + lim.windowMs - nowMs;
 }
 
+/** The state of the last search and its answer, for the commit that follows it (the next hint). */
+let searched: LimitState | null = null;
+let found = 0;
+
 /** Slots of a new key's ring (64 bytes: V8 keeps a typed array this small inside the JS heap). */
 export const FIRST_CAPACITY = 8;
+
+/**
+ * Logs `cost` units at `t` from position n (slot `end`), growing the ring first if it is short of
+ * room and of `limit` (see the top of this file).
+ */
+function append(s: LimitState, ring: Float64Array, end: number, t: number, cost: number, L: number): void {
+  const n = s.a;
+  if (n + cost > ring.length && ring.length < L) {
+    ring = grow(s, Math.min(L, Math.max(2 * ring.length, n + cost)));
+    end = n; // no wrap yet: n <= the old length < the new one
+  }
+  const C = ring.length;
+  for (let i = 0; i < cost; i++) {
+    ring[end] = t;
+    if (++end === C) end = 0;
+  }
+  s.a = n + cost;
+}
 
 /** Replaces the ring with one of `capacity` slots holding the same units (no wrap yet: n <= old length). */
 function grow(s: LimitState, capacity: number): Float64Array {
@@ -120,20 +160,67 @@ function grow(s: LimitState, capacity: number): Float64Array {
 }
 
 /**
- * Cost units that could be admitted now: ring entries that are empty or outside the window.
- * The ring is sorted, so a binary search over the positions finds the first unit still inside.
+ * The first position whose unit is inside the window (`n` if none): the units before it, and the
+ * empty positions, are the free ones. The ring is sorted, so the answer is unique whatever the
+ * search path. It starts from the hint `s.b`, the answer of the key's last admission: under
+ * steady traffic the edge of the window has moved a few positions at most since then, so a
+ * decision reads two or three neighbouring slots here, instead of bisecting all `limit`
+ * positions (with a large limit, 20 reads spread over megabytes, and a remainder each). Other
+ * cases take {@link search}. Kept small, so that the whole decision still inlines into the
+ * store's consume (see evaluate.ts).
  */
-function freeUnits(s: LimitState, L: number, cutoff: number): number {
-  const ring = s.ring as Float64Array;
-  const C = ring.length;
+function firstInside(s: LimitState, ring: Float64Array, end: number, L: number, cutoff: number): number {
   const n = s.a;
-  // Positions n-L .. n-1, oldest first; j counts from the oldest. Empty (p < 0) is free.
-  let lo = Math.max(0, L - n); // first j whose position holds a unit
-  let hi = L;
+  const lo = n > L ? n - L : 0; // positions below n - L have left the ring; below 0, empty
+  let q = s.b;
+  if (q >= lo && q <= n && (q === lo || at(ring, end, n - q + 1) <= cutoff)) {
+    // Everything before the hint is free: the edge is at the hint or after it.
+    const stop = Math.min(n, q + 4);
+    while (q < stop && at(ring, end, n - q) <= cutoff) q++;
+    if (q < stop || q === n) return q;
+  }
+  return search(s, ring, end, L, cutoff);
+}
+
+/**
+ * {@link firstInside} in general: from the hint (any position; one outside `(n - L, n]` is
+ * ignored), gallop forward, then bisect, as the Redis script's slFirstInside does; without a
+ * usable hint, bisect.
+ */
+function search(s: LimitState, ring: Float64Array, end: number, L: number, cutoff: number): number {
+  const n = s.a;
+  let lo = n > L ? n - L : 0; // positions below n - L have left the ring; below 0, empty
+  let hi = n;
+  const h = s.b;
+  if (h > lo && h <= n) {
+    if (at(ring, end, n - h + 1) > cutoff) hi = h - 1;
+    else {
+      // The edge is at or after the hint: gallop forward from it, then bisect what is left.
+      lo = h;
+      for (let step = 1; lo < hi; step *= 2) {
+        const p = Math.min(lo + step - 1, hi - 1);
+        if (at(ring, end, n - p) > cutoff) {
+          hi = p;
+          break;
+        }
+        lo = p + 1;
+      }
+    }
+  }
   while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if ((ring[(n - L + mid) % C] as number) <= cutoff) lo = mid + 1;
+    const mid = lo + ((hi - lo) >>> 1);
+    if (at(ring, end, n - mid) <= cutoff) lo = mid + 1;
     else hi = mid;
   }
   return lo;
+}
+
+/**
+ * The time of position n - d (1 <= d <= min(n, L)), given `end`, the slot of position n
+ * (n % C). Counting back from `end` wraps at most once, so there is no remainder per read:
+ * an integer division costs more than the rest of a read from cache.
+ */
+function at(ring: Float64Array, end: number, d: number): number {
+  const j = end - d;
+  return ring[j < 0 ? j + ring.length : j] as number;
 }
