@@ -480,6 +480,14 @@ async function main() {
     http.map((c) => row(c, ceiling)),
   );
   console.log(t1.text);
+  // Each decision route against node:http answering the same bytes from constants (the "shape"
+  // rows): what the service costs beyond the answer its contract fixes.
+  const vsFloor = (id, floor) =>
+    `${((med(id, "rps") / med(floor, "rps")) * 100).toFixed(0)}% of its req/s, ${((cpu(floor) / cpu(id)) * 100).toFixed(0)}% CPU-equivalent`;
+  console.log(
+    `\nagainst node:http answering the same bytes (made once): GET /v1/auth ${vsFloor("auth", "shape-auth")}; ` +
+      `POST /v1/check ${vsFloor("check", "shape-check")}`,
+  );
   console.log("");
   const t2 = table(
     header,
