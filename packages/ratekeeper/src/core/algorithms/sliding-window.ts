@@ -109,7 +109,8 @@ export function decide(s: LimitState, nowMs: number, cost: number, lim: Resolved
  * one's (`prev`), so they are read once instead of through the general loops, and a denial's
  * walk is at most three steps written out ({@link tailDenial}, a function of its own so that
  * this one stays small enough for V8 to inline into the store's hot path). This is the
- * default algorithm of the service's rules.
+ * default algorithm of the service's rules. Its lines mirror decide()'s on purpose (a duplicate
+ * finder pairs them): sharing them would bring back the loops this path exists to avoid.
  */
 function decideTail(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
   const S = lim.windowMs;
