@@ -6,13 +6,14 @@
 //     setter ratekeeper's adapter uses on that framework;
 //   - "floor-denied": the bare app answering every request with ratekeeper's 429 (status,
 //     headers, problem+json body) as constants, written the way ratekeeper's adapter writes it
-//     (one writeHead / one header object / one Response).
+//     (one writeHead on node:http and Express, the headers then send() on Fastify, one Response
+//     on Hono).
 //
-// The bytes are ratekeeper's own: captured once by the bench process from its node:http middleware with
-// the same options the bench gives the other rows (RK), so a change in what ratekeeper sends
-// moves the floor with it. What ratekeeper costs beyond a floor is its decision and the work of
-// building per-request header values; the floor itself is what any limiter that sends these
-// headers, or this 429, pays on that framework.
+// The bytes are ratekeeper's own: the bench process captures them once from ratekeeper's
+// node:http middleware, with the options the bench gives the other rows (RK), and hands them to
+// the server processes; a change in what ratekeeper sends moves the floor with it. What ratekeeper
+// costs beyond a floor is its decision and the building of per-request header values; the floor
+// itself is what any limiter that sends these headers, or this 429, pays on that framework.
 
 import http from "node:http";
 import { once } from "node:events";
