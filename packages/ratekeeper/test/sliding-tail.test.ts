@@ -4,7 +4,8 @@
  * (`decide`, used for any number of sub-windows) gives: the same outcome, every wait included,
  * and the same state afterwards. States are generated directly, as a key left by any history (or
  * read back from Redis) could hold them, with clocks behind the newest sub-window, on it, and up
- * to several sub-windows ahead.
+ * to several sub-windows ahead. With several sub-windows, the memory state also keeps the ring's
+ * total in one extra slot, which must stay the sum of the others.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -44,7 +45,7 @@ function copy(s: LimitState): LimitState {
   return { a: s.a, b: s.b, ring: Float64Array.from(s.ring as Float64Array) };
 }
 
-describe("sliding window, one sub-window: the unrolled path = the general walk", () => {
+describe("sliding window: the unrolled one-sub-window path = the general walk; the ring's total", () => {
   it("check and consume give the same outcome and leave the same state", () => {
     fc.assert(
       fc.property(caseArb, fc.boolean(), ({ lim, state, nowMs, cost }, commit) => {
@@ -59,6 +60,43 @@ describe("sliding window, one sub-window: the unrolled path = the general walk",
         expect({ a: fast.a, ring: [...(fast.ring as Float64Array)] }).toEqual({ a: walk.a, ring: [...(walk.ring as Float64Array)] });
       }),
       { numRuns: 20_000 },
+    );
+  });
+
+  it("with several sub-windows, the memory state's extra slot keeps the sum of the others through consumes, commits, refunds and clocks stepping back", () => {
+    const opArb = fc.record({
+      kind: fc.constantFrom("consume", "check-commit", "refund", "peek"),
+      dt: fc.integer({ min: -40, max: 120 }),
+      cost: fc.integer({ min: 1, max: 6 }),
+    });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 2, max: 12 }),
+        fc.constantFrom(1, 3, 10),
+        fc.integer({ min: 1, max: 20 }),
+        fc.boolean(),
+        fc.array(opArb, { minLength: 1, maxLength: 60 }),
+        (buckets, subMs, limit, weighted, ops) => {
+          const lim = resolveLimit({ algorithm: "sliding-window", limit, window: buckets * subMs, buckets, weighted });
+          const s = slidingWindow.init(lim);
+          const ring = s.ring as Float64Array;
+          expect(ring.length).toBe(buckets + 2);
+          const out = newOutcome();
+          let t = 1_000_000;
+          for (const op of ops) {
+            t = Math.max(0, t + op.dt);
+            const cost = Math.min(op.cost, lim.capacity);
+            if (op.kind === "consume") slidingWindow.consume(s, t, cost, lim, out);
+            else if (op.kind === "refund") slidingWindow.refund(s, t, cost, lim);
+            else {
+              slidingWindow.check(s, t, cost, lim, out);
+              if (op.kind === "check-commit" && out.allowed) slidingWindow.commit(s, t, cost, lim);
+            }
+            expect(ring[buckets + 1], `after ${op.kind} at ${t}`).toBe(ring.subarray(0, buckets + 1).reduce((x, y) => x + y, 0));
+          }
+        },
+      ),
+      { numRuns: 3_000 },
     );
   });
 

@@ -19,7 +19,8 @@ import type { Algorithm, LimitState } from "./types.js";
  * sub-window: the modulo of these doubles is a division, and divisions were most of the cost.
  */
 export const slidingWindow: Algorithm = {
-  init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(lim.buckets + 1) }),
+  // With several sub-windows, one more slot at the end keeps the ring's total (see addUnits).
+  init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(lim.buckets === 1 ? 2 : lim.buckets + 2) }),
 
   check(s, nowMs, cost, lim, out) {
     if (lim.buckets === 1) decideTail(s, nowMs, cost, lim, out, false);
@@ -33,10 +34,7 @@ export const slidingWindow: Algorithm = {
 
   commit(s, nowMs, cost, lim) {
     const i = Math.max(Math.floor(nowMs / (lim.windowMs / lim.buckets)), s.a);
-    advance(s, lim, i);
-    const ring = s.ring as Float64Array;
-    const slot = mod(i, lim.buckets + 1);
-    ring[slot] = (ring[slot] as number) + cost;
+    addUnits(s, lim, i, mod(i, lim.buckets + 1), cost);
   },
 
   refund(s, nowMs, cost, lim) {
@@ -54,6 +52,7 @@ export const slidingWindow: Algorithm = {
       left -= take;
       slot = slot === 0 ? M - 1 : slot - 1;
     }
+    if (ring.length > M) ring[M] = (ring[M] as number) - (cost - left); // the total (see addUnits)
   },
 };
 
@@ -71,9 +70,13 @@ export function decide(s: LimitState, nowMs: number, cost: number, lim: Resolved
   const i = Math.floor(atMs / S); // floor(x / S) * S is exact, so this is the i and r of mod()
   const r = atMs - i * S;
   const jo = i - lim.buckets; // the sub-window partly counted at i (weighted)
-  const slot = mod(jo, lim.buckets + 1);
-  const full = fullCount(s, lim, i, slot);
-  const oldest = jo <= s.a && jo >= s.a - lim.buckets && jo >= 0 ? ((s.ring as Float64Array)[slot] as number) : 0;
+  const M = lim.buckets + 1;
+  const slot = mod(jo, M);
+  const ring = s.ring as Float64Array;
+  // In the newest sub-window written, with the ring's total at hand (addUnits), the full count is
+  // the total less the oldest slot's (which holds 0 when jo < 0); otherwise the slots are summed.
+  const full = i === s.a && ring.length > M ? (ring[M] as number) - (ring[slot] as number) : fullCount(s, lim, i, slot);
+  const oldest = jo <= s.a && jo >= s.a - lim.buckets && jo >= 0 ? (ring[slot] as number) : 0;
   const used = lim.weighted && oldest > 0 ? full + Math.floor((oldest * (S - r)) / S) : full;
   out.delayMs = 0;
   if (used + cost <= lim.limit) {
@@ -88,14 +91,10 @@ export function decide(s: LimitState, nowMs: number, cost: number, lim: Resolved
     // Sub-window i's slot is the one before jo's (i = jo + buckets), and i >= s.a, so i holds
     // units only when it is s.a.
     const own = slot === 0 ? lim.buckets : slot - 1;
-    const ring = s.ring as Float64Array;
     const p = (i === s.a ? (ring[own] as number) : 0) + cost;
     out.resetAfterMs = lim.windowMs - r + (lim.weighted ? S - Math.floor((S - 1) / p) : 0) + behind;
-    if (commit) {
-      // commit(): the sub-window of nowMs, or the newest one written when the clock stepped back: i.
-      advance(s, lim, i);
-      ring[own] = (ring[own] as number) + cost;
-    }
+    // commit(): the sub-window of nowMs, or the newest one written when the clock stepped back: i.
+    if (commit) addUnits(s, lim, i, own, cost);
   } else {
     out.allowed = false;
     out.remaining = Math.max(0, lim.limit - used);
@@ -263,12 +262,33 @@ function fullCount(s: LimitState, lim: ResolvedLimit, i: number, before: number)
   return full;
 }
 
-/** Moves the ring forward to sub-window `i`, clearing the sub-windows skipped. */
+/**
+ * Adds `cost` units to sub-window `i` (slot `own`), moving the ring forward to it first. A memory
+ * state with several sub-windows has one slot more than the `buckets + 1` of the layout, and keeps
+ * the sum of the others there, so that decide() finds the full count without summing the slots
+ * (a state the Redis store builds from its script's reply has no such slot, and sums them).
+ */
+function addUnits(s: LimitState, lim: ResolvedLimit, i: number, own: number, cost: number): void {
+  advance(s, lim, i);
+  const ring = s.ring as Float64Array;
+  ring[own] = (ring[own] as number) + cost;
+  const M = lim.buckets + 1;
+  if (ring.length > M) ring[M] = (ring[M] as number) + cost;
+}
+
+/** Moves the ring forward to sub-window `i`, clearing the sub-windows skipped (and taking them off the total). */
 function advance(s: LimitState, lim: ResolvedLimit, i: number): void {
   if (i <= s.a) return;
   const ring = s.ring as Float64Array;
   const M = lim.buckets + 1;
   if (i - s.a >= M) ring.fill(0);
-  else for (let j = s.a + 1, slot = mod(j, M); j <= i; j++, slot = slot === M - 1 ? 0 : slot + 1) ring[slot] = 0;
+  else {
+    let cleared = 0;
+    for (let j = s.a + 1, slot = mod(j, M); j <= i; j++, slot = slot === M - 1 ? 0 : slot + 1) {
+      cleared += ring[slot] as number;
+      ring[slot] = 0;
+    }
+    if (ring.length > M) ring[M] = (ring[M] as number) - cleared;
+  }
   s.a = i;
 }
