@@ -33,9 +33,6 @@ export const slidingLog: Algorithm = {
     const q = firstInside(s, ring, end, L, nowMs - lim.windowMs);
     const free = q - (n - L);
     const newest = n > 0 ? at(ring, end, 1) : nowMs;
-    // For the commit that may follow: the next hint (check() itself changes nothing).
-    searched = s;
-    found = q;
     // Denied: the cost-th oldest unit is inside the window, and room comes when it leaves.
     const decider = free >= cost ? 0 : at(ring, end, L - cost + 1);
     logOutcome(free, newest, decider, nowMs, cost, lim, out);
@@ -63,10 +60,11 @@ export const slidingLog: Algorithm = {
     const end = s.a % ring.length;
     // Keep the ring sorted even if a clock steps back: log such a unit at the newest time seen.
     const t = s.a > 0 ? Math.max(nowMs, at(ring, end, 1)) : nowMs;
+    // The next hint, as consume() sets it: where the edge of the window is before these units (the
+    // check before this commit found the same position; from the current hint it is a few reads).
+    const q = firstInside(s, ring, end, lim.limit, nowMs - lim.windowMs);
     append(s, ring, end, t, cost, lim.limit);
-    // The hint: where the check before this commit found the edge of the window.
-    if (searched === s) s.b = found;
-    searched = null;
+    s.b = q;
   },
 
   refund(s, _nowMs, cost, lim) {
@@ -125,10 +123,6 @@ export function logOutcome(
   out.retryAfterMs = decider + lim.windowMs - nowMs;
   out.resetAfterMs = newest + lim.windowMs - nowMs;
 }
-
-/** The state of the last search and its answer, for the commit that follows it (the next hint). */
-let searched: LimitState | null = null;
-let found = 0;
 
 /** Slots of a new key's ring (64 bytes: V8 keeps a typed array this small inside the JS heap). */
 export const FIRST_CAPACITY = 8;

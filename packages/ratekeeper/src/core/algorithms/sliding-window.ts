@@ -14,7 +14,9 @@ import type { Algorithm, LimitState } from "./types.js";
  * `floor(count[i-buckets] * (S - r) / S)`: rounded down, so the estimate never exceeds the count.
  *
  * State: `a` = index of the newest sub-window written; `ring[j % (buckets+1)]` = cost admitted in
- * sub-window `j`, valid for `max(a - buckets, 0) <= j <= a` (any other sub-window counts 0). The
+ * sub-window `j`, valid for `max(a - buckets, 0) <= j <= a` (any other sub-window counts 0). With
+ * several sub-windows a memory state's ring has one slot more, `ring[buckets + 1]`, the sum of
+ * the others (see addUnits); a state the Redis store builds from its reply has not. The
  * walks below step through the ring's slots one by one instead of taking a modulo per
  * sub-window: the modulo of these doubles is a division, and divisions were most of the cost.
  */

@@ -4,8 +4,10 @@ import type { ResolvedLimit } from "../options.js";
 /**
  * The state one limit keeps for one key: two numbers and, for the log and the sub-window
  * counters, a ring. Every algorithm uses this one shape (so the memory store's entries stay
- * monomorphic); what `a`, `b` and `ring` mean is documented in each algorithm's file, and the
- * Lua scripts store exactly these values.
+ * monomorphic); what `a`, `b` and `ring` mean is documented in each algorithm's file. The Lua
+ * scripts store these values, less what only speeds up the memory store: the sliding log's search
+ * hint in `b` and the sliding window's ring total (its extra last slot). Keep `b` a small integer:
+ * a double there turns the field into a boxed number in every algorithm's state.
  */
 export interface LimitState {
   a: number;
