@@ -206,6 +206,11 @@ describeRedis("decision service when Redis fails", () => {
     const d2 = await postJson(`${dflt.base}/v1/check`, { domain: "lb", descriptors: [{ user: "f2" }] });
     expect(d1.json.statuses[0]).toMatchObject({ allowed: true, reason: "degraded", limit: 1 });
     expect(d2.json.statuses[0]).toMatchObject({ allowed: false, reason: "degraded" });
+    // Not ready: at once where a few failed calls in a row have opened the breaker, else once the
+    // pings (every 500 ms) have (ERRORS_TO_OPEN errors, or a timeout); an instance that answered
+    // one check may still be closed here. Same bound as the frozen case above.
+    const waited = await Promise.all([closed, thrower, dflt].map((s) => readyzBecomes(s, 503)));
+    for (const ms of waited) expect(ms).toBeLessThan(3_000);
     for (const s of [closed, thrower, dflt]) {
       const ready = await fetch(`${s.base}/readyz`);
       expect(ready.status).toBe(503);
