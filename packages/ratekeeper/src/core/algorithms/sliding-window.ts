@@ -194,9 +194,17 @@ function offsetIn(need: number, partial: number, S: number, from: number): numbe
 /**
  * A denial's retryAfterMs (the earliest wait after which `cost` fits) and resetAfterMs (after
  * which the whole limit fits), with no other requests. The count never grows with time, so both
- * are exact: retrying after them succeeds. One walk over at most `buckets + 2` sub-windows serves
- * both (the reset never comes before the retry, so the walk ends at the reset); before, each was
- * a walk of its own. ratekeeper.lua's waitMs walks them the same way, once for each.
+ * are exact: retrying after them succeeds (sliding-denial.test.ts checks them against a search
+ * millisecond by millisecond). `counted` is the full count at sub-window i (fullCount()).
+ *
+ * The whole limit is back once n, the newest sub-window still counted that holds units, has left
+ * the window: from step k = n - i + B of the walk below on (step k: the sub-window leaving is
+ * i - B + k), nothing else is counted, so the reset is found there, without walking to it. The
+ * retry never comes after the reset; and when n alone holds more than `limit - cost`, no step
+ * before n's can fit `cost`, so the retry is found at n's step too. Only otherwise (the units
+ * spread over several sub-windows) does the walk run, and it stops at the first step that fits.
+ * Under a flood on one key, that is nearly always the first one or two. ratekeeper.lua's waitMs
+ * walks every step, once for each wait, with the same results.
  */
 function denialWaits(
   s: LimitState,
@@ -213,26 +221,59 @@ function denialWaits(
   const S = lim.windowMs / B;
   const ring = s.ring as Float64Array;
   const lo = Math.max(s.a - B, 0); // the ring holds sub-windows lo .. s.a
-  // `counted` is the full count at i (fullCount()). The sub-window leaving at step k is i - B + k;
-  // its slot moves on by one per step, so the walk reads the ring without a modulo per step.
+  // n: the newest counted sub-window with units, in slot ns (sub-window i - B is partly counted).
+  let n = s.a;
+  let ns = mod(n, M);
+  const oldestCounted = Math.max(lo, i - B);
+  while (n >= oldestCounted && (ring[ns] as number) === 0) {
+    n--;
+    ns = ns === 0 ? B : ns - 1;
+  }
+  const free = lim.limit - cost; // the count that may remain for `cost` to fit
+  if (n < oldestCounted) {
+    // Nothing is counted (a cost above the limit is the only way to be refused).
+    out.retryAfterMs = (free >= 0 ? 0 : -1) + behind;
+    out.resetAfterMs = behind;
+    return;
+  }
+  const kn = n - i + B;
+  const from = kn === 0 ? r : 0;
+  const units = ring[ns] as number;
+  const partial = lim.weighted ? units : 0;
+  // At step kn nothing but n is counted, partly; if n is still counted at the end of that
+  // sub-window, at step kn + 1 nothing is.
+  let reset = fitsAt(0, partial, S, kn, from, r);
+  if (reset < 0) reset = (kn + 1) * S - r;
+  let retry: number;
+  if (free < units) {
+    retry = fitsAt(free, partial, S, kn, from, r);
+    if (retry < 0 && free >= 0) retry = (kn + 1) * S - r; // found with the reset, a step later
+  } else retry = firstFit(s, lim, i, r, free, counted);
+  out.retryAfterMs = retry + behind;
+  out.resetAfterMs = reset + behind;
+}
+
+/**
+ * The walk for the retry: steps k = 0, 1, ... (sub-window i - B + k leaving the window), until
+ * `free` units are free at one of them. Only called when one is, at the latest when the newest
+ * sub-window with units leaves (see denialWaits). The slot of the sub-window leaving moves on
+ * by one per step, so the walk reads the ring without a modulo per step.
+ */
+function firstFit(s: LimitState, lim: ResolvedLimit, i: number, r: number, free: number, counted: number): number {
+  const B = lim.buckets;
+  const M = B + 1;
+  const S = lim.windowMs / B;
+  const ring = s.ring as Float64Array;
+  const lo = Math.max(s.a - B, 0);
   let full = counted;
-  let retry = -1;
   for (let k = 0, slot = mod(i - B, M); k <= B + 1; k++, slot = slot === B ? 0 : slot + 1) {
-    const j = i + k - B; // left the fully counted range; now the partial one
+    const j = i + k - B;
     const oldest = j >= lo && j <= s.a ? (ring[slot] as number) : 0;
     if (k > 0) full -= oldest;
-    const from = k === 0 ? r : 0;
-    const partial = lim.weighted ? oldest : 0;
-    if (retry < 0) retry = fitsAt(lim.limit - cost - full, partial, S, k, from, r);
-    const reset = fitsAt(-full, partial, S, k, from, r);
-    if (reset >= 0) {
-      out.retryAfterMs = retry + behind;
-      out.resetAfterMs = reset + behind;
-      return;
-    }
+    const retry = fitsAt(free - full, lim.weighted ? oldest : 0, S, k, k === 0 ? r : 0, r);
+    if (retry >= 0) return retry;
   }
-  out.retryAfterMs = (B + 1) * S - r + behind; // unreachable: after B+1 sub-windows nothing is counted
-  out.resetAfterMs = out.retryAfterMs;
+  return (B + 1) * S - r; // unreachable: after B + 1 sub-windows nothing is counted
 }
 
 /**
