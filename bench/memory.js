@@ -8,7 +8,8 @@
 //
 // Scenarios: one hot key, or 100,000 keys visited round-robin (all present before timing); traffic
 // all allowed (limits far above the load) or all denied (limit 1 per hour, already spent).
-// Every call is awaited in turn, as a request handler would. See docs/benchmarks/memory.md.
+// Every call is awaited in turn, as a request handler would; a third table times the synchronous
+// calls (our consumeNow, limiter) without await, each against its own kind. See docs/benchmarks/memory.md.
 //
 // Usage: node --expose-gc bench/memory.js [--runs 7] [--sample-ms 250] [--only <our algorithm, substring>]
 //          [--group <scenario substring>] [--mixed] [--no-alloc] [--only-alloc] [--markdown]
@@ -62,6 +63,13 @@ const ERL = "express-rate-limit MemoryStore.increment";
 const LIM = "limiter TokenBucket.tryRemoveTokens";
 const NOOP = "empty async function (ceiling)";
 const NOOP_NOW = "empty async function + Date.now()";
+// The same calls without `await`: ratekeeper's synchronous `consumeNow` (the memory store answers
+// in the call) against limiter's synchronous `tryRemoveTokens`, each calling convention against
+// its own kind (an awaited call costs about 50 ns here by itself, see the ceilings).
+const LIM_SYNC = "limiter TokenBucket.tryRemoveTokens, not awaited";
+const NOOP_SYNC = "empty function, not awaited (ceiling)";
+const syncLabel = (label) => `${label}: consumeNow, not awaited`;
+const SYNC_ROWS = new Set([LIM_SYNC, NOOP_SYNC]);
 
 /**
  * The limit for a scenario. Allowed traffic: far above what the loop can send (a billion per hour);
@@ -100,6 +108,20 @@ async function checkWith(isAllowed, call, keys, traffic) {
   return undefined;
 }
 
+/** limiter's TokenBucket per key, in a Map, as a user would keep them; `size` per hour. */
+function limiterCall(size) {
+  const buckets = new Map();
+  return (key) => {
+    let b = buckets.get(key);
+    if (b === undefined) {
+      b = new TokenBucket({ bucketSize: size, tokensPerInterval: size, interval: "hour" });
+      b.content = size; // it starts empty; a new key should start with a full allowance like the others
+      buckets.set(key, b);
+    }
+    return b.tryRemoveTokens(1);
+  };
+}
+
 /** The cases for `ours` (a subset of OURS), the peers and the ceilings, in every scenario. */
 function buildCases(ours) {
   const cases = [];
@@ -120,6 +142,19 @@ function buildCases(ours) {
           },
           check: (call, k) => checkWith(async (c, key) => (await c(key)).allowed, call, k, traffic),
           teardown: () => store.close(),
+        });
+        let syncStore;
+        add(syncLabel(label), {
+          sync: true,
+          setup: async () => {
+            syncStore = new MemoryStore();
+            const limiter = new RateLimiter({ ...ourSpec(base, keys, traffic), store: syncStore });
+            const call = (key) => limiter.consumeNow(key);
+            await prefill(call, ks, traffic);
+            return call;
+          },
+          check: (call, k) => checkWith(async (c, key) => c(key).allowed, call, k, traffic),
+          teardown: () => syncStore.close(),
         });
       }
       let rlf;
@@ -159,26 +194,29 @@ function buildCases(ours) {
         check: (call, k) => checkWith(async (c, key) => (await c(key)).totalHits <= LIMIT[traffic], call, k, traffic),
         teardown: () => erl.shutdown(),
       });
-      add(LIM, {
-        setup: async () => {
-          const buckets = new Map();
-          const size = LIMIT[traffic];
-          const call = (key) => {
-            let b = buckets.get(key);
-            if (b === undefined) {
-              b = new TokenBucket({ bucketSize: size, tokensPerInterval: size, interval: "hour" });
-              b.content = size; // it starts empty; a new key should start with a full allowance like the others
-              buckets.set(key, b);
-            }
-            return b.tryRemoveTokens(1);
-          };
-          await prefill(call, ks, traffic);
-          return call;
-        },
-        check: (call, k) => checkWith(async (c, key) => c(key), call, k, traffic),
-      });
+      for (const [label, sync] of [
+        [LIM, false],
+        [LIM_SYNC, true],
+      ]) {
+        add(label, {
+          sync,
+          setup: async () => {
+            const call = limiterCall(LIMIT[traffic]);
+            await prefill(call, ks, traffic);
+            return call;
+          },
+          check: (call, k) => checkWith(async (c, key) => c(key), call, k, traffic),
+        });
+      }
       add(NOOP, {
         setup: async () => async function noop(_key) {},
+      });
+      add(NOOP_SYNC, {
+        sync: true,
+        setup: async () =>
+          function noopSync(_key) {
+            return true;
+          },
       });
       add(NOOP_NOW, {
         setup: async () =>
@@ -237,43 +275,44 @@ async function throughput() {
   const cases = buildCases(ours);
   const groups = [...new Set(cases.map((c) => c.group))];
   const impls = [...new Set(cases.map((c) => c.impl))];
-  const peers = impls.filter((impl) => !ours.some(([l]) => l === impl));
+  const isOurs = (impl) => ours.some(([l]) => l === impl || syncLabel(l) === impl);
+  const peers = impls.filter((impl) => !isOurs(impl) && !SYNC_ROWS.has(impl));
+  const syncPeers = impls.filter((impl) => SYNC_ROWS.has(impl));
 
   // Ours: the process that measured it. Peers: every process's samples pooled.
   const get = (g, impl, metric) => {
     const id = `${g}|${impl}`;
-    const owner = parts.find((p) => p[id] && ours.some(([l]) => l === impl));
+    const owner = parts.find((p) => p[id] && isOurs(impl));
     if (owner) return { r: owner[id][metric], base: owner[`${g}|${RLF}`]?.[metric], problems: owner[id].problems };
     const pooled = (im) => summarize(parts.flatMap((p) => p[`${g}|${im}`]?.[metric].samples ?? []));
     return { r: pooled(impl), base: pooled(RLF), problems: parts.flatMap((p) => p[id]?.problems ?? []) };
   };
   // The best peer of a scenario, measured in the same process as `impl` (ours) or pooled (peers):
   // the faster of express-rate-limit's increment and limiter's TokenBucket (rate-limiter-flexible
-  // is far behind both).
+  // is far behind both); for a call not awaited, limiter's TokenBucket not awaited (the only
+  // synchronous peer).
   const bestPeer = (g, impl, metric) => {
     const id = (im) => `${g}|${im}`;
-    const owner = parts.find((p) => p[`${g}|${impl}`] && ours.some(([l]) => l === impl));
+    const owner = parts.find((p) => p[`${g}|${impl}`] && isOurs(impl));
     const rate = (im) =>
       owner ? owner[id(im)]?.[metric]?.median : summarize(parts.flatMap((p) => p[id(im)]?.[metric].samples ?? [])).median;
+    if (SYNC_ROWS.has(impl) || ours.some(([l]) => syncLabel(l) === impl)) return { median: rate(LIM_SYNC), name: "limiter" };
     const erl = rate(ERL);
     const lim = rate(LIM);
     return erl >= lim ? { median: erl, name: "express-rate-limit" } : { median: lim, name: "limiter" };
   };
-  const render = (metric) => {
+  const render = (metric, sync = false) => {
     const header = [
       `decisions/s, ${metric === "cpu" ? "CPU" : "wall"} time (median ±half-range)`,
-      ...groups.flatMap((g) => [g, "vs best peer", "vs rlf"]),
+      ...groups.flatMap((g) => (sync ? [g, "vs best peer"] : [g, "vs best peer", "vs rlf"])),
     ];
-    const rows = [...ours.map(([l]) => l), ...peers].map((impl) => [
+    const rows = (sync ? [...ours.map(([l]) => syncLabel(l)), ...syncPeers] : [...ours.map(([l]) => l), ...peers]).map((impl) => [
       impl,
       ...groups.flatMap((g) => {
         const { r, base } = get(g, impl, metric);
-        if (!r || !(r.samples.length > 0)) return ["", "", ""];
-        return [
-          `${fmtRate(r.median)} ${fmtSpread(r.spread)}`,
-          fmtRatio(r.median, bestPeer(g, impl, metric).median),
-          fmtRatio(r.median, base?.median),
-        ];
+        if (!r || !(r.samples.length > 0)) return sync ? ["", ""] : ["", "", ""];
+        const cells = [`${fmtRate(r.median)} ${fmtSpread(r.spread)}`, fmtRatio(r.median, bestPeer(g, impl, metric).median)];
+        return sync ? cells : [...cells, fmtRatio(r.median, base?.median)];
       }),
     ]);
     return table(header, rows);
@@ -284,7 +323,10 @@ async function throughput() {
   console.log(cpuTable.text);
   console.log("\nPer second of wall-clock time (what a caller sees; noisier here):");
   console.log(wallTable.text);
-  if (MARKDOWN) console.log(`\n${cpuTable.markdown}\n\n${wallTable.markdown}\n`);
+  const syncTable = render("cpu", true);
+  console.log("\nNot awaited: ratekeeper's synchronous consumeNow against limiter's synchronous call, CPU time:");
+  console.log(syncTable.text);
+  if (MARKDOWN) console.log(`\n${cpuTable.markdown}\n\n${wallTable.markdown}\n\n${syncTable.markdown}\n`);
 
   // The aims: fixed window, token bucket and GCRA at least 1.5x the best peer in every scenario;
   // the sliding window and the sliding log within 1.3x of fixed window's cost (CPU time).
@@ -296,6 +338,11 @@ async function throughput() {
       return r ? `${g} ${(r.median / bestPeer(g, label, "cpu").median).toFixed(2)}x` : `${g} -`;
     });
     lines.push(`${label} vs the best peer (aim >= 1.5x): ${ratios.join("; ")}`);
+    const syncRatios = groups.map((g) => {
+      const { r } = get(g, syncLabel(label), "cpu");
+      return r ? `${g} ${(r.median / bestPeer(g, syncLabel(label), "cpu").median).toFixed(2)}x` : `${g} -`;
+    });
+    lines.push(`${label} consumeNow vs limiter, neither awaited: ${syncRatios.join("; ")}`);
   }
   const fixed = ours.find(([l]) => l === "fixed-window");
   for (const [label] of ours) {

@@ -13,8 +13,11 @@ import { summarize } from "./stats.js";
  * A freshly compiled timing loop: `(fn, keys, n) => Promise<[wall ns, CPU ns]>`. CPU time is the
  * process's user + system time (`process.cpuUsage()`): on a shared machine it leaves out the time
  * the process waited for a core, so it is the steadier measure; wall time is what a caller sees.
+ * `sync`: the calls are not awaited (for synchronous APIs measured against each other; the loop
+ * still returns a promise).
  */
-export function compileLoop() {
+export function compileLoop(sync = false) {
+  const call = sync ? "fn(keys[k]);" : "try { await fn(keys[k]); } catch { /* a denial as a rejection (rate-limiter-flexible) */ }";
   // eslint-disable-next-line no-new-func
   return new Function(
     "fn",
@@ -26,7 +29,7 @@ export function compileLoop() {
       const c0 = process.cpuUsage();
       const t0 = process.hrtime.bigint();
       for (let i = 0; i < n; i++) {
-        try { await fn(keys[k]); } catch { /* a denial as a rejection (rate-limiter-flexible) */ }
+        ${call}
         if (++k === m) k = 0;
       }
       const wall = Number(process.hrtime.bigint() - t0);
@@ -47,6 +50,7 @@ export function compileLoop() {
  * @property {(call: (key: string) => unknown, keys: string[]) => Promise<string | undefined>} [check]
  *           after a sample: returns an error message if the traffic was not what the label says
  * @property {() => void} [teardown] releases timers the instance holds
+ * @property {boolean} [sync]     the call is synchronous and is timed without `await`
  */
 
 /**
@@ -69,7 +73,7 @@ export async function runCases(cases, { runs, sampleMs, log = () => {} }) {
     await settle();
     for (const c of inGroup) {
       const call = await c.setup();
-      const loop = compileLoop();
+      const loop = compileLoop(c.sync === true);
       const probeN = Math.max(50_000, c.keys.length);
       await loop(call, c.keys, probeN);
       const [ns] = await loop(call, c.keys, probeN);
