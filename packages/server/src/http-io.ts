@@ -128,6 +128,23 @@ export function readJsonThen(
   optional: boolean,
   done: (e: Error | undefined, body?: unknown) => void,
 ): void {
+  readTextThen(req, maxBytes, (e, text) => {
+    if (e !== undefined) return done(e);
+    let body: unknown;
+    try {
+      body = parseJsonText(text as string, optional);
+    } catch (err) {
+      return done(err as Error);
+    }
+    done(undefined, body);
+  });
+}
+
+/**
+ * A body of at most `maxBytes`, as UTF-8 text: `done(undefined, text)` or `done(error)` (413,
+ * with `connection: close`, when larger), once.
+ */
+export function readTextThen(req: IncomingMessage, maxBytes: number, done: (e: Error | undefined, text?: string) => void): void {
   const tooLarge = () =>
     new HttpError("payload_too_large", `body: at most ${maxBytes} bytes (--max-body)`, undefined, { connection: "close" });
   if (Number(req.headers["content-length"]) > maxBytes) return done(tooLarge());
@@ -149,8 +166,7 @@ export function readJsonThen(
   req.on("end", () => {
     if (over) return;
     over = true;
-    const text = more !== undefined ? Buffer.concat(more).toString("utf8") : first === undefined ? "" : first.toString("utf8");
-    parseBody(text, optional, done);
+    done(undefined, more !== undefined ? Buffer.concat(more).toString("utf8") : first === undefined ? "" : first.toString("utf8"));
   });
   req.on("error", (e) => {
     if (over) return;
@@ -159,15 +175,21 @@ export function readJsonThen(
   });
 }
 
-function parseBody(text: string, optional: boolean, done: (e: Error | undefined, body?: unknown) => void): void {
-  if (text.trim() === "") return optional ? done(undefined, undefined) : done(new HttpError("bad_request", "body: required (JSON)"));
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch (e) {
-    return done(new HttpError("bad_request", `body: not valid JSON (${(e as Error).message})`));
+/**
+ * A body's text as JSON.
+ * @returns the parsed body; undefined for an empty body when `optional`
+ * @throws HttpError 400 when not JSON, or empty and not `optional`
+ */
+export function parseJsonText(text: string, optional: boolean): unknown {
+  if (text.trim() === "") {
+    if (optional) return undefined;
+    throw new HttpError("bad_request", "body: required (JSON)");
   }
-  done(undefined, body);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw new HttpError("bad_request", `body: not valid JSON (${(e as Error).message})`);
+  }
 }
 
 /** The shortest admin token accepted (16 characters: 96 bits or more from a random generator). */

@@ -17,7 +17,7 @@ const NUMBERED_DESCRIPTOR_HEADERS = Array.from({ length: 9 }, (_, i) => `x-ratel
 const DENY_STATUSES = new Set([429, 403, 401]);
 
 /** Descriptors already read into entries, named as in the JSON (`descriptors[0][1]`) or by position (`/v1/auth`). */
-function entryShape(list: string): RequestShape<readonly DescriptorEntry[]> {
+export function entryShape(list: string): RequestShape<readonly DescriptorEntry[]> {
   return { entriesOf: (d) => d, descriptors: list, entries: (i) => `${list}[${i}]` };
 }
 

@@ -5,10 +5,11 @@ import type { Metrics } from "../metrics.js";
 import type { HeaderStyle } from "ratekeeper/http";
 import type { DecisionService } from "../service/decide.js";
 import { LeaseService } from "../service/leases.js";
-import { CheckError, type CheckResult } from "../service/types.js";
+import { CheckError, type CheckInput, type CheckResult } from "../service/types.js";
 import { createAdminHandler } from "./admin.js";
 import { authInput, batchOf, Query, toInput } from "./check-input.js";
-import { errorBody, HttpError, methodNotAllowed, readJsonThen, sendError, sendJsonText, TokenCheck } from "../http-io.js";
+import { errorBody, HttpError, methodNotAllowed, parseJsonText, readTextThen, sendError, sendJsonText, TokenCheck } from "../http-io.js";
+import { checkBodyInput } from "./check-body.js";
 import { routeOf, type HttpCall, type HttpContext } from "./http-routes.js";
 import { DEFAULT_STYLES, limitHeaderList, resultJson } from "./render.js";
 import type { RlsHeaders } from "./rls.js";
@@ -148,13 +149,18 @@ class HttpApi {
     if (pending !== undefined) pending.catch((e: unknown) => this.failed(req, res, e));
   };
 
-  /** Reads a `POST /v1/check` body, then answers it (or the error), as {@link serve} does. */
+  /**
+   * Reads a `POST /v1/check` body, then answers it (or the error), as {@link serve} does. The
+   * common single check is read without JSON.parse (transport/check-body.ts); any other body
+   * takes the general path.
+   */
   private readCheck(req: IncomingMessage, res: ServerResponse): void {
-    readJsonThen(req, this.maxBody, false, (err, body) => {
+    readTextThen(req, this.maxBody, (err, text) => {
       if (err !== undefined) return this.failed(req, res, err);
       let pending: void | Promise<void>;
       try {
-        pending = this.check(body, res);
+        const input = checkBodyInput(text as string);
+        pending = input !== undefined ? this.checkOne(input, res) : this.check(parseJsonText(text as string, false), res);
       } catch (e) {
         return this.failed(req, res, e);
       }
@@ -199,12 +205,14 @@ class HttpApi {
 
   private check(body: unknown, res: ServerResponse): void | Promise<void> {
     const batch = batchOf(body);
-    if (batch === undefined) {
-      const result = this.service.decideNow(toInput(body, ""));
-      if (result instanceof Promise) return result.then((r) => this.sendCheck(res, r));
-      return this.sendCheck(res, result);
-    }
+    if (batch === undefined) return this.checkOne(toInput(body, ""), res);
     return this.checkBatch(batch, res);
+  }
+
+  private checkOne(input: CheckInput, res: ServerResponse): void | Promise<void> {
+    const result = this.service.decideNow(input);
+    if (result instanceof Promise) return result.then((r) => this.sendCheck(res, r));
+    return this.sendCheck(res, result);
   }
 
   private sendCheck(res: ServerResponse, result: CheckResult): void {
