@@ -100,7 +100,7 @@ export function decide(s: LimitState, nowMs: number, cost: number, lim: Resolved
   } else {
     out.allowed = false;
     out.remaining = Math.max(0, lim.limit - used);
-    denialWaits(s, lim, i, r, cost, behind, full, out);
+    denialWaits(s, lim, S, i, r, slot, cost, behind, full, out);
   }
 }
 
@@ -195,7 +195,8 @@ function offsetIn(need: number, partial: number, S: number, from: number): numbe
  * A denial's retryAfterMs (the earliest wait after which `cost` fits) and resetAfterMs (after
  * which the whole limit fits), with no other requests. The count never grows with time, so both
  * are exact: retrying after them succeeds (sliding-denial.test.ts checks them against a search
- * millisecond by millisecond). `counted` is the full count at sub-window i (fullCount()).
+ * millisecond by millisecond). `counted` is the full count at sub-window i (fullCount()); `S`,
+ * the sub-window's length, and `slotJo`, the slot of sub-window i - B, are decide()'s.
  *
  * The whole limit is back once n, the newest sub-window still counted that holds units, has left
  * the window: from step k = n - i + B of the walk below on (step k: the sub-window leaving is
@@ -209,8 +210,10 @@ function offsetIn(need: number, partial: number, S: number, from: number): numbe
 function denialWaits(
   s: LimitState,
   lim: ResolvedLimit,
+  S: number,
   i: number,
   r: number,
+  slotJo: number,
   cost: number,
   behind: number,
   counted: number,
@@ -218,12 +221,13 @@ function denialWaits(
 ): void {
   const B = lim.buckets;
   const M = B + 1;
-  const S = lim.windowMs / B;
   const ring = s.ring as Float64Array;
   const lo = Math.max(s.a - B, 0); // the ring holds sub-windows lo .. s.a
   // n: the newest counted sub-window with units, in slot ns (sub-window i - B is partly counted).
+  // When the newest sub-window written is i (under a flood it is), its slot is the one before
+  // i - B's (i = jo + B), so no division is needed to find it.
   let n = s.a;
-  let ns = mod(n, M);
+  let ns = n === i ? (slotJo === 0 ? B : slotJo - 1) : mod(n, M);
   const oldestCounted = Math.max(lo, i - B);
   while (n >= oldestCounted && (ring[ns] as number) === 0) {
     n--;
@@ -245,10 +249,12 @@ function denialWaits(
   let reset = fitsAt(0, partial, S, kn, from, r);
   if (reset < 0) reset = (kn + 1) * S - r;
   let retry: number;
-  if (free < units) {
+  // When `cost` is the whole limit, it fits exactly when the whole limit is free: at the reset.
+  if (free === 0) retry = reset;
+  else if (free < units) {
     retry = fitsAt(free, partial, S, kn, from, r);
     if (retry < 0 && free >= 0) retry = (kn + 1) * S - r; // found with the reset, a step later
-  } else retry = firstFit(s, lim, i, r, free, counted);
+  } else retry = firstFit(s, lim, S, i, r, free, counted);
   out.retryAfterMs = retry + behind;
   out.resetAfterMs = reset + behind;
 }
@@ -259,10 +265,9 @@ function denialWaits(
  * sub-window with units leaves (see denialWaits). The slot of the sub-window leaving moves on
  * by one per step, so the walk reads the ring without a modulo per step.
  */
-function firstFit(s: LimitState, lim: ResolvedLimit, i: number, r: number, free: number, counted: number): number {
+function firstFit(s: LimitState, lim: ResolvedLimit, S: number, i: number, r: number, free: number, counted: number): number {
   const B = lim.buckets;
   const M = B + 1;
-  const S = lim.windowMs / B;
   const ring = s.ring as Float64Array;
   const lo = Math.max(s.a - B, 0);
   let full = counted;
