@@ -99,10 +99,17 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
  * `content-type` and `content-length`), which it appends those two to. One `writeHead` of a flat
  * list, then `end`: node walks the list as is. With an object (the headers copied into a new one,
  * two keys added, then walked key by key by node) this function's own time was 10% of a CPU
- * profile of the service under `POST /v1/check` load; with the list, 0.2%.
+ * profile of the service under `POST /v1/check` load; with the list, 0.2%. `bytes`, the text's
+ * length in UTF-8, is counted when not given.
  */
-export function sendJsonText(res: ServerResponse, status: number, text: string, flat: (string | number)[] = []): void {
-  flat.push("content-type", "application/json", "content-length", Buffer.byteLength(text));
+export function sendJsonText(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  flat: (string | number)[] = [],
+  bytes: number = Buffer.byteLength(text),
+): void {
+  flat.push("content-type", "application/json", "content-length", bytes);
   res.writeHead(status, flat);
   res.end(text);
 }

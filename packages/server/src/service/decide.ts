@@ -305,8 +305,7 @@ export class DecisionService {
       this.observer?.decision(a.label, a.ruleId, outcome, d.allowed || shadow ? undefined : stateKey);
       if (a.stat !== undefined) this.observer?.limitHit?.(a.stat, d.limit, usedBefore(d, cost), cost);
     }
-    const source = a.ruleId.startsWith("policy:") ? "policy" : "rule";
-    const explain = new DecisionExplain(a.ruleId, source, a.matched, limiter.limits, d, cost, shadow);
+    const explain = new DecisionExplain(a.policy, a.ruleId, a.matched, limiter.limits, d, cost, shadow);
     return withRlsName(decidedStatus(a.key, d, d.allowed || shadow, shadow, explain, limiter.limits, cost), a.policy.rlsName);
   }
 

@@ -16,7 +16,7 @@ import type { LeaseService } from "../service/leases.js";
 import { unauthorized, type AdminHandler } from "./admin.js";
 import { keysInput, type Query } from "./check-input.js";
 import { envoyHealthcheck, envoyJson, type EnvoyHttpOptions } from "./envoy-http.js";
-import { limitHeaderList, resultJson } from "./render.js";
+import { limitHeaderList, resultBody } from "./render.js";
 
 /** What the routes use, resolved once by `createHttpServer`. */
 export interface HttpContext {
@@ -55,7 +55,8 @@ export type HttpRoute = (call: HttpCall) => void | Promise<void>;
 async function keys({ ctx, res, method, path, query }: HttpCall): Promise<void> {
   if (method !== "GET") throw methodNotAllowed("GET");
   const result = await ctx.service.peek(keysInput(path.slice("/v1/keys/".length), query));
-  sendJsonText(res, 200, resultJson(result), limitHeaderList(result.statuses, ctx.styles, []));
+  const body = resultBody(result);
+  sendJsonText(res, 200, body.text, limitHeaderList(result.statuses, ctx.styles, []), body.bytes);
 }
 
 /** `POST /v1/leases/{acquire,renew,release}`: acquire (200, or 429 with Retry-After when every slot is held), renew, release. */

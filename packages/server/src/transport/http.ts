@@ -11,7 +11,7 @@ import { authInput, batchOf, Query, toInput } from "./check-input.js";
 import { errorBody, HttpError, methodNotAllowed, parseJsonText, readTextThen, sendError, sendJsonText, TokenCheck } from "../http-io.js";
 import { checkBodyInput } from "./check-body.js";
 import { routeOf, type HttpCall, type HttpContext } from "./http-routes.js";
-import { DEFAULT_STYLES, limitHeaderList, resultJson } from "./render.js";
+import { DEFAULT_STYLES, limitHeaderList, resultBody, resultJson } from "./render.js";
 import type { RlsHeaders } from "./rls.js";
 
 /** Options of {@link createHttpServer}. */
@@ -216,7 +216,8 @@ class HttpApi {
   }
 
   private sendCheck(res: ServerResponse, result: CheckResult): void {
-    sendJsonText(res, 200, resultJson(result), limitHeaderList(result.statuses, this.styles, []));
+    const body = resultBody(result);
+    sendJsonText(res, 200, body.text, limitHeaderList(result.statuses, this.styles, []), body.bytes);
   }
 
   private async checkBatch(batch: unknown[], res: ServerResponse): Promise<void> {

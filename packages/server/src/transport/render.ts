@@ -1,5 +1,7 @@
 import type { ResolvedLimit } from "ratekeeper";
 import { HeaderWriter, toSeconds, wireName, type HeaderStyle } from "ratekeeper/http";
+import { endAscii, jsonString, startAscii } from "../json-text.js";
+import { DecisionExplain } from "../service/explain.js";
 import { statusDetail } from "../service/status.js";
 import type { CheckResult, DescriptorStatus } from "../service/types.js";
 
@@ -83,39 +85,53 @@ export const DEFAULT_STYLES: readonly HeaderStyle[] = ["ietf"];
 /** One HeaderWriter per set of limits and styles: they render the constant parts once. */
 const WRITERS = new WeakMap<readonly ResolvedLimit[], Map<readonly HeaderStyle[], HeaderWriter>>();
 
+/** A JSON answer and its length in UTF-8 bytes (its `content-length`). */
+export interface JsonBody {
+  readonly text: string;
+  readonly bytes: number;
+}
+
 /**
  * A check result as JSON, written out by hand: the fields are fixed and the numbers whole, and
  * JSON.stringify of the generic object was the largest single cost of a POST /v1/check after
- * node's own HTTP work (about 3 us). Strings are quoted by {@link str}. The output is exactly
- * what JSON.stringify would give (a test compares them).
+ * node's own HTTP work (about 3 us). What a rule's explanations share is rendered once per rule
+ * (service/explain.ts), the four flags once per combination; per check only the key, numbers and
+ * names are written. The output is exactly what JSON.stringify would give (a test compares them
+ * over generated results, with names that need escaping).
  */
 export function resultJson(r: CheckResult): string {
-  let t = `{"allowed":${r.allowed},"domain":${str(r.domain)},"statuses":[`;
-  for (let i = 0; i < r.statuses.length; i++) {
-    const s = r.statuses[i] as DescriptorStatus;
-    const e = s.explain;
-    t +=
-      `${i === 0 ? "" : ","}{"key":${str(s.key)},"allowed":${s.allowed},"overLimit":${s.overLimit},"shadow":${s.shadow},` +
-      `"unlimited":${s.unlimited},"limit":${s.limit},"remaining":${s.remaining},"retryAfterMs":${s.retryAfterMs},` +
-      `"resetAfterMs":${s.resetAfterMs},"delayMs":${s.delayMs},"windowMs":${s.windowMs},` +
-      `"policy":${s.policy === null ? "null" : str(s.policy)},"reason":${s.reason === null ? "null" : str(s.reason)},` +
-      `"explain":{"rule":${e.rule === null ? "null" : str(e.rule)},"source":"${e.source}","why":${str(e.why)}}}`;
-  }
+  let t = `{"allowed":${r.allowed},"domain":${jsonString(r.domain)},"statuses":[`;
+  for (let i = 0; i < r.statuses.length; i++) t += (i === 0 ? "" : ",") + statusJson(r.statuses[i] as DescriptorStatus);
   return `${t}]}`;
 }
 
 /**
- * Characters JSON.stringify writes escaped: `"`, backslash, controls, and surrogates (a lone one is
- * escaped; a pair is not, but any surrogate sends the string the slow way, which is still right).
+ * {@link resultJson} with its byte length: when every string in it was plain ASCII (nearly
+ * always), its length, without counting (see json-text.ts).
  */
-// eslint-disable-next-line no-control-regex -- the control characters are what must be found
-const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
-
-/**
- * `JSON.stringify(s)` for a string: one that needs no escaping (nearly all: keys, rule names, the
- * explanation) is put between quotes as it is. JSON.stringify cost 270 ns on the 75-character
- * explanation, the regex test and the quotes 125 ns; a result has six strings per status.
- */
-function str(s: string): string {
-  return NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : `"${s}"`;
+export function resultBody(r: CheckResult): JsonBody {
+  startAscii();
+  const text = resultJson(r);
+  return { text, bytes: endAscii() ? text.length : Buffer.byteLength(text) };
 }
+
+function statusJson(s: DescriptorStatus): string {
+  const e = s.explain;
+  const explain =
+    e instanceof DecisionExplain
+      ? e.json()
+      : `{"rule":${e.rule === null ? "null" : jsonString(e.rule)},"source":"${e.source}","why":${jsonString(e.why)}}`;
+  const flags = FLAGS[(s.allowed ? 1 : 0) | (s.overLimit ? 2 : 0) | (s.shadow ? 4 : 0) | (s.unlimited ? 8 : 0)] as string;
+  return (
+    `{"key":${jsonString(s.key)},${flags}${s.limit},"remaining":${s.remaining},"retryAfterMs":${s.retryAfterMs},` +
+    `"resetAfterMs":${s.resetAfterMs},"delayMs":${s.delayMs},"windowMs":${s.windowMs},` +
+    `"policy":${s.policy === null ? "null" : jsonString(s.policy)},"reason":${s.reason === null ? "null" : jsonString(s.reason)},` +
+    `"explain":${explain}}`
+  );
+}
+
+/** A status's four flags and the name of the field after them, per combination (bit 1 allowed, 2 overLimit, 4 shadow, 8 unlimited). */
+const FLAGS = Array.from(
+  { length: 16 },
+  (_, i) => `"allowed":${(i & 1) !== 0},"overLimit":${(i & 2) !== 0},"shadow":${(i & 4) !== 0},"unlimited":${(i & 8) !== 0},"limit":`,
+);
