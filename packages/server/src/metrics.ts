@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, type Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { FastHistogram } from "./histogram.js";
 import { EnvoyStats, type EnvoyStatsOptions } from "./envoy-stats.js";
 import type { DecisionObserver, LimitStatKey } from "./service/types.js";
 
@@ -108,7 +109,7 @@ export class Metrics implements DecisionObserver {
   }
 
   private histogram(name: string, help: string, buckets: number[]): Histogram {
-    return new Histogram({ name, help, buckets, registers: [this.registry] });
+    return new FastHistogram({ name, help, buckets, registers: [this.registry] });
   }
 
   /** Reports the in-memory store's keys and estimated bytes, and its bounds, at each scrape. */
