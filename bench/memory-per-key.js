@@ -21,7 +21,7 @@ const opt = (name, dflt) => {
   return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : dflt;
 };
 
-/** [label, limiter options besides store and clock, charges per key] */
+/** [label, limiter options besides store and clock, charges per key, key shape, ms between a key's charges] */
 const CASES = [
   ["fixed-window, 45-character keys", { algorithm: "fixed-window", limit: 1000, window: "1h" }, 1, "long"],
   ["fixed-window", { algorithm: "fixed-window", limit: 1000, window: "1h" }, 1],
@@ -34,6 +34,8 @@ const CASES = [
   ["sliding-log, 10 units logged", { algorithm: "sliding-log", limit: 1000, window: "1h" }, 10],
   ["sliding-log, 100 units logged", { algorithm: "sliding-log", limit: 1000, window: "1h" }, 100],
   ["sliding-log, 1000 units logged (full)", { algorithm: "sliding-log", limit: 1000, window: "1h" }, 1000],
+  // A long-lived key at a low rate: 2,000 units, one a minute, so 60 in any window of the hour.
+  ["sliding-log, 2000 units at 1 a minute", { algorithm: "sliding-log", limit: 1000, window: "1h" }, 2000, "short", 60_000],
   [
     "two limits: token-bucket + fixed-window",
     {
@@ -48,7 +50,7 @@ const CASES = [
 
 if (args[0] === "--child") {
   const [, index, keys] = args;
-  const [, spec, charges, keyShape] = CASES[Number(index)];
+  const [, spec, charges, keyShape, stepMs = 0] = CASES[Number(index)];
   const n = Math.max(1, Math.floor(Number(keys) / Math.max(1, charges / 10)));
   let now = 1_700_000_000_000;
   const store = new MemoryStore({ maxKeys: 100_000_000, maxBytes: 2 ** 50, sweepIntervalMs: 0 });
@@ -66,8 +68,12 @@ if (args[0] === "--child") {
       keyShape === "long"
         ? "web|remote_address=203.0." + (i >> 8) + "." + (i & 255) + "|path=/search"
         : "ip:10.0." + (i >> 8) + "." + (i & 255);
-    for (let c = 0; c < charges; c++) limiter.consumeNow(key, 1);
-    now++;
+    const start = now;
+    for (let c = 0; c < charges; c++) {
+      limiter.consumeNow(key, 1);
+      now += stepMs;
+    }
+    now = start + 1; // every key's charges at the same times, one ms apart from the previous key's
   }
   const after = used();
   // The warm-up key is in both figures: count it out of the estimate.

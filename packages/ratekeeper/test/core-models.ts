@@ -25,8 +25,11 @@ export interface Req {
 /** The requests that count: admitted, minus those refunded (newest units first). */
 export class History {
   readonly reqs: Req[] = [];
+  /** The newest time admitted: a refund does not take it back (the sliding log decides as at it). */
+  high = Number.NEGATIVE_INFINITY;
   admit(t: number, c: number): void {
     this.reqs.push({ t, c });
+    this.high = Math.max(this.high, t);
   }
   refund(cost: number): void {
     let left = cost;
@@ -50,14 +53,27 @@ export interface ModelDecision {
 
 const sum = (rs: readonly Req[]) => rs.reduce((n, r) => n + r.c, 0);
 
-/** The model decision for `lim`, given the requests that count so far (in time order). */
-export function modelDecide(lim: ResolvedLimit, reqs: readonly Req[], t: number, c: number): ModelDecision {
+/**
+ * The model decision for `lim`, given the requests that count so far (in time order) and
+ * `highMs`, the newest time admitted ({@link History.high}). The runners' clocks never step back
+ * (properties-clock.test.ts and sliding-log-ring.test.ts cover that), so `t >= highMs` here.
+ */
+export function modelDecide(
+  lim: ResolvedLimit,
+  reqs: readonly Req[],
+  t: number,
+  c: number,
+  highMs = Number.NEGATIVE_INFINITY,
+): ModelDecision {
   switch (lim.algorithm) {
     case "fixed-window":
       return windowed(lim.limit, fixedWindowUsed(lim, reqs, t), c);
-    case "sliding-log":
-      // Exact: units admitted in (t - window, t].
-      return windowed(lim.limit, sum(reqs.filter((r) => r.t > t - lim.windowMs && r.t <= t)), c);
+    case "sliding-log": {
+      // Exact: units admitted in (at - window, at], where `at` is the decision's time, or the
+      // newest time admitted if the clock is behind it while units count (sliding-log.ts).
+      const at = reqs.length > 0 ? Math.max(t, highMs) : t;
+      return windowed(lim.limit, sum(reqs.filter((r) => r.t > at - lim.windowMs && r.t <= at)), c);
+    }
     case "sliding-window":
       return windowed(lim.limit, slidingWindowUsed(lim, reqs, t), c);
     case "token-bucket":
@@ -269,7 +285,7 @@ export function runAgainstModel(spec: LimitSpec, t0: number, ops: readonly Op[])
     expect(d.snapshot(), `check changed the state at step ${step}`).toEqual(before);
     // Every algorithm is exact against its model, refunds included (a refund takes back the
     // newest units, and each algorithm restores exactly the state it would have without them).
-    const m = modelDecide(lim, history.reqs, t, c);
+    const m = modelDecide(lim, history.reqs, t, c, history.high);
     const got = { allowed: out.allowed, remaining: out.remaining, delayMs: out.delayMs };
     expect(got, `step ${step}: cost ${c} at t0+${t - t0}`).toEqual(m);
     if (out.allowed) {

@@ -203,7 +203,7 @@ describe("one or several limits on one key (Evaluator): all-or-nothing", () => {
           }
           const before = states.map(snapshotOf);
           const d = ev.run(states, t, c, op.kind === "consume");
-          const models = limits.map((l) => modelDecide(l, history.reqs, t, c));
+          const models = limits.map((l) => modelDecide(l, history.reqs, t, c, history.high));
           expect(d.allowed).toBe(models.every((m) => m.allowed));
           // One limit: the decision is that limit's outcome (no per-limit list); several: one entry each.
           if (limits.length === 1) expect(d.limits).toBeUndefined();

@@ -145,6 +145,30 @@ const longLogScenarioArb = fc.tuple(
   ),
 );
 
+/**
+ * Logs whose traffic keeps far fewer units in a window than `limit`: the memory store's ring wraps
+ * long before it has `limit` slots (the script's always has `limit`), grows when a burst fills the
+ * window, and must still decide alike through idle gaps, refunds past the units it holds and a
+ * clock that steps back (both decide as at the log's high-water mark).
+ */
+const wrapLogScenarioArb = fc.tuple(
+  fc.record({
+    algorithm: fc.constant("sliding-log" as const),
+    limit: fc.oneof(fc.integer({ min: 9, max: 60 }), fc.integer({ min: 129, max: 300 })),
+    window: fc.constantFrom(5, 20, 100),
+  }),
+  startArb,
+  fc.array(
+    fc.record({
+      kind: fc.constantFrom<Op["kind"]>("consume", "consume", "consume", "consume", "peek", "refund"),
+      dt: fc.constantFrom(0, 1, 2, 3, 5, 10, 30, 100, 700, -1, -4, -30),
+      key: fc.constant(0),
+      cost: fc.oneof(fc.constant(1), fc.constant(1), fc.integer({ min: 1, max: 12 }), fc.integer({ min: 1, max: 300 })),
+    }),
+    { minLength: 1, maxLength: 150 },
+  ),
+);
+
 /** Sliding window counters near the epoch and across sub-windows, refunds heavy. */
 const windowScenarioArb = fc.tuple(
   slidingWindowArb(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 1, max: 5 }), fc.constantFrom(1, 2, 3, 10)),
@@ -240,6 +264,13 @@ describeRedis("RedisStore vs MemoryStore: identical decisions", () => {
     await fc.assert(
       fc.asyncProperty(longLogScenarioArb, ([spec, t0, ops]) => replay([spec], t0, ops)),
       { numRuns: 200 },
+    );
+  });
+
+  it("sliding log whose memory ring wraps before limit: idle gaps, bursts, refunds, steps back", async () => {
+    await fc.assert(
+      fc.asyncProperty(wrapLogScenarioArb, ([spec, t0, ops]) => replay([spec], t0, ops)),
+      { numRuns: 300 },
     );
   });
 

@@ -19,8 +19,9 @@ export interface MemoryStoreOptions {
    * estimated per key ({@link MemoryStore.bytes}: the key string, the map entry, the state and
    * its ring; about 130-400 bytes for a short key, plus 8 bytes per logged unit for a
    * sliding log). Dropped first are the same keys as for `maxKeys`; whichever bound is reached
-   * first applies. A sliding log's ring grows with its use (up to `limit` units), so this is
-   * the bound that holds when many keys each log many units.
+   * first applies. A sliding log's ring grows with the units a key has inside one window at
+   * once (about twice its busiest window, up to `limit` units), so this is the bound that holds
+   * when many keys each log many units at a time.
    * @default 268_435_456 (256 MiB)
    */
   maxBytes?: number;

@@ -72,8 +72,9 @@ function windowOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: nu
 
 /**
  * The sliding log's outcome from the fast path's reply (ratekeeper.lua kind "l"): the integer
- * `free` (an admission whose newest unit is not ahead of now), or [free, newest, decider], the
- * numbers sliding-log.ts check() reads of the log, which the script read of the key.
+ * `free` (an admission at now), or [free, newest, decider], the numbers sliding-log.ts check()
+ * reads of the log, which the script read of the key (for an admission made as at the log's
+ * high-water mark, newest is that time; for a denial, the newest unit's).
  */
 function logReply(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome): void {
   if (typeof raw === "number") return logOutcome(raw, nowMs, 0, nowMs, cost, lim, out);

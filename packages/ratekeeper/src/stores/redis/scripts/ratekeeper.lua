@@ -44,9 +44,11 @@ State, one string per limit (LimitState {a, b, ring} of core/algorithms/types.ts
   number in [0, 2^47) (ms timestamps until the year 6429, counts, levels), else as 8-byte
   doubles: a key's value is then 12 bytes, which keeps a bucket or counter key under 100 bytes
   of Redis memory (MEMORY USAGE). The length tells the two encodings apart.
-- sliding-log: header "<ddd" = n (= a, units ever admitted), h (search hint: a position whose
-  predecessors were all outside the window at the last commit), newest (timestamp of unit n-1);
-  then ring slot j (timestamp of unit p, j = p mod limit) at byte 24 + 8*j. Only the slots a
+- sliding-log: header "<ddd" = n (= a, units admitted less those refunded), h (search hint: a
+  position whose predecessors were all outside the window at the last commit), high (the newest
+  time a unit was logged at; a refund does not move it back; while n > 0 a decision is made as
+  at max(now, high), see sliding-log.ts); then ring slot j (timestamp of unit p, j = p mod limit)
+  at byte 24 + 8*j. (The memory store's ring may hold fewer slots; decisions are the same.) Only the slots a
   decision needs are read (GETRANGE) and written (SETRANGE): no sorted set, O(1) calls in the
   steady state, O(log limit) at worst. (A lone decision takes the fast path instead, in the same
   layout: the whole value read and rewritten up to 128 slots, ranges beyond.)
@@ -111,20 +113,22 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
     if kind == "l" then
       -- sliding-log.ts check() and commit() on the whole value (limits up to 128 units: at most
       -- 1,048 bytes; larger ones are kind "L" below), in the general code's layout (header
-      -- "<ddd" n, h, newest; slot j at byte 24 + 8*j), so keys are shared with it both ways:
+      -- "<ddd" n, h, high; slot j at byte 24 + 8*j), so keys are shared with it both ways:
       -- one GET, one SET PX. The search for q (freeUnits) is slFirstInside's, from the hint.
       -- Replies with the numbers the store's logOutcome (sliding-log.ts) needs: the integer
-      -- `free` for an admission whose newest unit is not ahead of now (the common case), else
-      -- {free, newest, decider}. (Larger values cost more this way than ranged reads and
+      -- `free` for an admission at now (the common case), else {free, newest, decider}: for an
+      -- admission made as at the high-water mark, {free, high, 0}; for a denial, the newest unit's
+      -- time and the deciding unit's. (Larger values cost more this way than ranged reads and
       -- writes: 54 us against 15 at 1,000 units; likely the Lua garbage collector, whose work
       -- grows with the bytes each call allocates.) Inline, without "L"'s slot reader: a
       -- function call per slot read and a GETRANGE for the GET cost 1-1.6 us per decision more.
       local raw = redis.call("GET", key)
-      local n, h, newest = 0, 0, now
-      if raw and #raw >= 24 then n, h, newest = struct.unpack("<ddd", raw) else raw = "" end
-      -- An empty log (fresh, or refunded to 0 by the general code, which leaves newest 0) has no newest unit.
-      if n == 0 then newest = now end
-      local cutoff = now - W
+      local n, h, high = 0, 0, now
+      if raw and #raw >= 24 then n, h, high = struct.unpack("<ddd", raw) else raw = "" end
+      -- t: the time the decision is made as (an empty log, fresh or refunded to 0, decides at now).
+      local t = now
+      if n > 0 and high > now then t = high end
+      local cutoff = t - W
       local lo, hi = n - limit, n
       if lo < 0 then lo = 0 end
       -- Position p's time is the double at byte 25 + 8 * (p % limit) (1-based for struct).
@@ -149,13 +153,15 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
       end
       local free = lo - (n - limit)
       if free < cost then
-        return { free, newest, (struct.unpack("<d", raw, 25 + 8 * ((n - limit + cost - 1) % limit))) }
+        return {
+          free,
+          (struct.unpack("<d", raw, 25 + 8 * ((n - 1) % limit))),
+          (struct.unpack("<d", raw, 25 + 8 * ((n - limit + cost - 1) % limit))),
+        }
       end
       if consume then
-        -- commit(): `cost` units at t = max(now, newest) from position n (slot s0), the ring
-        -- wrapping at most once; the string grows by exact amounts until it holds `limit` slots.
-        local t = now
-        if newest > t then t = newest end
+        -- commit(): `cost` units at t from position n (slot s0), the ring wrapping at most once;
+        -- the string grows by exact amounts until it holds `limit` slots.
         local cell = struct.pack("<d", t)
         local s0 = n % limit
         local e = s0 + cost
@@ -172,7 +178,7 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
         end
         redis.call("SET", key, v, "PX", ttl)
       end
-      if newest > now then return { free, newest, 0 } end
+      if t > now then return { free, t, 0 } end
       return free
     end
     if kind == "L" then
@@ -182,14 +188,15 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
       -- and written by ranges as the general code does (logSlot; SETRANGE of the new units and
       -- of the header, one SETRANGE when they touch; PEXPIRE). Same search, same reply as "l".
       local raw = redis.call("GETRANGE", key, 0, 23 + 8 * LOG_K)
-      local n, h, newest = 0, 0, now
-      if #raw >= 24 then n, h, newest = struct.unpack("<ddd", raw) end
-      -- An empty log (fresh, or refunded to 0 by the general code, which leaves newest 0) has no newest unit.
-      if n == 0 then newest = now end
+      local n, h, high = 0, 0, now
+      if #raw >= 24 then n, h, high = struct.unpack("<ddd", raw) end
+      -- t: the time the decision is made as (an empty log, fresh or refunded to 0, decides at now).
+      local t = now
+      if n > 0 and high > now then t = high end
       local m = n
       if m > limit then m = limit end
       logKey, logRaw, logBuf = key, raw, nil
-      local cutoff = now - W
+      local cutoff = t - W
       local lo, hi = n - limit, n
       if lo < 0 then lo = 0 end
       if h > lo and h <= n then
@@ -212,12 +219,10 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
         if logSlot(mid) <= cutoff then lo = mid + 1 else hi = mid end
       end
       local free = lo - (n - limit)
-      if free < cost then return { free, newest, logSlot(n - limit + cost - 1) } end
+      if free < cost then return { free, logSlot(n - 1), logSlot(n - limit + cost - 1) } end
       if consume then
-        -- commit(): `cost` units at t = max(now, newest) from position n (slot s0); the ring
-        -- wraps at most once (cost <= limit).
-        local t = now
-        if newest > t then t = newest end
+        -- commit(): `cost` units at t from position n (slot s0); the ring wraps at most once
+        -- (cost <= limit).
         local cell = struct.pack("<d", t)
         local s0 = n % limit
         local e = s0 + cost
@@ -250,7 +255,7 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
           redis.call("PEXPIRE", key, ttl)
         end
       end
-      if newest > now then return { free, newest, 0 } end
+      if t > now then return { free, t, 0 } end
       return free
     end
     if kind == "w" or kind == "v" then
@@ -810,25 +815,30 @@ local function slFirstInside(s, L, cutoff)
   return lo
 end
 
+-- The time a decision is made as: the high-water mark when the clock is behind it and the log
+-- holds units (see sliding-log.ts), else now. commit logs the units at this time.
+local function slTime(s)
+  if s.a > 0 and s.high > now then return s.high end
+  return now
+end
+
 local function slCheck(s, L, out)
   local Lim = L.limit
-  local cutoff = now - L.windowMs
-  local q = slFirstInside(s, L, cutoff)
+  local t = slTime(s)
+  local q = slFirstInside(s, L, t - L.windowMs)
   s.q = q
   local free = q - (s.a - Lim)
   out[5] = 0
   if free >= cost then
-    -- The units logged now are the last to leave; commit logs them at the newest time seen.
-    local newest = now
-    if s.a > 0 then newest = s.newest end
-    out[1] = 1; out[2] = free - cost; out[3] = 0; out[4] = max(newest - now, 0) + L.windowMs
+    -- The units logged now (at t) are the last to leave.
+    out[1] = 1; out[2] = free - cost; out[3] = 0; out[4] = t - now + L.windowMs
     return
   end
   local decider = slRead(s, L, s.a - Lim + cost - 1)
   out[1] = 0
   out[2] = free
   out[3] = decider + L.windowMs - now
-  out[4] = s.newest + L.windowMs - now
+  out[4] = slRead(s, L, s.a - 1) + L.windowMs - now
 end
 
 -- Writes vals[1..] at positions p, p+1, ...: at most two SETRANGEs (the ring wraps once at most).
@@ -858,13 +868,12 @@ local function slWriteRun(s, L, p, count, t)
 end
 
 local function slCommit(s, L)
-  local t = now
-  if s.a > 0 then t = max(now, s.newest) end
+  local t = slTime(s)
   slWriteRun(s, L, s.a, cost, t)
   local filled = s.a < L.limit and s.a + cost >= L.limit
   s.a = s.a + cost
   s.h = s.q
-  s.newest = t
+  s.high = t
   s.trim = filled
 end
 
@@ -884,9 +893,9 @@ local function slRefund(s, L)
     for i = i0, c - 1 do vals[#vals + 1] = min(slRead(s, L, n + i) - W, oldestKnown) end
     slWriteVals(s, L, n - Lim + i0, vals)
   end
+  -- The high-water mark stays: units that left the window stay outside it.
   s.a = n
   s.h = 0
-  if n > 0 then s.newest = slRead(s, L, n - 1) else s.newest = 0 end
   return true
 end
 
@@ -919,10 +928,10 @@ local function load(key, L)
     local head = redis.call("GETRANGE", key, 0, 23)
     s.cache = {}
     s.h = 0
-    s.newest = 0
+    s.high = 0
     if #head == 24 then
       s.exists = true
-      s.a, s.h, s.newest = unpack_("<ddd", head)
+      s.a, s.h, s.high = unpack_("<ddd", head)
     end
   else
     local raw = redis.call("GET", key)
@@ -948,7 +957,7 @@ end
 local function save(s, L, ttlMs)
   -- ttlMs == nil: keep the key's TTL (refund never lengthens how long the state matters).
   if L.alg == 1 then
-    redis.call("SETRANGE", s.key, 0, pack("<ddd", s.a, s.h, s.newest))
+    redis.call("SETRANGE", s.key, 0, pack("<ddd", s.a, s.h, s.high))
     if s.trim then slTrim(s) end
     if ttlMs then redis.call("PEXPIRE", s.key, ttlMs) end
     return
