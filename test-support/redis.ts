@@ -117,6 +117,9 @@ async function answers(port: number, command: string[], expect: string): Promise
   return (await rawCommand(port, command).catch(() => "")).includes(expect);
 }
 
+/** A port picked for a server was bound by another one first. */
+class PortTaken extends Error {}
+
 /** SIGTERM, SIGKILL after 5 s. */
 const killAndWait = (child: ChildProcess) => stopProcess(child, "SIGTERM", 5000);
 
@@ -173,6 +176,13 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisHan
       Math.ceil(startTimeoutMs / 25),
       25,
     );
+    // The PONG may have come from another test file's server that bound this port first (ours
+    // then exits, failing to bind): make sure the server answering is the one we started.
+    const info = await rawCommand(port, ["INFO", "server"]).catch(() => "");
+    if (!info.includes(`process_id:${c.pid}\r\n`)) {
+      await killAndWait(c);
+      throw new PortTaken(`port ${port} is answered by another redis-server than the one started on it`);
+    }
     handle.pid = c.pid ?? -1;
   }
 
@@ -208,7 +218,7 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisHan
       await start();
       return handle;
     } catch (e) {
-      if (opts.port !== undefined || attempt >= 5 || !(child && hasExited(child))) throw e;
+      if (opts.port !== undefined || attempt >= 5 || !(e instanceof PortTaken || (child && hasExited(child)))) throw e;
       port = await freePort();
       handle.port = port;
       handle.url = `redis://${HOST}:${port}`;

@@ -37,13 +37,17 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
     await redis?.stop();
   });
 
-  /** A Redis limiter and a memory limiter on one injected clock. */
+  /**
+   * A Redis limiter and a memory limiter on one injected clock. Its stores have a fixed instance
+   * count (`instances: 1`), so no instance-registry heartbeat (every 5 s per store) is counted by
+   * the tests that count a decision's commands (see redis-store.test.ts).
+   */
   const pair = (spec: LimitSpec, opts: Partial<RedisStoreOptions> = {}) => {
     const clock = { now: T0 };
     const namespace = ns();
     const red = new RateLimiter({
       ...spec,
-      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, batch: false, ...opts }),
+      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, instances: 1, batch: false, ...opts }),
       namespace,
       clock: () => clock.now,
     });
@@ -142,11 +146,15 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
   it("the batched (general) path and the fast path share one key: exactly the limit", async () => {
     const spec: LimitSpec = { algorithm: "fixed-window", limit: 37, window: 60_000 };
     const namespace = ns();
-    const batched = new RateLimiter({ ...spec, namespace, store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000 }) });
+    const batched = new RateLimiter({
+      ...spec,
+      namespace,
+      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, instances: 1 }),
+    });
     const lone = new RateLimiter({
       ...spec,
       namespace,
-      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, batch: false }),
+      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, instances: 1, batch: false }),
     });
     const all = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? batched : lone).consume("shared")));
     expect(all.filter((d) => d.allowed)).toHaveLength(37);

@@ -31,10 +31,16 @@ describeRedis("RedisStore", () => {
     await redis?.stop();
   });
 
+  // Every store here has a fixed instance count (`instances: 1`): otherwise each one, from its first
+  // use on, renews its entry in the instance registry every 5 s (a script with TIME and a sorted
+  // set) until the process ends, and the tests that count the commands a decision makes
+  // (INFO commandstats, server-wide) would count a heartbeat that fell inside their loop. Seen
+  // under a saturated CPU, where the loops take longer: "zadd", "zcard", "time" in a sliding
+  // log's 100 decisions.
   const mk = (spec: LimitSpec | { limits: LimitSpec[] }, opts: Partial<RedisStoreOptions> = {}, clock?: () => number, namespace = ns()) =>
     new RateLimiter({
       ...spec,
-      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, ...opts }),
+      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, instances: 1, ...opts }),
       namespace,
       ...(clock ? { clock } : {}),
     });
@@ -107,7 +113,7 @@ describeRedis("RedisStore", () => {
       gcra: { algorithm: "gcra", limit: 100, window: 60_000, burst: 20 },
     };
     it.each(Object.keys(compact))("%s: at most 100 bytes", async (name) => {
-      const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
+      const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000, instances: 1 });
       const limiter = new RateLimiter({ ...(compact[name] as LimitSpec), store, namespace: undefined });
       await limiter.reset("user:12345");
       for (let i = 0; i < 3; i++) await limiter.consume("user:12345");
@@ -200,7 +206,7 @@ describeRedis("RedisStore", () => {
           limit: 5,
           window: 60_000,
           burst: 4,
-          store: new RedisStore({ client: own, failure: "throw", timeoutMs: 10_000, batch: false }),
+          store: new RedisStore({ client: own, failure: "throw", timeoutMs: 10_000, instances: 1, batch: false }),
           namespace: ns(),
           clock: () => 1_700_000_000_000,
         });
@@ -229,7 +235,7 @@ describeRedis("RedisStore", () => {
           algorithm: "fixed-window",
           limit: 2 * PIPELINE_CHUNK,
           window: 60_000,
-          store: new RedisStore({ client: own, failure: "throw", timeoutMs: 10_000, batch: false }),
+          store: new RedisStore({ client: own, failure: "throw", timeoutMs: 10_000, instances: 1, batch: false }),
           namespace: ns(),
           clock: () => 1_700_000_000_000,
         });

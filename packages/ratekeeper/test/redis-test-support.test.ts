@@ -5,6 +5,7 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { describeRedis, startRedis } from "../../../test-support/redis.js";
 
 const HELPER = fileURLToPath(new URL("../../../test-support/redis.ts", import.meta.url));
 
@@ -40,6 +41,27 @@ describe("freePort", () => {
     for (const p of ports) {
       expect(p).toBeGreaterThanOrEqual(15_000);
       expect(p + 10_000).toBeLessThan(32_768); // a cluster node's bus port too
+    }
+  });
+});
+
+describeRedis("startRedis", () => {
+  it("does not take another redis-server's answers for its own (a port bound by someone else first)", async () => {
+    const first = await startRedis();
+    try {
+      // Ours cannot bind the port, but the server already there answers PING: this must fail,
+      // not hand back a server another test file owns (its command counts would be shared).
+      await expect(startRedis({ port: first.port })).rejects.toThrow(/another redis-server/);
+      // On a port it picked itself, it tries another one instead.
+      const second = await startRedis();
+      try {
+        expect(second.port).not.toBe(first.port);
+        expect(second.pid).not.toBe(first.pid);
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      await first.stop();
     }
   });
 });
