@@ -10,6 +10,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decide, slidingWindow } from "../src/core/algorithms/sliding-window.js";
+import { PACKED_MAX_LIMIT } from "../src/core/algorithms/sliding-tail.js";
 import type { LimitState } from "../src/core/algorithms/types.js";
 import { newOutcome } from "../src/core/decision.js";
 import { resolveLimit } from "../src/index.js";
@@ -114,5 +115,108 @@ describe("sliding window: the unrolled one-sub-window path = the general walk; t
     // The whole limit is back once this minute's 4 no longer count: in the next minute
     // floor(4 * (60 - x) / 60) = 0 from x = 60 - floor(59.999 / 4) = 45.001 s: 50 s + 45.001 s.
     expect(out.resetAfterMs).toBe(50_000 + 45_001);
+  });
+});
+
+describe("sliding window, one sub-window: the memory state's two counts packed into the state", () => {
+  it("a limit up to PACKED_MAX_LIMIT keeps its counts in the state itself (no ring); a larger limit, or several sub-windows, a ring", () => {
+    const at = (limit: number, buckets: number) =>
+      slidingWindow.init(resolveLimit({ algorithm: "sliding-window", limit, window: 60_000, buckets })).ring;
+    expect(at(1, 1)).toBeNull();
+    expect(at(PACKED_MAX_LIMIT, 1)).toBeNull();
+    expect(at(PACKED_MAX_LIMIT + 1, 1)).toBeInstanceOf(Float64Array);
+    expect(at(5, 2)).toBeInstanceOf(Float64Array);
+  });
+
+  it("decides and keeps its counts as the ring does: consumes, checks then commits, refunds, clocks stepping back and jumping ahead", () => {
+    const opArb = fc.record({
+      kind: fc.constantFrom("consume", "check-commit", "refund", "peek"),
+      // in sub-windows: mostly within one, sometimes stepping back or jumping over several
+      dt: fc.oneof(fc.double({ min: -0.3, max: 0.6, noNaN: true }), fc.double({ min: -2, max: 4, noNaN: true })),
+      cost: fc.double({ min: 0, max: 1, noNaN: true }),
+    });
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.integer({ min: 1, max: 20 }), fc.constant(PACKED_MAX_LIMIT)),
+        subMsArb,
+        fc.boolean(),
+        fc.array(opArb, { minLength: 1, maxLength: 60 }),
+        (limit, subMs, weighted, ops) => {
+          const lim = resolveLimit({ algorithm: "sliding-window", limit, window: subMs, buckets: 1, weighted });
+          const packed = slidingWindow.init(lim);
+          const ringed: LimitState = { a: 0, b: 0, ring: new Float64Array(2) };
+          const got = newOutcome();
+          const want = newOutcome();
+          let t = 5 * subMs;
+          ops.forEach((op, k) => {
+            t = Math.max(0, t + Math.round(op.dt * subMs));
+            // costs from 1 to the whole limit, most of them small
+            const cost = Math.max(1, Math.min(limit, Math.ceil(limit * op.cost ** 4)));
+            const step = `step ${k} (${op.kind} ${cost} at ${t})`;
+            for (const [s, out] of [
+              [packed, got],
+              [ringed, want],
+            ] as const) {
+              if (op.kind === "consume") slidingWindow.consume(s, t, cost, lim, out);
+              else if (op.kind === "refund") slidingWindow.refund(s, t, cost, lim);
+              else {
+                slidingWindow.check(s, t, cost, lim, out);
+                if (op.kind === "check-commit" && out.allowed) slidingWindow.commit(s, t, cost, lim);
+              }
+            }
+            expect(got, step).toEqual(want);
+            expect(packed.a, step).toBe(ringed.a);
+            // The counts themselves: what a check of the whole limit and of one unit sees, now and a sub-window later.
+            for (const [dt, c] of [
+              [0, 1],
+              [0, limit],
+              [subMs, limit],
+            ] as const) {
+              slidingWindow.check(packed, t + dt, c, lim, got);
+              slidingWindow.check(ringed, t + dt, c, lim, want);
+              expect(got, `${step}, then a check of ${c} at +${dt}`).toEqual(want);
+            }
+          });
+        },
+      ),
+      { numRuns: 3_000 },
+    );
+  });
+
+  it("a refund takes nothing from a sub-window no longer counted, even when the clock later steps back to where it is", () => {
+    // 3 units in sub-window 0, 1 in sub-window 1; a refund of 2 in sub-window 2 takes back the 1
+    // (sub-window 0 no longer counts there). Back in sub-window 1, 100 ms in, sub-window 0 counts
+    // floor(3 * 900 / 1000) = 2 units again: all 3 are still there.
+    const lim = resolveLimit({ algorithm: "sliding-window", limit: 10, window: 1_000 });
+    for (const s of [slidingWindow.init(lim), { a: 0, b: 0, ring: new Float64Array(2) }]) {
+      const out = newOutcome();
+      slidingWindow.consume(s, 500, 3, lim, out);
+      slidingWindow.consume(s, 1_500, 1, lim, out);
+      slidingWindow.refund(s, 2_500, 2, lim);
+      slidingWindow.check(s, 1_100, 1, lim, out);
+      expect(out, s.ring === null ? "packed" : "ring").toMatchObject({ allowed: true, remaining: 7 });
+    }
+  });
+
+  it("counts up to PACKED_MAX_LIMIT in both sub-windows keep their value", () => {
+    const limit = PACKED_MAX_LIMIT;
+    const lim = resolveLimit({ algorithm: "sliding-window", limit, window: 1_000 });
+    const packed = slidingWindow.init(lim);
+    const ringed: LimitState = { a: 0, b: 0, ring: new Float64Array(2) };
+    const got = newOutcome();
+    const want = newOutcome();
+    const both = (f: (s: LimitState, out: ReturnType<typeof newOutcome>) => void) => {
+      f(packed, got);
+      f(ringed, want);
+      expect(got).toEqual(want);
+    };
+    both((s, out) => slidingWindow.consume(s, 900, limit, lim, out)); // sub-window 0: the whole limit
+    // Half-way through sub-window 1, floor(32767 / 2) = 16383 units of sub-window 0 still count.
+    both((s, out) => slidingWindow.consume(s, 1_500, limit - 16_383, lim, out));
+    expect(got).toMatchObject({ allowed: true, remaining: 0 });
+    for (const t of [1_500, 1_999, 2_000, 2_600, 2_999]) both((s, out) => slidingWindow.check(s, t, 1, lim, out));
+    slidingWindow.refund(packed, 1_600, 100, lim);
+    slidingWindow.refund(ringed, 1_600, 100, lim);
+    for (const t of [1_600, 2_000, 2_600]) both((s, out) => slidingWindow.check(s, t, limit, lim, out));
   });
 });

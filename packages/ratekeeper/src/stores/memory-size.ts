@@ -13,7 +13,8 @@
  *   the key, value and hash in three dense arrays that grow by doubling);
  * - the state object (`Slot`: four fields) and the boxes V8 gives its non-integer numbers;
  * - a ring, for the sliding log and the sliding window: a `Float64Array` is about 180 bytes of
- *   objects (typed array, array buffer, backing store) plus 8 bytes a slot.
+ *   objects (typed array, array buffer, backing store) plus 8 bytes a slot (a sliding window of
+ *   one sub-window and a limit up to 32,767 keeps its counts in the state object, with no ring).
  * Several limits on one key add an `Entry` and an array of slots.
  *
  * The estimate is within about 15% of what was measured for every algorithm (larger, never

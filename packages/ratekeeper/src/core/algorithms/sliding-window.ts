@@ -1,6 +1,7 @@
 import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
 import { mod } from "../arith.js";
+import { commitPacked, decideTail, initTail, refundPacked } from "./sliding-tail.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -16,13 +17,15 @@ import type { Algorithm, LimitState } from "./types.js";
  * State: `a` = index of the newest sub-window written; `ring[j % (buckets+1)]` = cost admitted in
  * sub-window `j`, valid for `max(a - buckets, 0) <= j <= a` (any other sub-window counts 0). With
  * several sub-windows a memory state's ring has one slot more, `ring[buckets + 1]`, the sum of
- * the others (see addUnits); a state the Redis store builds from its reply has not. The
- * walks below step through the ring's slots one by one instead of taking a modulo per
+ * the others (see addUnits); a state the Redis store builds from its reply has not. With one
+ * sub-window (sliding-tail.ts, which decides that case), the memory store's state keeps its two
+ * counts packed into `b`, with no ring, when the limit is at most 32,767. The walks below step through the ring's slots one by one instead of taking a modulo per
  * sub-window: the modulo of these doubles is a division, and divisions were most of the cost.
  */
 export const slidingWindow: Algorithm = {
-  // With several sub-windows, one more slot at the end keeps the ring's total (see addUnits).
-  init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(lim.buckets === 1 ? 2 : lim.buckets + 2) }),
+  // With several sub-windows, one more slot at the end keeps the ring's total (see addUnits); one
+  // sub-window's state packs its counts into `b` when they fit (sliding-tail.ts).
+  init: (lim) => (lim.buckets === 1 ? initTail(lim) : { a: 0, b: 0, ring: new Float64Array(lim.buckets + 2) }),
 
   check(s, nowMs, cost, lim, out) {
     if (lim.buckets === 1) decideTail(s, nowMs, cost, lim, out, false);
@@ -36,12 +39,14 @@ export const slidingWindow: Algorithm = {
 
   commit(s, nowMs, cost, lim) {
     const i = Math.max(Math.floor(nowMs / (lim.windowMs / lim.buckets)), s.a);
-    addUnits(s, lim, i, mod(i, lim.buckets + 1), cost);
+    if (s.ring === null) commitPacked(s, i, cost);
+    else addUnits(s, lim, i, mod(i, lim.buckets + 1), cost);
   },
 
   refund(s, nowMs, cost, lim) {
     const i = Math.max(Math.floor(nowMs / (lim.windowMs / lim.buckets)), s.a);
-    const ring = s.ring as Float64Array;
+    const ring = s.ring;
+    if (ring === null) return refundPacked(s, i, cost);
     const M = lim.buckets + 1;
     // Take the units back from the newest sub-windows still counted, the partly counted oldest one
     // (i - buckets) included: the refunded units are the newest ones, so this is exactly the state
@@ -102,93 +107,6 @@ export function decide(s: LimitState, nowMs: number, cost: number, lim: Resolved
     out.remaining = Math.max(0, lim.limit - used);
     denialWaits(s, lim, S, i, r, slot, cost, behind, full, out);
   }
-}
-
-/**
- * `decide` for one sub-window (`buckets: 1`, the default: the sliding tail), with the same
- * results, unrolled: the ring is two counts, the current sub-window's (`cur`) and the previous
- * one's (`prev`), so they are read once instead of through the general loops, and a denial's
- * walk is at most three steps written out ({@link tailDenial}, a function of its own so that
- * this one stays small enough for V8 to inline into the store's hot path). This is the
- * default algorithm of the service's rules. Its lines mirror decide()'s on purpose (a duplicate
- * finder pairs them): sharing them would bring back the loops this path exists to avoid.
- */
-function decideTail(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
-  const S = lim.windowMs;
-  const atMs = Math.max(nowMs, s.a * S); // a clock that stepped back: as in decide()
-  const behind = atMs - nowMs;
-  const i = Math.floor(atMs / S); // >= s.a; the same i and r as decide()'s, with one division
-  const r = atMs - i * S;
-  const ring = s.ring as Float64Array;
-  const slot = mod(i, 2);
-  // The counts of sub-windows i and i - 1: the ring holds sub-windows s.a - 1 and s.a only. (At
-  // i = s.a = 0 the other slot stands for sub-window -1, which was never written: it holds 0.)
-  const ahead = i - s.a;
-  const cur = ahead === 0 ? (ring[slot] as number) : 0;
-  const prev = ahead < 2 ? (ring[1 - slot] as number) : 0;
-  const used = lim.weighted && prev > 0 ? cur + Math.floor((prev * (S - r)) / S) : cur;
-  out.delayMs = 0;
-  if (used + cost <= lim.limit) {
-    out.allowed = true;
-    out.remaining = lim.limit - used - cost;
-    out.retryAfterMs = 0;
-    // As in decide(): the key is back to its full allowance once sub-window i has left the window.
-    const p = cur + cost;
-    out.resetAfterMs = S - r + (lim.weighted ? S - Math.floor((S - 1) / p) : 0) + behind;
-    if (commit) {
-      // advance() to i, then add the cost: i's slot holds cur + cost, the other slot i - 1's count.
-      ring[slot] = p;
-      ring[1 - slot] = prev;
-      s.a = i;
-    }
-  } else tailDenial(cur, prev, used, lim, r, cost, behind, out);
-}
-
-/**
- * A denial for one sub-window: the remaining count, then {@link denialWaits}'s walk over
- * sub-windows i, i + 1 and i + 2 written out. At i (from offset r) `cur` is counted in full and
- * `prev` partly (weighted); at i + 1 (from its start) only `cur` is, partly; at i + 2 nothing
- * is. A step that does not fit is skipped before any arithmetic, as fitsAt() returns -1 for it.
- */
-function tailDenial(
-  cur: number,
-  prev: number,
-  used: number,
-  lim: ResolvedLimit,
-  r: number,
-  cost: number,
-  behind: number,
-  out: Outcome,
-): void {
-  out.allowed = false;
-  out.remaining = Math.max(0, lim.limit - used);
-  const S = lim.windowMs;
-  const free = lim.limit - cost; // the count that may remain for `cost` to fit
-  const p0 = lim.weighted ? prev : 0;
-  const p1 = lim.weighted ? cur : 0;
-  let x = free >= cur ? offsetIn(free - cur, p0, S, r) : S;
-  let retry = x < S ? x - r : -1;
-  x = cur === 0 ? offsetIn(0, p0, S, r) : S;
-  let reset = x < S ? x - r : -1;
-  if (reset < 0) {
-    if (retry < 0 && free >= 0) {
-      x = offsetIn(free, p1, S, 0);
-      retry = x < S ? S + x - r : 2 * S - r;
-    }
-    x = offsetIn(0, p1, S, 0);
-    reset = x < S ? S + x - r : 2 * S - r;
-  }
-  out.retryAfterMs = retry + behind;
-  out.resetAfterMs = reset + behind;
-}
-
-/**
- * fitsAt() within one sub-window of `S` ms, for `need >= 0`: the earliest offset from `from` on
- * at which `partial` partly counted units leave `need` free, or S if none does before its end.
- */
-function offsetIn(need: number, partial: number, S: number, from: number): number {
-  if (partial === 0) return from;
-  return Math.min(S, Math.max(from, S - Math.floor(((need + 1) * S - 1) / partial)));
 }
 
 /**
