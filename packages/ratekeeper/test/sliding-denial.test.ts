@@ -25,6 +25,8 @@ const caseArb = fc
     // Most slots empty, as under traffic that comes and goes; a full slot may hold the whole limit.
     slots: fc.array(fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 1, max: 20 })), { minLength: 13, maxLength: 13 }),
     withTotal: fc.boolean(),
+    // A memory state keeps the slot of sub-window a (plus 1) in b; others have b = 0.
+    kept: fc.boolean(),
     ahead: fc.integer({ min: -2, max: 15 }),
     offset: fc.double({ min: 0, max: 1, noNaN: true }),
     cost: fc.integer({ min: 1, max: 20 }),
@@ -38,11 +40,12 @@ const caseArb = fc
     for (let j = Math.max(0, c.a - B); j <= c.a; j++) ring[j % M] = c.slots[j % M] as number;
     if (c.withTotal) ring[M] = ring.subarray(0, M).reduce((x, y) => x + y, 0);
     const nowMs = Math.max(0, (c.a + c.ahead) * c.subMs + Math.floor(c.offset * (c.subMs - 1)));
-    return { lim, state: { a: c.a, b: 0, ring }, nowMs, cost: Math.min(c.cost, c.limit) };
+    return { lim, state: { a: c.a, b: c.kept ? (c.a % M) + 1 : 0, ring }, nowMs, cost: Math.min(c.cost, c.limit) };
   });
 
 function admits(state: LimitState, nowMs: number, cost: number, lim: ReturnType<typeof resolveLimit>): boolean {
-  const copy = { a: state.a, b: state.b, ring: Float64Array.from(state.ring as Float64Array) };
+  // Without the kept slot (b = 0): the search finds every slot by a modulo.
+  const copy = { a: state.a, b: 0, ring: Float64Array.from(state.ring as Float64Array) };
   const out = newOutcome();
   decide(copy, nowMs, cost, lim, out, false);
   return out.allowed;
@@ -64,6 +67,24 @@ describe("sliding window, several sub-windows: a denial's waits are the earliest
         fc.pre(!out.allowed);
         expect(out.retryAfterMs).toBe(firstWait(state, nowMs, cost, lim));
         expect(out.resetAfterMs).toBe(firstWait(state, nowMs, lim.limit, lim));
+      }),
+      { numRuns: 4_000 },
+    );
+  });
+
+  it("a memory state's kept slot (b) changes no outcome and no state, admissions and commits included", () => {
+    fc.assert(
+      fc.property(caseArb, fc.boolean(), ({ lim, state, nowMs, cost }, commit) => {
+        const kept = { a: state.a, b: state.b, ring: Float64Array.from(state.ring as Float64Array) };
+        const plain = { a: state.a, b: 0, ring: Float64Array.from(state.ring as Float64Array) };
+        const got = newOutcome();
+        const want = newOutcome();
+        decide(kept, nowMs, cost, lim, got, commit);
+        decide(plain, nowMs, cost, lim, want, commit);
+        expect(got).toEqual(want);
+        expect({ a: kept.a, ring: [...kept.ring] }).toEqual({ a: plain.a, ring: [...plain.ring] });
+        // After an admission both keep the slot of the newest sub-window written.
+        if (commit && got.allowed) expect([kept.b, plain.b]).toEqual([(kept.a % (lim.buckets + 1)) + 1, (kept.a % (lim.buckets + 1)) + 1]);
       }),
       { numRuns: 4_000 },
     );

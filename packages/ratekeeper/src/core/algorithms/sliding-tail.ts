@@ -75,11 +75,12 @@ export function decideTail(s: LimitState, nowMs: number, cost: number, lim: Reso
 }
 
 /**
- * floor(atMs / S) for `atMs >= a * S`: nearly every decision falls in sub-window `a` (the newest
- * written) or the next, found by comparing instead of dividing (a division of doubles is a long
- * step; this is the hot path). Integers below 2^53, so the products are exact.
+ * floor(atMs / S) for `atMs >= a * S` and a whole number `S`: nearly every decision falls in
+ * sub-window `a` (the newest written) or the next, found by comparing instead of dividing (a
+ * division of doubles is a long step; this is the hot path). Integers below 2^53, so the
+ * products are exact.
  */
-function subWindowAt(a: number, atMs: number, S: number): number {
+export function subWindowAt(a: number, atMs: number, S: number): number {
   const since = atMs - a * S;
   if (since < S) return a;
   return since < 2 * S ? a + 1 : Math.floor(atMs / S);

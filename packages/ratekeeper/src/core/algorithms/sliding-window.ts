@@ -1,7 +1,7 @@
 import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
 import { mod } from "../arith.js";
-import { commitPacked, decideTail, initTail, refundPacked } from "./sliding-tail.js";
+import { commitPacked, decideTail, initTail, refundPacked, subWindowAt } from "./sliding-tail.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -17,10 +17,12 @@ import type { Algorithm, LimitState } from "./types.js";
  * State: `a` = index of the newest sub-window written; `ring[j % (buckets+1)]` = cost admitted in
  * sub-window `j`, valid for `max(a - buckets, 0) <= j <= a` (any other sub-window counts 0). With
  * several sub-windows a memory state's ring has one slot more, `ring[buckets + 1]`, the sum of
- * the others (see addUnits); a state the Redis store builds from its reply has not. With one
- * sub-window (sliding-tail.ts, which decides that case), the memory store's state keeps its two
- * counts packed into `b`, with no ring, when the limit is at most 32,767. The walks below step through the ring's slots one by one instead of taking a modulo per
- * sub-window: the modulo of these doubles is a division, and divisions were most of the cost.
+ * the others (see addUnits), and `b` holds the slot of sub-window `a` plus 1 (0: not kept); a
+ * state the Redis store builds from its reply has neither. With one sub-window (sliding-tail.ts,
+ * which decides that case), the memory store's state keeps its two counts packed into `b`, with
+ * no ring, when the limit is at most 32,767. The walks below step through the ring's slots one by
+ * one instead of taking a modulo per sub-window: the modulo of these doubles is a division, and
+ * divisions were most of the cost.
  */
 export const slidingWindow: Algorithm = {
   // With several sub-windows, one more slot at the end keeps the ring's total (see addUnits); one
@@ -74,11 +76,14 @@ export function decide(s: LimitState, nowMs: number, cost: number, lim: Resolved
   // this earlier reading, so that they stay truthful on this clock.
   const atMs = Math.max(nowMs, s.a * S);
   const behind = atMs - nowMs;
-  const i = Math.floor(atMs / S); // floor(x / S) * S is exact, so this is the i and r of mod()
+  const i = subWindowAt(s.a, atMs, S); // floor(atMs / S); S is a whole number of ms (options.ts)
   const r = atMs - i * S;
   const jo = i - lim.buckets; // the sub-window partly counted at i (weighted)
   const M = lim.buckets + 1;
-  const slot = mod(jo, M);
+  // jo's slot: in the newest sub-window written (i = s.a), the one after s.a's (jo = i + 1 modulo
+  // M), which a memory state keeps in b, plus 1 (addUnits); else (or b = 0) by a modulo.
+  const kept = s.b;
+  const slot = i === s.a && kept > 0 ? (kept === M ? 0 : kept) : mod(jo, M);
   const ring = s.ring as Float64Array;
   // In the newest sub-window written, with the ring's total at hand (addUnits), the full count is
   // the total less the oldest slot's (which holds 0 when jo < 0); otherwise the slots are summed.
@@ -236,6 +241,7 @@ function fullCount(s: LimitState, lim: ResolvedLimit, i: number, before: number)
  */
 function addUnits(s: LimitState, lim: ResolvedLimit, i: number, own: number, cost: number): void {
   advance(s, lim, i);
+  s.b = (own + 1) | 0; // s.a's slot, plus 1, for decide(); `| 0` keeps b a small integer (types.ts)
   const ring = s.ring as Float64Array;
   ring[own] = (ring[own] as number) + cost;
   const M = lim.buckets + 1;
