@@ -18,7 +18,8 @@
  * Several limits on one key add an `Entry` and an array of slots.
  *
  * The estimate is within about 15% of what was measured for every algorithm (larger, never
- * much smaller); it is what `maxBytes` bounds. It cannot see the allocator's own slack or garbage
+ * much smaller; 19% larger for a sliding window of one sub-window, whose state has no ring and
+ * one number box fewer); it is what `maxBytes` bounds. It cannot see the allocator's own slack or garbage
  * not collected yet, so a process's RSS is larger than the estimate by a margin that does not
  * grow with the number of keys.
  */
