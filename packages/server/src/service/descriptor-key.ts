@@ -30,10 +30,14 @@ export function descriptorKey(entries: readonly DescriptorEntry[]): string {
  */
 export function parseDescriptorKey(text: string): DescriptorEntry[] | undefined {
   const out: DescriptorEntry[] = [];
-  for (const part of text.split("|")) {
-    const eq = part.indexOf("=");
-    if (eq <= 0 || eq === part.length - 1) return undefined;
-    out.push({ key: part.slice(0, eq), value: part.slice(eq + 1) });
+  // Scanned with indexOf, not split("|"): no array of parts per request (/v1/auth parses one per check).
+  for (let from = 0; from <= text.length;) {
+    let to = text.indexOf("|", from);
+    if (to === -1) to = text.length;
+    const eq = text.indexOf("=", from);
+    if (eq <= from || eq >= to - 1) return undefined;
+    out.push({ key: text.slice(from, eq), value: text.slice(eq + 1, to) });
+    from = to + 1;
   }
-  return out.length > 0 ? out : undefined;
+  return out;
 }

@@ -4,7 +4,7 @@
  * `GET /v1/keys/...` path. Each is checked against the request-shape caps of
  * service/request-caps.ts, and every problem is a CheckError naming the field (a 400).
  */
-import type { IncomingHttpHeaders } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
 import type { DescriptorEntry } from "../config/match.js";
 import { parseDescriptorKey } from "../service/descriptor-key.js";
 import { checkShape, type RequestShape } from "../service/request-caps.js";
@@ -82,6 +82,26 @@ function header(v: string | string[] | undefined): string | undefined {
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** No headers: what {@link authHeaders} gives for a request without `X-RateLimit-*` headers. */
+const NO_HEADERS: IncomingHttpHeaders = Object.freeze({});
+
+/**
+ * The headers {@link authInput} reads: the request's, when one of them is named `X-RateLimit-*`
+ * (any case), else none. Most `/v1/auth` requests send everything in the query string, and the
+ * 14 header names authInput would look up are then 14 reads of a dictionary-mode object (about 1.5%
+ * of a GET /v1/auth CPU profile); one pass over the raw names is cheaper.
+ */
+export function authHeaders(req: Pick<IncomingMessage, "rawHeaders" | "headers">): IncomingHttpHeaders {
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const n = raw[i] as string;
+    // "x-ratelimit-": 'x' or 'X', then "-ratelimit-" in any case.
+    if (n.length > 12 && (n.charCodeAt(0) | 0x20) === 0x78 && n.charCodeAt(1) === 0x2d && n.slice(2, 12).toLowerCase() === "ratelimit-")
+      return req.headers;
+  }
+  return NO_HEADERS;
 }
 
 /** A `/v1/auth` request: the check, and the status to deny with. */

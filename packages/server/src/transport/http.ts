@@ -7,7 +7,7 @@ import type { DecisionService } from "../service/decide.js";
 import { LeaseService } from "../service/leases.js";
 import { CheckError, type CheckInput, type CheckResult } from "../service/types.js";
 import { createAdminHandler } from "./admin.js";
-import { authInput, batchOf, Query, toInput } from "./check-input.js";
+import { authHeaders, authInput, batchOf, Query, toInput } from "./check-input.js";
 import { errorBody, HttpError, methodNotAllowed, parseJsonText, readTextThen, sendError, sendJsonText, TokenCheck } from "../http-io.js";
 import { checkBodyInput } from "./check-body.js";
 import { routeOf, type HttpCall, type HttpContext } from "./http-routes.js";
@@ -243,7 +243,7 @@ class HttpApi {
   }
 
   private auth(req: IncomingMessage, res: ServerResponse, query: Query): void | Promise<void> {
-    const { input, denyStatus } = authInput(query, req.headers);
+    const { input, denyStatus } = authInput(query, authHeaders(req));
     const result = this.service.decideNow(input);
     if (result instanceof Promise) return result.then((r) => this.sendAuth(res, r, denyStatus));
     this.sendAuth(res, result, denyStatus);
