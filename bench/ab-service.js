@@ -1,0 +1,79 @@
+// Before/after of the decision service: two builds of `ratekeeper serve` up at once, measured in
+// turns, so that a shared machine's load falls on both alike. Not a section of `npm run bench`:
+// a tool for judging one change (docs/benchmarks/service.md quotes its runs).
+//
+// Usage: node bench/ab-service.js <checkout A> <checkout B> [rounds=6] [auth|check]
+//   A checkout is a built tree (`npm run build`), e.g. a `git worktree` of main and the work tree.
+// Each round runs `wrk -t1 -c50` for 3 s against each server (the order alternates), with 100,000
+// distinct user ids through examples/rules.yaml's `api` domain, and reads the server's own CPU
+// time from /proc: CPU us per request is the measure (requests/s follow whatever else runs).
+// Prints both medians and B/A per round.
+import { spawn, spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { summarize } from "./lib/stats.js";
+
+const [dirA, dirB, roundsArg, kind = "auth"] = process.argv.slice(2);
+if (!dirA || !dirB) throw new Error("usage: node bench/ab-service.js <checkout A> <checkout B> [rounds] [auth|check]");
+const rounds = Number(roundsArg ?? 6);
+const request =
+  kind === "auth"
+    ? `wrk.format("GET", "/v1/auth?domain=api&d=user_id%3D" .. k)`
+    : `wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, '{"domain":"api","descriptors":[{"user_id":"' .. k .. '"}]}')`;
+const script = join(tmpdir(), `ab-service-${process.pid}.lua`);
+writeFileSync(
+  script,
+  `local reqs = {}\nlocal i = 0\ninit = function(args)\n  for k = 1, 100000 do reqs[k] = ${request} end\nend\n` +
+    `request = function()\n  i = i % 100000 + 1\n  return reqs[i]\nend\n`,
+);
+const clkTck = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
+
+/** User + system CPU seconds of a process, from /proc/<pid>/stat (fields 14 and 15). */
+function cpuSeconds(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) / clkTck;
+}
+
+async function start(dir, port) {
+  const args = [`${dir}/packages/server/dist/cli.js`, "serve", "--config", `${dir}/examples/rules.yaml`];
+  args.push("--port", String(port), "--grpc-port", "0", "--host", "127.0.0.1", "--no-watch");
+  const child = spawn(process.execPath, args, { env: { ...process.env, LOG_LEVEL: "warn" }, stdio: "ignore" });
+  for (let i = 0; i < 100; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const up = spawnSync("curl", ["-s", "-o", "/dev/null", `http://127.0.0.1:${port}/healthz`]);
+    if (up.status === 0) return child;
+  }
+  child.kill();
+  throw new Error(`${dir}: the service did not start`);
+}
+
+function run(port, pid, seconds = 3) {
+  const c0 = cpuSeconds(pid);
+  const r = spawnSync("wrk", ["-t1", "-c50", `-d${seconds}`, "-s", script, `http://127.0.0.1:${port}/`], { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`wrk failed: ${r.stderr}`);
+  const n = Number(/(\d+) requests in/.exec(r.stdout)[1]);
+  return { rps: n / seconds, us: ((cpuSeconds(pid) - c0) * 1e6) / n };
+}
+
+const servers = { A: await start(dirA, 18201), B: await start(dirB, 18202) };
+const ports = { A: 18201, B: 18202 };
+try {
+  for (const k of ["A", "B"]) run(ports[k], servers[k].pid, 2); // warm-up
+  const res = { A: [], B: [] };
+  for (let i = 0; i < rounds; i++) for (const k of i % 2 ? ["B", "A"] : ["A", "B"]) res[k].push(run(ports[k], servers[k].pid));
+  for (const k of ["A", "B"]) {
+    const us = res[k].map((r) => r.us);
+    const rps = summarize(res[k].map((r) => r.rps)).median;
+    console.log(
+      `${k} ${kind}: CPU us/request median ${summarize(us).median.toFixed(2)} (${us.map((u) => u.toFixed(1)).join(" ")}), req/s median ${rps.toFixed(0)}`,
+    );
+  }
+  const ratios = res.A.map((a, i) => res.B[i].us / a.us);
+  console.log(
+    `B/A CPU per request, per round: ${ratios.map((x) => x.toFixed(3)).join(" ")}; median ${summarize(ratios).median.toFixed(3)}`,
+  );
+} finally {
+  servers.A.kill();
+  servers.B.kill();
+}
