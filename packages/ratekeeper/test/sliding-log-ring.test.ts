@@ -112,6 +112,30 @@ const denseArb = fc.record({ limit: fc.integer({ min: 1, max: 60 }), window: fc.
   ),
 );
 
+/**
+ * Keys kept full: traffic far above the limit, so most decisions are denials, many of them on the
+ * window's exact edge (steps of a whole window), with costs up to the limit (a denial's deciding
+ * unit then lies beyond a small ring), refunds and clocks that step back.
+ */
+const fullArb = fc.record({ limit: fc.integer({ min: 1, max: 40 }), window: fc.integer({ min: 1, max: 30 }) }).chain((spec) =>
+  fc.tuple(
+    fc.constant(spec),
+    fc.array(
+      fc.record({
+        kind: fc.constantFrom<Op["kind"]>("consume", "consume", "consume", "consume", "peek", "refund", "check-commit"),
+        dt: fc.oneof(
+          { weight: 10, arbitrary: fc.integer({ min: 0, max: 1 }) },
+          { weight: 3, arbitrary: fc.constant(spec.window) },
+          { weight: 2, arbitrary: fc.integer({ min: 1, max: 2 * spec.window }) },
+          { weight: 1, arbitrary: fc.integer({ min: -spec.window, max: -1 }) },
+        ),
+        c: fc.oneof({ weight: 4, arbitrary: fc.constant(1) }, { weight: 2, arbitrary: fc.integer({ min: 1, max: spec.limit }) }),
+      }),
+      { minLength: 1, maxLength: 400 },
+    ),
+  ),
+);
+
 function sameAsUnboundedLog([spec, ops]: [{ limit: number; window: number }, Op[]]): void {
   const lim = resolveLimit({ algorithm: "sliding-log", ...spec });
   const s = slidingLog.init(lim);
@@ -151,6 +175,10 @@ describe("sliding log: a ring that wraps before `limit` decides as an unbounded 
 
   it("the same with short windows full of units", () => {
     fc.assert(fc.property(denseArb, sameAsUnboundedLog), { numRuns: 300 });
+  });
+
+  it("the same for keys kept full, where most decisions are denials", () => {
+    fc.assert(fc.property(fullArb, sameAsUnboundedLog), { numRuns: 400 });
   });
 
   it("a long-lived key at a low rate holds about twice its window, not `limit` slots", () => {

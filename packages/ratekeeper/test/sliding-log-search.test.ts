@@ -106,7 +106,7 @@ describe("sliding log: the search from a hint decides as the plain bisection did
     fc.assert(fc.property(denseArb, sameAsBisection), { numRuns: 300 });
   });
 
-  it("any hint, on any sorted log: the free units a linear count finds", () => {
+  it("any hint, on any sorted log, any cost: the outcome a linear count finds", () => {
     const logArb = fc
       .record({ limit: fc.integer({ min: 1, max: 64 }), n: fc.integer({ min: 0, max: 200 }), spare: fc.nat(64) })
       .chain(({ limit, n, spare }) => {
@@ -119,10 +119,11 @@ describe("sliding log: the search from a hint decides as the plain bisection did
           times: fc.array(fc.integer({ min: 0, max: 30 }), { minLength: Math.min(n, capacity), maxLength: Math.min(n, capacity) }),
           hint: fc.integer({ min: -3, max: n + 3 }),
           cutoff: fc.integer({ min: -2, max: 32 }),
+          cost: fc.oneof(fc.constant(1), fc.integer({ min: 1, max: limit })),
         });
       });
     fc.assert(
-      fc.property(logArb, ({ limit, n, capacity, times, hint, cutoff }) => {
+      fc.property(logArb, ({ limit, n, capacity, times, hint, cutoff, cost }) => {
         const W = 1_000;
         const lim = resolveLimit({ algorithm: "sliding-log", limit, window: W });
         const ring = new Float64Array(capacity + 1);
@@ -130,10 +131,24 @@ describe("sliding log: the search from a hint decides as the plain bisection did
         const first = n - sorted.length; // the oldest position still in the ring; those before it are outside
         sorted.forEach((t, i) => (ring[(first + i) % capacity] = t));
         ring[capacity] = sorted[sorted.length - 1] ?? 0; // the high-water mark, not ahead of the check's time
+        // Units that left the ring (before `first`) are outside the window, as in a real log.
         const free = limit - sorted.filter((t) => t > cutoff).length;
+        const now = cutoff + W; // after every unit: the log decides as at now
+        const m = sorted.length;
+        const want =
+          free >= cost
+            ? { allowed: true, remaining: free - cost, retryAfterMs: 0, resetAfterMs: W, delayMs: 0 }
+            : {
+                allowed: false,
+                remaining: free,
+                // The deciding unit: limit - cost + 1 before the newest; room comes when it leaves.
+                retryAfterMs: (sorted[m - (limit - cost + 1)] as number) + W - now,
+                resetAfterMs: (sorted[m - 1] as number) + W - now,
+                delayMs: 0,
+              };
         const out = newOutcome();
-        slidingLog.check({ a: n, b: hint, ring }, cutoff + W, 1, lim, out);
-        expect(out.allowed ? out.remaining + 1 : out.remaining).toBe(free);
+        slidingLog.check({ a: n, b: hint, ring }, now, cost, lim, out);
+        expect(out).toEqual(want);
       }),
       { numRuns: 3000 },
     );

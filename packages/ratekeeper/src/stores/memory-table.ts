@@ -203,13 +203,10 @@ export class SingleTable extends Table<Slot> {
    */
   private lastKey: string | undefined = undefined;
   private lastSlot: Slot | undefined = undefined;
-  /** Whether the state's ring can grow (the sliding log's): then consume() counts the growth. */
-  private readonly grows: boolean;
 
   constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
     super(store, limits);
     this.fresh = this.create();
-    this.grows = (limits[0] as ResolvedLimit).algorithm === "sliding-log";
   }
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
@@ -221,9 +218,14 @@ export class SingleTable extends Table<Slot> {
       this.lastSlot = e;
     }
     if (e.exp <= now - this.base) clearState(e);
-    if (this.grows) return this.consumeGrowing(e, now, cost);
+    const ring = e.ring;
     const d = this.ev.consume1(e, now, cost, maxDelayMs);
     if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
+    // Only the sliding log replaces its ring (by a longer one, sliding-log.ts grow()). Checked
+    // here for every algorithm (one comparison) rather than in a method for the log alone: such a
+    // method's bytecode counts against V8's inlining budget for this chain (see evaluate.ts
+    // consume1), and with it newDecision() no longer fits (docs/benchmarks/memory.md).
+    if (e.ring !== ring) this.ringGrew(e, ring);
     return d;
   }
 
@@ -232,12 +234,9 @@ export class SingleTable extends Table<Slot> {
     this.lastSlot = undefined;
   }
 
-  private consumeGrowing(e: Slot, now: number, cost: number): Decision {
-    const ring = e.ring;
-    const d = this.ev.consume1(e, now, cost);
-    if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
-    if (e.ring !== ring) this.grew(ringBytes(e) - (ring === null ? 0 : ringBytes({ a: 0, b: 0, ring })));
-    return d;
+  /** Counts the bytes a slot's new ring added to the old one's (none when it had none). */
+  private ringGrew(e: Slot, old: Float64Array | null): void {
+    this.grew(ringBytes(e) - (old === null ? 0 : ringBytes({ a: 0, b: 0, ring: old })));
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Decision {

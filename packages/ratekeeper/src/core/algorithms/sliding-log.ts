@@ -38,13 +38,14 @@ export const slidingLog: Algorithm = {
   init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(Math.min(lim.limit, FIRST_CAPACITY) + 1) }),
 
   check(s, nowMs, cost, lim, out) {
-    const L = lim.limit;
     const ring = s.ring as Float64Array;
     const C = ring.length - 1;
     const n = s.a;
     const end = n % C; // the slot of position n: the one remainder of the decision (see at())
     const high = ring[C] as number;
     const t = n > 0 && high > nowMs ? high : nowMs; // the time the decision is made as
+    if (fullDenial(s, ring, C, end, t, nowMs, cost, lim, out)) return;
+    const L = lim.limit;
     const q = firstInside(s, ring, C, end, t - lim.windowMs);
     const free = q - (n - L);
     if (free >= cost) logOutcome(free, t, 0, nowMs, cost, lim, out);
@@ -54,13 +55,14 @@ export const slidingLog: Algorithm = {
 
   // check() and commit() in one: one remainder, one search.
   consume(s, nowMs, cost, lim, out) {
-    const L = lim.limit;
     const ring = s.ring as Float64Array;
     const C = ring.length - 1;
     const n = s.a;
     const end = n % C;
     const high = ring[C] as number;
     const t = n > 0 && high > nowMs ? high : nowMs;
+    if (fullDenial(s, ring, C, end, t, nowMs, cost, lim, out)) return;
+    const L = lim.limit;
     const q = firstInside(s, ring, C, end, t - lim.windowMs);
     const free = q - (n - L);
     if (free >= cost) {
@@ -171,6 +173,40 @@ function grow(s: LimitState, ring: Float64Array, capacity: number): Float64Array
   next[capacity] = ring[C] as number;
   s.ring = next;
   return next;
+}
+
+/**
+ * A denial decided without searching for the edge of the window: returns false, writing nothing,
+ * when it cannot tell. The ring is sorted, so a request of `cost` is denied exactly when the unit
+ * `d = limit - cost + 1` positions before n (the decider) is in the ring and inside the window;
+ * when the unit before it is not (outside, left the ring, or none), the decider is the first unit
+ * inside ({@link firstInside}'s answer is its position, n - d), and `free` is limit - d = cost - 1.
+ * For cost 1 that is the common case: at most `limit` units are ever inside the window (an
+ * admission leaves at most `limit`, and the window's start never moves back while the log holds
+ * units). Tried only when the hint (the edge at the last admission) is at or before the decider:
+ * otherwise the edge, which only moves forward, is past the decider and the request is admitted
+ * (or a refund left the hint past n), and under steady admissions the decider is far behind the
+ * edge, where reading it would be a cache miss on a large ring.
+ */
+function fullDenial(
+  s: LimitState,
+  ring: Float64Array,
+  C: number,
+  end: number,
+  t: number,
+  nowMs: number,
+  cost: number,
+  lim: ResolvedLimit,
+  out: Outcome,
+): boolean {
+  const d = lim.limit - cost + 1;
+  const p = s.a - d; // the decider's position
+  if (p < s.b || p < 0 || d > C) return false;
+  const cutoff = t - lim.windowMs;
+  const decider = at(ring, C, end, d);
+  if (decider <= cutoff || (p > 0 && d < C && at(ring, C, end, d + 1) > cutoff)) return false;
+  logOutcome(cost - 1, d === 1 ? decider : at(ring, C, end, 1), decider, nowMs, cost, lim, out);
+  return true;
 }
 
 /**
