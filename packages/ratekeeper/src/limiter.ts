@@ -137,6 +137,18 @@ export class RateLimiter {
    * @example const d = limiter.consumeNow("user:42"); const decision = d instanceof Promise ? await d : d;
    */
   consumeNow(key: string, cost = 1, maxDelayMs?: number): Decision | Promise<Decision> {
+    // The common call (cost 1, the store's own clock) is all the code below; another cost or an
+    // injected clock takes consumeWith. Why: V8 inlines about 920 bytes of bytecode into one
+    // optimized function, and the memory store's whole decision is near that, so every byte here
+    // counts; the checks of another cost and the clock's reading (114 bytes) are kept out of it.
+    if (cost !== 1 || this.clock !== undefined) return this.consumeWith(key, cost, maxDelayMs);
+    checkKey(key);
+    if (maxDelayMs !== undefined) checkMaxDelay(maxDelayMs);
+    return this.bound.consume(key, 1, undefined, maxDelayMs);
+  }
+
+  /** {@link RateLimiter.consumeNow} with another cost than 1 or an injected clock. */
+  private consumeWith(key: string, cost: number, maxDelayMs: number | undefined): Decision | Promise<Decision> {
     this.validate(key, cost);
     if (maxDelayMs !== undefined) checkMaxDelay(maxDelayMs);
     return this.bound.consume(key, cost, this.now(), maxDelayMs);

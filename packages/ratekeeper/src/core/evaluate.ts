@@ -186,10 +186,10 @@ export class Evaluator {
    * `run1(st, nowMs, cost, true)`: each algorithm's fused check-and-commit through the kind switch.
    *
    * Kept small on purpose: V8 inlines a call chain only while its bytecode adds up to less than
-   * 920 bytes (and each function is under 460), and the memory store's whole consume (limiter,
-   * key lookup, clock, this, the algorithm, the Decision) should fit, so that `nowMs` is never
-   * boxed into a heap number for a call and the Decision's shape is known where it is wrapped in
-   * a promise. Branches for algorithms a process never runs get no type feedback and cost nothing.
+   * 920 bytes (and each function is under 460). Branches for algorithms a process never runs get
+   * no type feedback and compile to nothing, but their bytecode still counts against that budget
+   * (231 bytes here, whichever algorithm runs), so the memory store's tables of one limit call
+   * their algorithm without this switch (stores/memory-kinds.ts); it serves the simulator.
    */
   consume1(st: LimitState, nowMs: number, cost: number, maxDelayMs?: number): Decision {
     const out = this.out0;

@@ -4,7 +4,7 @@
  * totals over all its tables; a table adds and removes its keys' share.
  */
 import type { LimitState } from "../core/algorithms/index.js";
-import type { Decision } from "../core/decision.js";
+import { newDecision, newOutcome, type Decision, type Outcome } from "../core/decision.js";
 import { clearState, Evaluator } from "../core/evaluate.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { BoundStore } from "../store.js";
@@ -193,8 +193,19 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   }
 }
 
-/** A limiter with one limit: each key is one {@link Slot}. The hot path of the library. */
-export class SingleTable extends Table<Slot> {
+/**
+ * A limiter with one limit: each key is one {@link Slot}. The hot path of the library.
+ *
+ * One subclass per algorithm (memory-kinds.ts), each with a `decide` that calls its algorithm
+ * directly: V8 dispatches `this.decide` by the table's hidden class and inlines the one (or the
+ * few) a process uses, and an algorithm a process never runs adds no bytecode to its hot path.
+ * Why that matters: V8 inlines a call chain into one optimized function only up to about 920
+ * bytes of bytecode (`--max-inlined-bytecode-size-cumulative`), a denial or an admission is
+ * near that (key check, clock, key lookup, algorithm, Decision), and what does not fit is a
+ * real call. A switch over the algorithms (Evaluator.consume1 and its decide1) cost 270 bytes of
+ * that budget whichever algorithm ran; this dispatch costs about 35 (docs/benchmarks/memory.md).
+ */
+export abstract class SingleTable extends Table<Slot> {
   private readonly fresh: Slot;
   /**
    * The key of the last consume and its slot, which is in the young generation: a key decided
@@ -203,30 +214,38 @@ export class SingleTable extends Table<Slot> {
    */
   private lastKey: string | undefined = undefined;
   private lastSlot: Slot | undefined = undefined;
+  /** The limit, and the scratch outcome `decide` writes. */
+  protected readonly lim: ResolvedLimit;
+  private readonly out: Outcome = newOutcome();
 
   constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
     super(store, limits);
     this.fresh = this.create();
+    this.lim = limits[0] as ResolvedLimit;
   }
+
+  /** The algorithm's check-and-commit (its `consume`) into `out`; each subclass calls one (see above). */
+  protected abstract decide(st: LimitState, nowMs: number, cost: number, out: Outcome, maxDelayMs: number | undefined): void;
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
     const now = nowMs ?? loopNowMs();
     let e = this.lastSlot;
-    if (key !== this.lastKey || e === undefined) {
-      e = this.young.get(key) ?? this.adopt(key, now);
-      this.lastKey = key;
-      this.lastSlot = e;
-    }
-    if (e.exp <= now - this.base) clearState(e);
-    const ring = e.ring;
-    const d = this.ev.consume1(e, now, cost, maxDelayMs);
-    if (d.allowed) e.exp = now - this.base + this.ev.ttlMs;
-    // Only the sliding log replaces its ring (by a longer one, sliding-log.ts grow()). Checked
-    // here for every algorithm (one comparison) rather than in a method for the log alone: such a
-    // method's bytecode counts against V8's inlining budget for this chain (see evaluate.ts
-    // consume1), and with it newDecision() no longer fits (docs/benchmarks/memory.md).
-    if (e.ring !== ring) this.ringGrew(e, ring);
-    return d;
+    if (key !== this.lastKey || e === undefined) e = this.slotOf(key, now);
+    const rel = now - this.base;
+    if (e.exp <= rel) clearState(e);
+    const out = this.out;
+    this.decide(e, now, cost, out, maxDelayMs);
+    // With one limit, the states matter for the decision's resetAfterMs (Evaluator's ttlMs).
+    if (out.allowed) e.exp = rel + out.resetAfterMs;
+    return newDecision(out, this.lim, 0, undefined);
+  }
+
+  /** The key's slot (young, else adopted), remembered as the last key's. */
+  private slotOf(key: string, now: number): Slot {
+    const e = this.young.get(key) ?? this.adopt(key, now);
+    this.lastKey = key;
+    this.lastSlot = e;
+    return e;
   }
 
   protected override changed(): void {
@@ -234,8 +253,8 @@ export class SingleTable extends Table<Slot> {
     this.lastSlot = undefined;
   }
 
-  /** Counts the bytes a slot's new ring added to the old one's (none when it had none). */
-  private ringGrew(e: Slot, old: Float64Array | null): void {
+  /** Counts the bytes a slot's new ring added to the old one's (none when it had none): the sliding log's table (memory-kinds.ts). */
+  protected ringGrew(e: LimitState, old: Float64Array | null): void {
     this.grew(ringBytes(e) - (old === null ? 0 : ringBytes({ a: 0, b: 0, ring: old })));
   }
 

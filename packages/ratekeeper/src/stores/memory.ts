@@ -3,7 +3,8 @@ import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
 import type { BoundLeases, BoundStore, Store } from "../store.js";
 import { MemoryLeases } from "./memory-leases.js";
-import { MultiTable, SingleTable, type Table, type TableOwner } from "./memory-table.js";
+import { singleTable } from "./memory-kinds.js";
+import { MultiTable, type Table, type TableOwner } from "./memory-table.js";
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
@@ -116,7 +117,7 @@ export class MemoryStore implements Store, TableOwner {
     const id = `${namespace}\u0000${policyId(limits)}`;
     const known = this.byNamespace.get(id);
     if (known !== undefined) return known;
-    const t = limits.length === 1 ? new SingleTable(this, limits) : new MultiTable(this, limits);
+    const t = limits.length === 1 ? singleTable(this, limits) : new MultiTable(this, limits);
     this.tables.add(t);
     this.byNamespace.set(id, t);
     return t;

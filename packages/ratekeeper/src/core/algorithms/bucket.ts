@@ -89,3 +89,6 @@ export function levelAt(s: LimitState, nowMs: number, lim: ResolvedLimit): numbe
   if (elapsed >= Math.ceil(s.b / lim.limit)) return 0;
   return s.b - elapsed * lim.limit;
 }
+
+/** decide(), for the memory store, which calls it directly (stores/memory-kinds.ts). */
+export { decide as decideBucket };

@@ -64,3 +64,6 @@ export function windowStart(s: LimitState, nowMs: number, lim: ResolvedLimit): n
   if (lim.alignFirst) return s.b > 0 && nowMs - s.a < lim.windowMs ? s.a : nowMs;
   return Math.max(nowMs - mod(nowMs, lim.windowMs), s.a);
 }
+
+/** decide(), for the memory store, which calls it directly (stores/memory-kinds.ts). */
+export { decide as decideFixed };

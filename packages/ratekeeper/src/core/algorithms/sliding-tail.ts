@@ -1,6 +1,5 @@
 import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
-import { mod } from "../arith.js";
 import type { LimitState } from "./types.js";
 
 /*
@@ -53,7 +52,7 @@ export function decideTail(s: LimitState, nowMs: number, cost: number, lim: Reso
   let newest = s.b >>> COUNT_BITS;
   let older = s.b & PACKED_MAX_LIMIT;
   if (ring !== null) {
-    const k = mod(s.a, 2);
+    const k = s.a & 1; // s.a mod 2 without a division: ToInt32 keeps the low bit (2^32 is even)
     newest = ring[k] as number;
     older = ring[1 - k] as number;
   }
@@ -91,7 +90,7 @@ function writeTail(s: LimitState, i: number, newest: number, older: number): voi
   const ring = s.ring;
   if (ring === null) s.b = pack(newest, older);
   else {
-    const slot = mod(i, 2);
+    const slot = i & 1; // as in decideTail
     ring[slot] = newest;
     ring[1 - slot] = older;
   }
