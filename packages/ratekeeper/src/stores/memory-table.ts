@@ -63,8 +63,10 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   protected readonly ev: Evaluator;
   /**
    * Expiry times are kept relative to this instant (the first time the table saw), so they stay
-   * small integers: V8 stores those inline, while a field holding ms since the epoch points to a
-   * separate number box, one more cache miss per decision over many keys (bench/memory.js).
+   * small numbers. (They were meant to stay small integers, stored inline; in fact the field is
+   * written from double arithmetic and `%DebugPrint` shows a heap-number box per slot. Keeping it
+   * a small integer with `Math.floor` on the write was measured twice, 2026-11-27, and was no
+   * faster over 100,000 keys: docs/benchmarks/memory.md.)
    */
   protected base = 0;
   private based = false;
