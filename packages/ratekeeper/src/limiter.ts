@@ -6,6 +6,7 @@ import { policyId } from "./core/policy-id.js";
 import { checkKey } from "./key.js";
 import { MemoryStore } from "./stores/memory.js";
 import type { BoundStore, Store } from "./store.js";
+import { keepStringPrototypeFast } from "./string-prototype.js";
 
 interface CommonOptions {
   /** Where state lives. @default a new `MemoryStore()` */
@@ -61,6 +62,8 @@ export class RateLimiter {
   private readonly clock: (() => number) | undefined;
 
   constructor(options: RateLimiterOptions) {
+    // Once per process: string methods stay fast even if the app loads ioredis (string-prototype.ts).
+    keepStringPrototypeFast();
     if (typeof options !== "object" || options === null) {
       throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describeValue(options)})` }]);
     }

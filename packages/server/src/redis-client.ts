@@ -6,11 +6,6 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from "ioredis";
 import type { ConnectionOptions } from "node:tls";
 import type { RedisAddress, RedisConnection, RedisTls } from "./redis-connection.js";
-import { keepStringPrototypeFast } from "./string-prototype.js";
-
-// ioredis leaves String.prototype in V8's slow mode (string-prototype.ts): made fast again here,
-// once ioredis is loaded (imports are evaluated before this module's body).
-keepStringPrototypeFast();
 
 /** Node TLS options from ours. */
 export function tlsOptions(t: RedisTls): ConnectionOptions {
