@@ -176,11 +176,28 @@ export class Metrics implements DecisionObserver {
   }
 
   decision(domain: string, rule: string, outcome: string): void {
+    // Consecutive decisions mostly share their rule: compare with the last one before hashing
+    // (the three lookups were 34 ns a decision, the comparison a few; a count is only ever reset
+    // to 0 by a scrape, never removed, so the last map stays the one collect() reads).
+    let outcomes = this.lastOutcomes;
+    if (outcomes === undefined || rule !== this.lastRule || domain !== this.lastDomain) {
+      outcomes = this.lastOutcomes = this.outcomesOf(domain, rule);
+      this.lastRule = rule;
+      this.lastDomain = domain;
+    }
+    outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+  }
+
+  private lastDomain: string | undefined;
+  private lastRule: string | undefined;
+  private lastOutcomes: Map<string, number> | undefined;
+
+  private outcomesOf(domain: string, rule: string): Map<string, number> {
     let rules = this.pending.get(domain);
     if (rules === undefined) this.pending.set(domain, (rules = new Map<string, Map<string, number>>()));
     let outcomes = rules.get(rule);
     if (outcomes === undefined) rules.set(rule, (outcomes = new Map<string, number>()));
-    outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+    return outcomes;
   }
 
   limitHit(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void {

@@ -1,7 +1,7 @@
 import type { Decision, LimitSpec, RateLimiter, Store } from "ratekeeper";
 import { matchDescriptor, type DescriptorEntry } from "../config/match.js";
 import type { CompiledPolicy, NamedPolicy, Rules } from "../config/rules.js";
-import type { Application, Check } from "./check.js";
+import { Check, type Application } from "./check.js";
 import { adjusted, descriptorCost, requestCost } from "./costs.js";
 import { LimiterCache } from "./limiters.js";
 import { applyOverride, type OverrideDeps } from "./override.js";
@@ -119,7 +119,7 @@ export class DecisionService {
     // when each was an async call of its own.
     const costs = input.descriptorCosts;
     const replaced = replacedNames(check.rules, domain, descriptors, input.descriptorLimits);
-    const all = replaced ? { ...check, replaced } : check;
+    const all = replaced ? check.withReplaced(replaced) : check;
     const each = descriptors.map(async (d, i) =>
       this.decideOne(all, domain, d, input.descriptorLimits?.[i], descriptorCost(costs?.[i], check.cost, i)),
     );
@@ -140,7 +140,7 @@ export class DecisionService {
     const domain = input.domain ?? "";
     const descriptors = input.descriptors ?? [];
     const replaced = replacedNames(check.rules, domain, descriptors, input.descriptorLimits);
-    const all = replaced ? { ...check, replaced } : check;
+    const all = replaced ? check.withReplaced(replaced) : check;
     const statuses = await Promise.all(
       descriptors.map(async (d, i) => this.decideOne(all, domain, d, input.descriptorLimits?.[i], check.cost)),
     );
@@ -182,7 +182,7 @@ export class DecisionService {
 
   private newCheck(input: CheckInput, peek: boolean): Check {
     const cost = requestCost(input.cost);
-    return { rules: this.rulesNow, nowMs: this.clock(), cost, peek, oversizeDeny: input.oversizeCost === "deny" };
+    return new Check({ rules: this.rulesNow, clock: this.clock, cost, peek, oversizeDeny: input.oversizeCost === "deny" });
   }
 
   private overrideLimiter(domain: string, key: string, nowMs: number): RateLimiter | undefined {
@@ -233,7 +233,7 @@ export class DecisionService {
       const stat = this.observer?.limitHit ? valuedStatKey(check.rules.domains.has(domain) ? domain : "(unknown)", entries) : undefined;
       return this.apply({ check, label: domain, domain, key, ruleId: `${domain}/(descriptor limit)`, policy, matched, cost, stat });
     }
-    const { rules, nowMs } = check;
+    const rules = check.rules;
     const m = matchDescriptor(rules, domain, entries);
     // share_threshold: every value matching the wildcard is counted under the pattern.
     if (m.shared) key = descriptorKey(m.shared);
@@ -242,7 +242,7 @@ export class DecisionService {
       // Label cardinality stays bounded by the rules: a domain no rule names is "(unknown)".
       const label = rules.domains.has(domain) ? domain : "(unknown)";
       // An override can still apply (e.g. block one address that no rule names).
-      const o = this.overrides?.get(domain, key, nowMs);
+      const o = this.overrides?.get(domain, key, check.nowMs);
       const context = `no rule matched (${m.miss ?? ""})`;
       if (o !== undefined)
         return applyOverride(this.overrideDeps, o, { check, label, domain, key, ruleId: `${domain}/${key}`, cost, context });
@@ -251,7 +251,7 @@ export class DecisionService {
     }
     // Replaced by another descriptor of the request: as if no rule matched (an override still applies).
     if (isReplaced(rule, check.replaced)) {
-      const o = this.overrides?.get(domain, key, nowMs);
+      const o = this.overrides?.get(domain, key, check.nowMs);
       const why = `rule ${rule.id} (name ${rule.rlsName ?? ""}) is replaced by another descriptor of this request`;
       if (o !== undefined)
         return applyOverride(this.overrideDeps, o, { check, label: domain, domain, key, ruleId: rule.id, cost, context: why });
@@ -259,7 +259,7 @@ export class DecisionService {
       return unlimitedStatus(key, { rule: null, source: "none", why: `not limited: ${why}` }, false);
     }
     if (rule.unlimited) {
-      const o = this.overrides?.get(domain, key, nowMs);
+      const o = this.overrides?.get(domain, key, check.nowMs);
       const context = `rule ${rule.id} is unlimited`;
       if (o !== undefined)
         return applyOverride(this.overrideDeps, o, { check, label: domain, domain, key, ruleId: rule.id, cost: rule.cost * cost, context });

@@ -59,9 +59,8 @@ export function limitHeaderList(statuses: readonly DescriptorStatus[], styles: r
       w = new HeaderWriter(detail.limits, styles);
       writers.set(styles, w);
     }
-    // One scratch list for the writer's pairs: it is read back at once, before anything else runs.
-    const pairs = PAIRS;
-    pairs.length = 0;
+    // A new list per answer: emptying a shared one (`length = 0`) is a call into V8's runtime.
+    const pairs: [string, string][] = [];
     w.write(detail.decision, w.needsClock ? Date.now() : 0, pairs);
     const from = out.length;
     for (let i = 0; i < pairs.length; i++) {
@@ -77,8 +76,6 @@ export function limitHeaderList(statuses: readonly DescriptorStatus[], styles: r
   if (!s.allowed) out.push("retry-after", String(Math.max(1, toSeconds(s.retryAfterMs))));
   return out;
 }
-
-const PAIRS: [string, string][] = [];
 
 /** The middleware's default header style. */
 export const DEFAULT_STYLES: readonly HeaderStyle[] = ["ietf"];
