@@ -64,7 +64,49 @@ function check([spec, t0, ops, extras]: [LimitSpec, number, { kind: string; dt: 
   });
 }
 
+/**
+ * Keys that are mostly denied, for the sliding tables' remembered denial (memory-kinds.ts,
+ * DenialSlot): small limits, costs mostly 1, the clock moving a little, now and then stepping
+ * back or jumping over the window, with refunds and peeks among the consumes.
+ */
+const deniedScenario = fc
+  .record({
+    sliding: fc.oneof(
+      fc.record({
+        algorithm: fc.constant("sliding-window" as const),
+        buckets: fc.integer({ min: 1, max: 12 }),
+        weighted: fc.boolean(),
+      }),
+      fc.record({ algorithm: fc.constant("sliding-log" as const) }),
+    ),
+    limit: fc.integer({ min: 1, max: 4 }),
+    sub: fc.integer({ min: 1, max: 50 }),
+  })
+  .chain(({ sliding, limit, sub }) => {
+    const window = sub * ("buckets" in sliding ? sliding.buckets : 1);
+    const spec: LimitSpec = { ...sliding, limit, window };
+    const op = fc.record({
+      kind: fc.constantFrom("consume", "consume", "consume", "consume", "consume", "peek", "refund"),
+      dt: fc.oneof(
+        { weight: 6, arbitrary: fc.integer({ min: 0, max: Math.ceil(window / 8) }) },
+        { weight: 1, arbitrary: fc.integer({ min: 0, max: 3 * window }) },
+      ),
+      c: fc.oneof({ weight: 8, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 4 }) }),
+    });
+    const extra = fc.tuple(fc.oneof({ weight: 8, arbitrary: fc.constant(0) }, fc.integer({ min: 1, max: window })), fc.constant(null));
+    return fc.tuple(
+      fc.constant(spec),
+      startArb,
+      fc.array(op, { minLength: 60, maxLength: 60 }),
+      fc.array(extra, { minLength: 60, maxLength: 60 }),
+    );
+  });
+
 describe("memory store tables of one limit against the Evaluator", () => {
+  it("sliding windows and logs knocked on while denied, with refunds and a clock that steps back", () => {
+    fc.assert(fc.property(deniedScenario, check), { numRuns: 3_000 });
+  });
+
   it("every algorithm and option, small numbers", () => {
     fc.assert(fc.property(scenario(anySpecArb), check), { numRuns: 1_500 });
   });

@@ -30,7 +30,7 @@ export interface TableOwner {
  * With one limit the slot is the whole entry, so a decision follows one pointer from the map, not
  * three (entry, array, state). Every state in the store is a Slot, so the algorithms see one shape.
  */
-class Slot implements LimitState {
+export class Slot implements LimitState {
   a = 0;
   b = 0;
   ring: Float64Array | null;
@@ -268,8 +268,14 @@ export abstract class SingleTable extends Table<Slot> {
   refund(key: string, cost: number, nowMs: number | undefined): void {
     const now = nowMs ?? loopNowMs();
     const e = this.live(key, now);
-    if (e !== undefined) this.ev.refund([e], now, cost);
+    if (e !== undefined) {
+      this.ev.refund([e], now, cost);
+      this.refunded(e);
+    }
   }
+
+  /** Called after a refund changed a slot's state: the sliding tables forget its last denial (memory-kinds.ts). */
+  protected refunded(_e: Slot): void {}
 
   protected create(): Slot {
     return new Slot(this.ev.init1());
