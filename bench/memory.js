@@ -13,6 +13,7 @@
 //
 // Usage: node --expose-gc bench/memory.js [--runs 7] [--sample-ms 250] [--only <our algorithm, substring>]
 //          [--group <scenario substring>] [--mixed] [--no-alloc] [--only-alloc] [--markdown]
+//          [--scattered: also 100,000 keys visited in no order]
 // Each of our algorithms is measured in its own child process, next to the peers (--mixed: all of
 // them in one process); allocation is measured in further children with a large new space.
 // (`npm run bench -- memory` runs it through bench/run.js with --expose-gc.)
@@ -45,7 +46,16 @@ const MARKDOWN = args.includes("--markdown");
 const HOUR_MS = 3_600_000;
 const MANY = 100_000;
 
+const SCATTERED = args.includes("--scattered");
+
 const KEYS = { hot: ["hot-key"], many: Array.from({ length: MANY }, (_, i) => `user:${i}`) };
+// --scattered: the same 100,000 keys, inserted in order but visited in a stride (i x 7919 mod
+// 100,000; 7919 is prime to 100,000), so that consecutive calls touch objects far apart in memory,
+// as real traffic does; the round-robin order lets the CPU prefetch (docs/benchmarks/memory.md).
+KEYS.scattered = Array.from({ length: MANY }, (_, i) => KEYS.many[(i * 7919) % MANY]);
+/** The keys each scenario inserts before timing, in the order it inserts them. */
+const PREFILL = { hot: KEYS.hot, many: KEYS.many, scattered: KEYS.many };
+const GROUP_KEYS = { hot: "1 hot key", many: "100,000 keys", scattered: "100,000 keys in no order" };
 
 /** Our algorithms, as table rows: label and the algorithm-specific part of the spec. */
 const OURS = [
@@ -127,9 +137,9 @@ function limiterCall(size) {
 /** The cases for `ours` (a subset of OURS), the peers and the ceilings, in every scenario. */
 function buildCases(ours) {
   const cases = [];
-  for (const keys of ["hot", "many"]) {
+  for (const keys of SCATTERED ? ["hot", "many", "scattered"] : ["hot", "many"]) {
     for (const traffic of ["allowed", "denied"]) {
-      const group = `${keys === "hot" ? "1 hot key" : "100,000 keys"}, ${traffic}`;
+      const group = `${GROUP_KEYS[keys]}, ${traffic}`;
       const ks = KEYS[keys];
       const add = (impl, c) => cases.push({ id: `${group}|${impl}`, group, impl, keys: ks, ...c });
       for (const [label, base] of ours) {
@@ -139,7 +149,7 @@ function buildCases(ours) {
             store = new MemoryStore();
             const limiter = new RateLimiter({ ...ourSpec(base, keys, traffic), store });
             const call = (key) => limiter.consume(key);
-            await prefill(call, ks, traffic);
+            await prefill(call, PREFILL[keys], traffic);
             return call;
           },
           check: (call, k) => checkWith(async (c, key) => (await c(key)).allowed, call, k, traffic),
@@ -152,7 +162,7 @@ function buildCases(ours) {
             syncStore = new MemoryStore();
             const limiter = new RateLimiter({ ...ourSpec(base, keys, traffic), store: syncStore });
             const call = (key) => limiter.consumeNow(key);
-            await prefill(call, ks, traffic);
+            await prefill(call, PREFILL[keys], traffic);
             return call;
           },
           check: (call, k) => checkWith(async (c, key) => c(key).allowed, call, k, traffic),
@@ -164,7 +174,7 @@ function buildCases(ours) {
         setup: async () => {
           rlf = new RateLimiterMemory({ points: LIMIT[traffic], duration: HOUR_MS / 1000 });
           const call = (key) => rlf.consume(key);
-          await prefill(call, ks, traffic);
+          await prefill(call, PREFILL[keys], traffic);
           return call;
         },
         check: (call, k) =>
@@ -190,7 +200,7 @@ function buildCases(ours) {
           erl = new ErlMemoryStore();
           erl.init({ windowMs: HOUR_MS });
           const call = (key) => erl.increment(key);
-          await prefill(call, ks, traffic);
+          await prefill(call, PREFILL[keys], traffic);
           return call;
         },
         check: (call, k) => checkWith(async (c, key) => (await c(key)).totalHits <= LIMIT[traffic], call, k, traffic),
@@ -204,7 +214,7 @@ function buildCases(ours) {
           sync,
           setup: async () => {
             const call = limiterCall(LIMIT[traffic]);
-            await prefill(call, ks, traffic);
+            await prefill(call, PREFILL[keys], traffic);
             return call;
           },
           check: (call, k) => checkWith(async (c, key) => c(key), call, k, traffic),
@@ -246,7 +256,14 @@ async function child(ours) {
 /** Runs this file as a child with `extra` arguments; returns its parsed RESULT line. */
 function runChild(extra, nodeFlags = ["--expose-gc"]) {
   const self = fileURLToPath(import.meta.url);
-  const pass = ["--runs", String(RUNS), "--sample-ms", String(SAMPLE_MS), ...(ONLY_GROUP ? ["--group", ONLY_GROUP] : [])];
+  const pass = [
+    "--runs",
+    String(RUNS),
+    "--sample-ms",
+    String(SAMPLE_MS),
+    ...(ONLY_GROUP ? ["--group", ONLY_GROUP] : []),
+    ...(SCATTERED ? ["--scattered"] : []),
+  ];
   const r = spawnSync(process.execPath, [...nodeFlags, self, ...extra, ...pass], {
     stdio: ["ignore", "pipe", "inherit"],
     encoding: "utf8",
