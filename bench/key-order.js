@@ -4,6 +4,8 @@
 // 2,000,000 calls, for ratekeeper's memory store (ALG: fixed-window by default, or gcra) or for
 // express-rate-limit's MemoryStore.increment.
 // Usage: node bench/key-order.js <ours|erl> <seq|stride>   (ROOT=<checkout> to load another build)
+// For the table with every peer in the same process, use `bench/memory.js --scattered`; this file
+// is the small A/B tool: one limiter per process, so two builds can be run alternately.
 const [who, order] = process.argv.slice(2);
 const { RateLimiter, MemoryStore } = await import(
   `${process.env.ROOT ?? new URL("..", import.meta.url).pathname}/packages/ratekeeper/dist/index.js`
