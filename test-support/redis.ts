@@ -1,15 +1,13 @@
 /**
- * Shared test helpers: start throw-away `redis-server` processes (single node and a 3-master
- * cluster) on free loopback ports, and decide whether Redis tests run, skip loudly, or fail (CI).
+ * Shared test helpers: start throw-away single `redis-server` processes on free loopback ports,
+ * the raw commands the other helpers use to watch them, and whether Redis tests run, skip
+ * loudly, or fail (CI). A cluster is started by redis-cluster.ts, a sentinel by redis-sentinel.ts.
  *
  * Never touch the Redis on 6379 (a developer's own): every server here is started on a free port,
  * and stopped by the test's afterAll (and, as a safety net, when the test process exits).
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
 import net from "node:net";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { describe } from "vitest";
 import { INSTALL, findBinary } from "./outside.js";
 import { freePort, hasExited, isPortFree, stopProcess, track, until } from "./process.js";
@@ -43,33 +41,7 @@ export interface StartRedisOptions {
   startTimeoutMs?: number;
 }
 
-export interface RedisClusterHandle {
-  /** Every node, masters first (as created), then replicas. */
-  nodes: { host: string; port: number }[];
-  /** kill -9 one node (by port): its replica, if any, is promoted after the cluster node timeout. */
-  kill9(port: number): Promise<void>;
-  /** SIGSTOP one node: silent with its connections open (a replica is promoted as for a dead one) until resume(). */
-  pause(port: number): void;
-  /** SIGCONT after pause(). */
-  resume(port: number): void;
-  stop(): Promise<void>;
-}
-
-export interface StartRedisClusterOptions {
-  /** Masters. @default 3 */
-  masters?: number;
-  /** Replicas per master (each node a process of its own). @default 0 */
-  replicas?: number;
-  /**
-   * `cluster-node-timeout`: how long a node may be unreachable before it counts as failed and a
-   * replica of a failed master starts its election. @default 5000
-   */
-  nodeTimeoutMs?: number;
-  /** Extra `redis-server` arguments for every node, e.g. `["--aclfile", file]`. */
-  args?: string[];
-}
-
-const HOST = "127.0.0.1";
+export const HOST = "127.0.0.1";
 
 /** Encode one RESP command. */
 function resp(args: string[]): string {
@@ -113,7 +85,7 @@ export async function rawCommand(port: number, args: string[], timeoutMs = 1000)
 }
 
 /** Whether the server on `port` answers `command` with a reply containing `expect` (false while it cannot be reached). */
-async function answers(port: number, command: string[], expect: string): Promise<boolean> {
+export async function answers(port: number, command: string[], expect: string): Promise<boolean> {
   return (await rawCommand(port, command).catch(() => "")).includes(expect);
 }
 
@@ -121,9 +93,9 @@ async function answers(port: number, command: string[], expect: string): Promise
 class PortTaken extends Error {}
 
 /** SIGTERM, SIGKILL after 5 s. */
-const killAndWait = (child: ChildProcess) => stopProcess(child, "SIGTERM", 5000);
+export const killAndWait = (child: ChildProcess) => stopProcess(child, "SIGTERM", 5000);
 
-function spawnServer(port: number, args: string[], cwd?: string): ChildProcess {
+export function spawnServer(port: number, args: string[], cwd?: string): ChildProcess {
   const child = spawn(
     "redis-server",
     [
@@ -223,221 +195,6 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisHan
       handle.port = port;
       handle.url = `redis://${HOST}:${port}`;
     }
-  }
-}
-
-/** A free port whose cluster bus port (port + 10000) is free as well. */
-async function freeClusterPort(taken: Set<number>): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const p = await freePort();
-    if (p + 10000 < 65536 && !taken.has(p) && (await isPortFree(p + 10000))) return p;
-  }
-  throw new Error("no free port pair (port, port+10000) for a cluster node");
-}
-
-/**
- * Start a Redis Cluster of `masters` masters (and `replicas` replicas of each) in its own temp
- * dir, create it with `redis-cli --cluster create ... --cluster-yes`, and wait until every node
- * reports `cluster_state:ok` (and, with replicas, until every master has its replicas).
- *
- * @example
- * const cluster = await startRedisCluster();
- * afterAll(() => cluster.stop());
- * const client = new Cluster(cluster.nodes);
- */
-export async function startRedisCluster(opts: number | StartRedisClusterOptions = {}): Promise<RedisClusterHandle> {
-  const o = typeof opts === "number" ? { masters: opts } : opts;
-  const masters = o.masters ?? 3;
-  const replicas = o.replicas ?? 0;
-  const dir = mkdtempSync(path.join(tmpdir(), "ratekeeper-cluster-"));
-  const ports: number[] = [];
-  const taken = new Set<number>();
-  for (let i = 0; i < masters * (1 + replicas); i++) {
-    const p = await freeClusterPort(taken);
-    taken.add(p);
-    ports.push(p);
-  }
-  const children = new Map(
-    ports.map((p) => [
-      p,
-      spawnServer(
-        p,
-        [
-          "--cluster-enabled",
-          "yes",
-          "--cluster-config-file",
-          `nodes-${p}.conf`,
-          "--cluster-node-timeout",
-          String(o.nodeTimeoutMs ?? 5000),
-          "--dir",
-          dir,
-          ...(o.args ?? []),
-        ],
-        dir,
-      ),
-    ]),
-  );
-  const stop = async (): Promise<void> => {
-    for (const c of children.values()) if (!hasExited(c)) c.kill("SIGCONT"); // a paused node would wait for SIGKILL
-    await Promise.all([...children.values()].map((c) => killAndWait(c)));
-    rmSync(dir, { recursive: true, force: true });
-  };
-  try {
-    for (const p of ports) {
-      await until(() => answers(p, ["PING"], "+PONG"), `cluster node ${p} to answer PING`, 400, 25);
-    }
-    // redis-cli makes the first `masters` nodes masters and the rest their replicas.
-    const create = spawnSync(
-      "redis-cli",
-      ["--cluster", "create", ...ports.map((p) => `${HOST}:${p}`), "--cluster-replicas", String(replicas), "--cluster-yes"],
-      { encoding: "utf8", timeout: 60_000 },
-    );
-    if (create.status !== 0) {
-      throw new Error(`redis-cli --cluster create failed: ${create.stderr || create.stdout}`);
-    }
-    for (const p of ports) {
-      await until(() => answers(p, ["CLUSTER", "INFO"], "cluster_state:ok"), `cluster node ${p} to report cluster_state:ok`, 1200, 25);
-    }
-    if (replicas > 0) {
-      // Every replica has its master's link up (a failover needs a replica that has synced).
-      for (const p of ports.slice(masters)) {
-        await until(() => answers(p, ["INFO", "replication"], "master_link_status:up"), `replica ${p} to sync`, 1200, 25);
-      }
-    }
-  } catch (e) {
-    await stop();
-    throw e;
-  }
-  return {
-    nodes: ports.map((port) => ({ host: HOST, port })),
-    async kill9(port) {
-      const c = children.get(port);
-      if (c) await stopProcess(c, "SIGKILL", 5000);
-    },
-    pause: (port) => children.get(port)?.kill("SIGSTOP"),
-    resume: (port) => children.get(port)?.kill("SIGCONT"),
-    stop,
-  };
-}
-
-/** One line of `CLUSTER NODES`: a node's port, id, role, and the slot ranges it serves. */
-export interface ClusterNodeInfo {
-  id: string;
-  port: number;
-  role: "master" | "replica";
-  /** The node id of its master (replicas). */
-  masterId?: string;
-  failed: boolean;
-  /** Slot ranges, as [first, last]. */
-  slots: [number, number][];
-}
-
-/** `CLUSTER NODES` as seen by the node on `port`. */
-export async function clusterNodes(port: number): Promise<ClusterNodeInfo[]> {
-  const raw = await rawCommand(port, ["CLUSTER", "NODES"]);
-  const body = raw.slice(raw.indexOf("\r\n") + 2);
-  return body
-    .split("\n")
-    .map((l) => l.trim())
-    .filter((l) => l !== "")
-    .map((line) => {
-      const [id, addr, flags, master, , , , , ...slots] = line.split(" ");
-      const f = (flags ?? "").split(",");
-      return {
-        id: id ?? "",
-        port: Number(/:(\d+)@/.exec(addr ?? "")?.[1]),
-        role: f.includes("master") ? "master" : "replica",
-        ...(master && master !== "-" ? { masterId: master } : {}),
-        failed: f.includes("fail"),
-        slots: slots
-          .filter((x) => !x.startsWith("["))
-          .map((x) => {
-            const [a, b] = x.split("-").map(Number);
-            return [a as number, b ?? (a as number)] as [number, number];
-          }),
-      };
-    });
-}
-
-/** A master, its replica and one sentinel watching them (each a process of its own). */
-export interface RedisSentinelHandle {
-  /** The name the sentinel knows the master by. */
-  masterName: string;
-  /** The sentinel's address. */
-  sentinel: { host: string; port: number };
-  /** The master and the replica as started (the replica becomes master after a failover). */
-  master: RedisHandle;
-  replica: RedisHandle;
-  /** The port of the server the sentinel currently names master. */
-  currentMasterPort(): Promise<number>;
-  stop(): Promise<void>;
-}
-
-/**
- * Start a master, one replica of it, and one sentinel (`redis-server FILE --sentinel`) with quorum
- * 1, `down-after-milliseconds` `downAfterMs` and a short failover timeout, and wait until the
- * sentinel knows the replica (so that killing the master promotes it).
- *
- * @example
- * const s = await startRedisSentinel();
- * afterAll(() => s.stop());
- * const client = new Redis({ sentinels: [s.sentinel], name: s.masterName });
- */
-export async function startRedisSentinel(opts: { downAfterMs?: number } = {}): Promise<RedisSentinelHandle> {
-  const masterName = "rkmaster";
-  // Every file (a replication's RDB, the sentinel's rewritten config) goes in a temp dir.
-  const dir = mkdtempSync(path.join(tmpdir(), "ratekeeper-sentinel-"));
-  const master = await startRedis({ args: ["--dir", dir, "--dbfilename", "master.rdb"] });
-  const replica = await startRedis({ args: ["--dir", dir, "--dbfilename", "replica.rdb", "--replicaof", HOST, String(master.port)] });
-  let child: ChildProcess | undefined;
-  const stop = async (): Promise<void> => {
-    if (child) await killAndWait(child);
-    await Promise.all([master.stop(), replica.stop()]);
-    rmSync(dir, { recursive: true, force: true });
-  };
-  try {
-    await until(() => answers(replica.port, ["INFO", "replication"], "master_link_status:up"), "the replica to sync", 1200, 25);
-    const port = await freePort();
-    const conf = path.join(dir, "sentinel.conf");
-    writeFileSync(
-      conf,
-      [
-        `port ${port}`,
-        `bind ${HOST}`,
-        `dir ${dir}`,
-        `sentinel monitor ${masterName} ${HOST} ${master.port} 1`,
-        `sentinel down-after-milliseconds ${masterName} ${opts.downAfterMs ?? 1000}`,
-        `sentinel failover-timeout ${masterName} 3000`,
-        `sentinel parallel-syncs ${masterName} 1`,
-        "",
-      ].join("\n"),
-    );
-    child = track(spawn("redis-server", [conf, "--sentinel", "--loglevel", "warning"], { stdio: ["ignore", "ignore", "pipe"], cwd: dir }));
-    child.stderr?.resume();
-    const c = child;
-    await until(
-      async () => {
-        if (hasExited(c)) throw new Error(`redis sentinel on port ${port} exited`);
-        return answers(port, ["SENTINEL", "REPLICAS", masterName], String(replica.port));
-      },
-      "the sentinel to know the replica",
-      1200,
-      25,
-    );
-    return {
-      masterName,
-      sentinel: { host: HOST, port },
-      master,
-      replica,
-      async currentMasterPort() {
-        const r = await rawCommand(port, ["SENTINEL", "GET-MASTER-ADDR-BY-NAME", masterName]);
-        return Number(/\$\d+\r\n(\d+)\r\n$/.exec(r)?.[1]);
-      },
-      stop,
-    };
-  } catch (e) {
-    await stop();
-    throw e;
   }
 }
 

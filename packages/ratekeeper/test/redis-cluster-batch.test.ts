@@ -6,7 +6,8 @@
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { commandCalls } from "../../../test-support/redis-commands.js";
-import { describeRedis, startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis.js";
+import { describeRedis } from "../../../test-support/redis.js";
+import { startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis-cluster.js";
 import { RateLimiter } from "../src/index.js";
 import { RedisStore } from "../src/stores/redis/index.js";
 

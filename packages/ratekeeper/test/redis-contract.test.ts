@@ -5,7 +5,8 @@
 import { Cluster, Redis } from "ioredis";
 import { createClient, createCluster } from "redis";
 import { afterAll, beforeAll, describe } from "vitest";
-import { startRedis, startRedisCluster, describeRedis, type RedisClusterHandle, type RedisHandle } from "../../../test-support/redis.js";
+import { startRedis, describeRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis-cluster.js";
 import { RedisStore, type RedisClientLike } from "../src/stores/redis/index.js";
 import { concurrencyContract } from "./concurrency-contract.js";
 import { storeContract } from "./contract.js";

@@ -8,7 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { saturateCpu, type CpuLoad } from "../../../test-support/cpu.js";
-import { describeRedis, startRedis, startRedisCluster, type RedisClusterHandle, type RedisHandle } from "../../../test-support/redis.js";
+import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis-cluster.js";
 import type { LimitSpec } from "../src/index.js";
 import { WorkerPool } from "./fixtures/worker-pool.js";
 

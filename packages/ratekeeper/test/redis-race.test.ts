@@ -6,7 +6,8 @@
  * Windows are a day or longer, so no allowance refills during the burst.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { describeRedis, startRedis, startRedisCluster, type RedisClusterHandle, type RedisHandle } from "../../../test-support/redis.js";
+import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis-cluster.js";
 import type { LimitSpec } from "../src/index.js";
 import { WorkerPool } from "./fixtures/worker-pool.js";
 

@@ -16,7 +16,8 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { INSTALL, findBinary } from "../../../test-support/outside.js";
 import { underLoad } from "../../../test-support/cpu.js";
 import { freePort, until } from "../../../test-support/process.js";
-import { clusterNodes, describeRedis, rawCommand, startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis.js";
+import { describeRedis, rawCommand } from "../../../test-support/redis.js";
+import { clusterNodes, startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis-cluster.js";
 import {
   adaptNginxConf,
   example,

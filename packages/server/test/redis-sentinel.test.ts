@@ -12,7 +12,8 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { underLoad } from "../../../test-support/cpu.js";
 import { until } from "../../../test-support/process.js";
-import { describeRedis, rawCommand, startRedisSentinel, type RedisSentinelHandle } from "../../../test-support/redis.js";
+import { describeRedis, rawCommand } from "../../../test-support/redis.js";
+import { startRedisSentinel, type RedisSentinelHandle } from "../../../test-support/redis-sentinel.js";
 import { postJson, startServiceProcess, type ServiceProc } from "./support.js";
 
 const RULES = `
