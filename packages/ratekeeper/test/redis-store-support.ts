@@ -1,0 +1,76 @@
+/**
+ * The fixture of the RedisStore test files (redis-store.test.ts, redis-work.test.ts): a
+ * throw-away redis-server on a free loopback port, a client for the stores, an `admin` client
+ * for the test's own reads (so the stores' command counts stay theirs), and `mk`, a limiter on
+ * that server in a namespace of its own. Call it inside the file's `describeRedis`.
+ */
+import { Redis } from "ioredis";
+import { afterAll, beforeAll } from "vitest";
+import { startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { RateLimiter, type LimitSpec } from "../src/index.js";
+import { RedisStore, type RedisStoreOptions } from "../src/stores/redis/index.js";
+
+export interface RedisStoreFixture {
+  readonly redis: RedisHandle;
+  /** The client the stores made by `mk` use. */
+  readonly client: Redis;
+  /** A second client, for the test's own reads. */
+  readonly admin: Redis;
+  /** A namespace no other limiter of the process uses. */
+  readonly ns: () => string;
+  /** A limiter on the fixture's server (`failure: "throw"`, one instance: see below). */
+  readonly mk: (
+    spec: LimitSpec | { limits: LimitSpec[] },
+    opts?: Partial<RedisStoreOptions>,
+    clock?: () => number,
+    namespace?: string,
+  ) => RateLimiter;
+}
+
+let seq = 0;
+
+export function redisStoreFixture(): RedisStoreFixture {
+  let redis: RedisHandle | undefined;
+  let client: Redis | undefined;
+  let admin: Redis | undefined;
+  beforeAll(async () => {
+    redis = await startRedis();
+    client = new Redis(redis.port, redis.host);
+    admin = new Redis(redis.port, redis.host);
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    admin?.disconnect();
+    await redis?.stop();
+  });
+  const ready = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error("the Redis fixture is used before its beforeAll ran");
+    return v;
+  };
+  const fx: RedisStoreFixture = {
+    get redis() {
+      return ready(redis);
+    },
+    get client() {
+      return ready(client);
+    },
+    get admin() {
+      return ready(admin);
+    },
+    ns: () => `st${++seq}`,
+    // Every store here has a fixed instance count (`instances: 1`): otherwise each one, from its
+    // first use on, renews its entry in the instance registry every 5 s (a script with TIME and a
+    // sorted set) until the process ends, and the tests that count the commands a decision makes
+    // (INFO commandstats, server-wide) would count a heartbeat that fell inside their loop. Seen
+    // under a saturated CPU, where the loops take longer: "zadd", "zcard", "time" in a sliding
+    // log's 100 decisions.
+    mk: (spec, opts = {}, clock, namespace = fx.ns()) =>
+      new RateLimiter({
+        ...spec,
+        store: new RedisStore({ client: fx.client, failure: "throw", timeoutMs: 10_000, instances: 1, ...opts }),
+        namespace,
+        ...(clock ? { clock } : {}),
+      }),
+  };
+  return fx;
+}
