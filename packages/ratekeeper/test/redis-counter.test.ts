@@ -9,10 +9,10 @@
  * - a key of a window that is over reads as fresh; TTL = the window's end + minTtlMs;
  * - a layout that does not fit (huge minTtlMs for a tiny window) keeps the packed pair.
  */
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { commandDelta } from "../../../test-support/redis-commands.js";
-import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { describeRedis } from "../../../test-support/redis.js";
+import { redisStoreFixture } from "./redis-store-support.js";
 import { MemoryStore, RateLimiter, type LimitSpec } from "../src/index.js";
 import { COUNTER_SPAN, COUNTER_TAGS } from "../src/stores/redis/counter.js";
 import { RedisStore, type RedisStoreOptions } from "../src/stores/redis/index.js";
@@ -23,19 +23,7 @@ const T0 = 1_800_000_000_000;
 const tagOf = (nowMs: number, windowMs: number) => (Math.floor(nowMs / windowMs) % COUNTER_TAGS) + 1;
 
 describeRedis("RedisStore: the fixed window's counter layout", () => {
-  let redis: RedisHandle;
-  let client: Redis;
-  let admin: Redis;
-  beforeAll(async () => {
-    redis = await startRedis();
-    client = new Redis(redis.port, redis.host);
-    admin = new Redis(redis.port, redis.host);
-  });
-  afterAll(async () => {
-    client?.disconnect();
-    admin?.disconnect();
-    await redis?.stop();
-  });
+  const fx = redisStoreFixture();
 
   /**
    * A Redis limiter and a memory limiter on one injected clock. Its stores have a fixed instance
@@ -47,7 +35,7 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
     const namespace = ns();
     const red = new RateLimiter({
       ...spec,
-      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, instances: 1, batch: false, ...opts }),
+      store: new RedisStore({ client: fx.client, failure: "throw", timeoutMs: 10_000, instances: 1, batch: false, ...opts }),
       namespace,
       clock: () => clock.now,
     });
@@ -58,13 +46,13 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
   it("a decision in a window the key counts is EVALSHA + INCRBY; the window's first also SETs", async () => {
     const { red, key } = pair({ algorithm: "fixed-window", limit: 1000, window: 60_000 });
     await red.consume("warm"); // the store's first call registers it and reads Redis's clock
-    const first = await commandDelta(admin, () => red.consume("hot"));
+    const first = await commandDelta(fx.admin, () => red.consume("hot"));
     expect(first).toEqual({ evalsha: 1, incrby: 1, set: 1 });
-    const rest = await commandDelta(admin, async () => {
+    const rest = await commandDelta(fx.admin, async () => {
       for (let i = 0; i < 50; i++) await red.consume("hot");
     });
     expect(rest).toEqual({ evalsha: 50, incrby: 50 });
-    expect(Number(await admin.get(key("hot")))).toBe(tagOf(T0, 60_000) * COUNTER_SPAN + 51);
+    expect(Number(await fx.admin.get(key("hot")))).toBe(tagOf(T0, 60_000) * COUNTER_SPAN + 51);
   });
 
   it("denials count on, are taken back only when a smaller request could fit, and decide as the memory store", async () => {
@@ -76,15 +64,15 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
     };
     expect((await both(8)).allowed).toBe(true);
     // 8 + 5 > 10 but 2 more would fit: this denial is taken back (DECRBY).
-    const partial = await commandDelta(admin, () => both(5));
+    const partial = await commandDelta(fx.admin, () => both(5));
     expect(partial).toEqual({ evalsha: 1, incrby: 1, decrby: 1 });
     expect((await both(2)).remaining).toBe(0);
     // The window is full: denials only add (no DECRBY), and say remaining 0.
-    const flood = await commandDelta(admin, async () => {
+    const flood = await commandDelta(fx.admin, async () => {
       for (let i = 0; i < 20; i++) expect((await both(1)).remaining).toBe(0);
     });
     expect(flood).toEqual({ evalsha: 20, incrby: 20 });
-    expect(Number(await admin.get(key("k"))) % COUNTER_SPAN).toBe(30);
+    expect(Number(await fx.admin.get(key("k"))) % COUNTER_SPAN).toBe(30);
     // A refund gives back from what the window admitted (10), not from the stored 30.
     await Promise.all([red.refund("k", 3), mem.refund("k", 3)]);
     expect((await both(3)).allowed).toBe(true);
@@ -98,23 +86,23 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
     const { red, key } = pair({ algorithm: "fixed-window", limit: 5, window: 60_000 });
     await red.consume("f");
     const tag = tagOf(T0, 60_000);
-    await admin.set(key("f"), String(tag * COUNTER_SPAN + COUNTER_SPAN / 2 - 1), "KEEPTTL");
+    await fx.admin.set(key("f"), String(tag * COUNTER_SPAN + COUNTER_SPAN / 2 - 1), "KEEPTTL");
     const d = await red.consume("f");
     expect(d.allowed).toBe(false);
     expect(d.remaining).toBe(0);
-    expect(Number(await admin.get(key("f")))).toBe(tag * COUNTER_SPAN + 5);
-    expect(await admin.pttl(key("f"))).toBeGreaterThan(60_000);
+    expect(Number(await fx.admin.get(key("f")))).toBe(tag * COUNTER_SPAN + 5);
+    expect(await fx.admin.pttl(key("f"))).toBeGreaterThan(60_000);
   });
 
   it("a key of a window that is over reads as fresh; the TTL is the window's end + minTtlMs", async () => {
     const { clock, red, mem, key } = pair({ algorithm: "fixed-window", limit: 4, window: 1_000 }, { minTtlMs: 5_000 });
     clock.now = T0 + 250;
     const old = tagOf(T0 - 3_000, 1_000);
-    await admin.set(key("s"), String(old * COUNTER_SPAN + 4), "PX", 60_000);
+    await fx.admin.set(key("s"), String(old * COUNTER_SPAN + 4), "PX", 60_000);
     const [r, m] = await Promise.all([red.consume("s"), mem.consume("s")]);
     expect(r).toEqual(m);
     expect(r.remaining).toBe(3);
-    const ttl = await admin.pttl(key("s"));
+    const ttl = await fx.admin.pttl(key("s"));
     expect(ttl).toBeGreaterThan(5_000);
     expect(ttl).toBeLessThanOrEqual(750 + 5_000);
   });
@@ -138,7 +126,7 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
       }
       // A key of a window that is over, before 1970: the clock's window.
       clock.now = -5 * W + 1;
-      await admin.set(key("neg"), String(tagOf(-9 * W, W) * COUNTER_SPAN + 1), "PX", 60_000);
+      await fx.admin.set(key("neg"), String(tagOf(-9 * W, W) * COUNTER_SPAN + 1), "PX", 60_000);
       expect((await red.consume("neg")).resetAfterMs).toBe(W - 1);
     }
   });
@@ -149,12 +137,12 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
     const batched = new RateLimiter({
       ...spec,
       namespace,
-      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, instances: 1 }),
+      store: new RedisStore({ client: fx.client, failure: "throw", timeoutMs: 10_000, instances: 1 }),
     });
     const lone = new RateLimiter({
       ...spec,
       namespace,
-      store: new RedisStore({ client, failure: "throw", timeoutMs: 10_000, instances: 1, batch: false }),
+      store: new RedisStore({ client: fx.client, failure: "throw", timeoutMs: 10_000, instances: 1, batch: false }),
     });
     const all = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? batched : lone).consume("shared")));
     expect(all.filter((d) => d.allowed)).toHaveLength(37);
@@ -165,7 +153,7 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
   it("a window too small for its tags under a long minTtlMs keeps the packed pair (12 bytes)", async () => {
     const { red, key } = pair({ algorithm: "fixed-window", limit: 3, window: 10 }, { minTtlMs: 600_000 });
     await red.consume("p");
-    expect(await admin.strlen(key("p"))).toBe(12);
+    expect(await fx.admin.strlen(key("p"))).toBe(12);
     expect((await red.consume("p")).remaining).toBe(1);
   });
 
@@ -173,8 +161,8 @@ describeRedis("RedisStore: the fixed window's counter layout", () => {
     const { red, key } = pair({ algorithm: "fixed-window", limit: 100, window: 60_000 });
     const packed = pair({ algorithm: "fixed-window", limit: 100, window: 60_000, align: "first-request" });
     for (let i = 0; i < 3; i++) await Promise.all([red.consume("user:12345"), packed.red.consume("user:12345")]);
-    const counted = Number(await admin.memory("USAGE", key("user:12345")));
-    const pairBytes = Number(await admin.memory("USAGE", packed.key("user:12345")));
+    const counted = Number(await fx.admin.memory("USAGE", key("user:12345")));
+    const pairBytes = Number(await fx.admin.memory("USAGE", packed.key("user:12345")));
     expect(counted).toBeGreaterThan(0);
     expect(counted).toBeLessThan(pairBytes);
   });

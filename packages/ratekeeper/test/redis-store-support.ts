@@ -1,5 +1,5 @@
 /**
- * The fixture of the RedisStore test files (redis-store.test.ts, redis-work.test.ts): a
+ * The fixture of the RedisStore test files (redis-store, redis-work, redis-counter): a
  * throw-away redis-server on a free loopback port, a client for the stores, an `admin` client
  * for the test's own reads (so the stores' command counts stay theirs), and `mk`, a limiter on
  * that server in a namespace of its own. Call it inside the file's `describeRedis`.
