@@ -24,6 +24,9 @@ import { DecisionService, Metrics, parseRules } from "../packages/server/dist/in
 import { DashboardStats, TeeObserver } from "../packages/server/dist/dashboard/stats.js";
 import { machineLine, table } from "./lib/format.js";
 import { median } from "./lib/stats.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const argv = process.argv.slice(2);

@@ -35,6 +35,9 @@ import { fileURLToPath } from "node:url";
 import { fmtRate, fmtSpread, table, machineLine } from "./lib/format.js";
 import { summarize } from "./lib/stats.js";
 import { captureAnswers, floorParts } from "./lib/http-floors.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {

@@ -8,6 +8,9 @@
 // Usage: node bench/ioredis-strings.js [--rounds 5]
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const args = process.argv.slice(2);
 const ROUNDS = Number(args[args.indexOf("--rounds") + 1] ?? 5) || 5;

@@ -6,6 +6,9 @@
 // Usage: node bench/key-order.js <ours|erl> <seq|stride>   (ROOT=<checkout> to load another build)
 // For the table with every peer in the same process, use `bench/memory.js --scattered`; this file
 // is the small A/B tool: one limiter per process, so two builds can be run alternately.
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 const [who, order] = process.argv.slice(2);
 const { RateLimiter, MemoryStore } = await import(
   `${process.env.ROOT ?? new URL("..", import.meta.url).pathname}/packages/ratekeeper/dist/index.js`

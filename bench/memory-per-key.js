@@ -14,6 +14,9 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { RateLimiter, MemoryStore } from "ratekeeper";
 import { table, machineLine } from "./lib/format.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {

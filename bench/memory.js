@@ -32,6 +32,9 @@ import { RateLimiter, MemoryStore } from "ratekeeper";
 import { runCases, bytesPerCall, bytesPerCallSync } from "./lib/measure.js";
 import { summarize } from "./lib/stats.js";
 import { fmtRate, fmtRatio, fmtSpread, table, machineLine } from "./lib/format.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {

@@ -33,6 +33,9 @@ import { fileURLToPath } from "node:url";
 import { withRateLimit } from "ratekeeper/node";
 import { MemoryStore } from "ratekeeper";
 import { machineLine, table } from "./lib/format.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {

@@ -19,6 +19,9 @@ import { RateLimiterRedis } from "rate-limiter-flexible";
 import { fmtRate, fmtRatio, machineLine, table } from "./lib/format.js";
 import { startRedis } from "./lib/redis-server.js";
 import { median } from "./lib/stats.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {

@@ -39,6 +39,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { fmtRate, fmtSpread, machineLine, table } from "./lib/format.js";
 import { median, summarize } from "./lib/stats.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {

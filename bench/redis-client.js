@@ -13,6 +13,9 @@
 import { RateLimiter } from "ratekeeper";
 import { RedisStore } from "ratekeeper/redis";
 import { machineLine, table } from "./lib/format.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {

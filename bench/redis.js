@@ -34,6 +34,9 @@ import { createHash } from "node:crypto";
 import { fmtRate, fmtRatio, machineLine, table } from "./lib/format.js";
 import { startRedis as startRedisServer } from "./lib/redis-server.js";
 import { median } from "./lib/stats.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {

@@ -10,6 +10,9 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 /** The sections, in the order they run. */
 export const SECTIONS = ["memory", "redis", "redis-client", "overload", "lease", "http", "overhead", "service", "overrides", "dashboard"];

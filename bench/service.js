@@ -30,6 +30,9 @@ import { fileURLToPath } from "node:url";
 import net from "node:net";
 import { fmtRate, machineLine, table } from "./lib/format.js";
 import { median } from "./lib/stats.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const argv = process.argv.slice(2);
