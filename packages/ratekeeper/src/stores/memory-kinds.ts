@@ -64,9 +64,9 @@ abstract class DenialTable extends SingleTable {
   /** The algorithm's own decision (its fused check-and-commit). */
   protected abstract decideNew(st: LimitState, nowMs: number, cost: number, out: Outcome): void;
 
-  protected decide(st: LimitState, nowMs: number, cost: number, out: Outcome): void {
+  /** `rel`: ms after the table's base, as every time SingleTable hands its algorithms (memory-time.ts). */
+  protected decide(st: LimitState, rel: number, cost: number, out: Outcome): void {
     const s = st as DenialSlot;
-    const rel = nowMs - this.base;
     if (cost === 1 && s.retryBeforeExp >= 0) {
       const retry = s.exp - s.retryBeforeExp - rel;
       if (retry > 0) {
@@ -78,7 +78,7 @@ abstract class DenialTable extends SingleTable {
         return;
       }
     }
-    this.decideNew(st, nowMs, cost, out);
+    this.decideNew(st, rel, cost, out);
     if (out.allowed) s.retryBeforeExp = -1;
     else if (cost === 1) remember(s, rel, out);
   }

@@ -11,6 +11,7 @@ import type { BoundStore } from "../store.js";
 import { KeyIndex } from "./key-index.js";
 import { loopNowMs } from "./loop-clock.js";
 import { ENTRY_BYTES, keyBytes, ringBytes, SLOT_BYTES } from "./memory-size.js";
+import { baseFor, relTime } from "./memory-time.js";
 
 /** What a table updates in the store that owns it: the totals over every table, and the turn. */
 export interface TableOwner {
@@ -62,13 +63,12 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   private oldBytes = 0;
   protected readonly ev: Evaluator;
   /**
-   * Expiry times are kept relative to this instant (the first time the table saw), so they stay
-   * small integers, which V8 stores in the slot itself. They are written through `Math.ceil`:
-   * times are whole milliseconds (the limiter floors an injected clock), so it changes no value,
-   * but `now - base` is double arithmetic, and without it V8 gave every slot's `exp` a heap-number
-   * box of its own: one more cache miss per decision when keys are visited in no particular order
-   * (`consumeNow` over 100,000 keys in a stride, 18-20% less time; in insertion order, as the
-   * bench visits them, no difference: docs/benchmarks/memory.md). Past 2^31 ms (24 days), boxes.
+   * The origin of the times this table hands its algorithms and keeps in `exp`: 2^30 ms before its
+   * first reading, rounded down to every limit's period (memory-time.ts: why decisions do not
+   * change, and the limits), so each slot's `a` and `exp` are small integers, which V8 keeps in the
+   * slot instead of a heap-number box each: a cache miss less per decision over keys visited in no
+   * order (docs/benchmarks/memory.md). `exp` goes through `Math.ceil`, which changes no value
+   * (times are whole ms: the limiter floors an injected clock). Boxes again ~12 days on, as before.
    */
   protected base = 0;
   private based = false;
@@ -143,7 +143,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
       this.store.makeRoom();
     } else {
       if (!this.based) {
-        this.base = now;
+        this.base = baseFor(this.ev.limits, now);
         this.based = true;
       }
       this.store.makeRoom();
@@ -228,17 +228,17 @@ export abstract class SingleTable extends Table<Slot> {
     this.lim = limits[0] as ResolvedLimit;
   }
 
-  /** The algorithm's check-and-commit (its `consume`) into `out`; each subclass calls one (see above). */
+  /** The algorithm's check-and-commit (its `consume`) into `out`, at `nowMs` after the base; each subclass calls one (see above). */
   protected abstract decide(st: LimitState, nowMs: number, cost: number, out: Outcome, maxDelayMs: number | undefined): void;
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
     const now = nowMs ?? loopNowMs();
     let e = this.lastSlot;
     if (key !== this.lastKey || e === undefined) e = this.slotOf(key, now);
-    const rel = now - this.base;
+    const rel = relTime(now, this.base);
     if (e.exp <= rel) clearState(e);
     const out = this.out;
-    this.decide(e, now, cost, out, maxDelayMs);
+    this.decide(e, rel, cost, out, maxDelayMs);
     // With one limit, the states matter for the decision's resetAfterMs (Evaluator's ttlMs).
     if (out.allowed) e.exp = Math.ceil(rel + out.resetAfterMs);
     return newDecision(out, this.lim, 0, undefined);
@@ -264,14 +264,14 @@ export abstract class SingleTable extends Table<Slot> {
 
   peek(key: string, cost: number, nowMs: number | undefined): Decision {
     const now = nowMs ?? loopNowMs();
-    return this.ev.peek1(this.live(key, now) ?? this.fresh, now, cost);
+    return this.ev.peek1(this.live(key, now) ?? this.fresh, relTime(now, this.base), cost);
   }
 
   refund(key: string, cost: number, nowMs: number | undefined): void {
     const now = nowMs ?? loopNowMs();
     const e = this.live(key, now);
     if (e !== undefined) {
-      this.ev.refund([e], now, cost);
+      this.ev.refund([e], relTime(now, this.base), cost);
       this.refunded(e);
     }
   }
@@ -305,12 +305,12 @@ export class MultiTable extends Table<Entry> {
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
     const now = nowMs ?? loopNowMs();
-    let e = this.young.get(key);
-    if (e === undefined) e = this.adopt(key, now);
-    else if (e.exp <= now - this.base) this.ev.clear(e.s);
+    const e = this.young.get(key) ?? this.adopt(key, now);
+    const rel = relTime(now, this.base);
+    if (e.exp <= rel) this.ev.clear(e.s);
     const before = this.grows ? slotsBytes(e.s) : 0;
-    const d = this.ev.run(e.s, now, cost, true, maxDelayMs);
-    if (d.allowed) e.exp = Math.ceil(now - this.base + this.ev.ttlMs);
+    const d = this.ev.run(e.s, rel, cost, true, maxDelayMs);
+    if (d.allowed) e.exp = Math.ceil(rel + this.ev.ttlMs);
     if (this.grows) {
       const after = slotsBytes(e.s);
       if (after !== before) this.grew(after - before);
@@ -320,13 +320,13 @@ export class MultiTable extends Table<Entry> {
 
   peek(key: string, cost: number, nowMs: number | undefined): Decision {
     const now = nowMs ?? loopNowMs();
-    return this.ev.run(this.live(key, now)?.s ?? this.fresh, now, cost, false);
+    return this.ev.run(this.live(key, now)?.s ?? this.fresh, relTime(now, this.base), cost, false);
   }
 
   refund(key: string, cost: number, nowMs: number | undefined): void {
     const now = nowMs ?? loopNowMs();
     const e = this.live(key, now);
-    if (e !== undefined) this.ev.refund(e.s, now, cost);
+    if (e !== undefined) this.ev.refund(e.s, relTime(now, this.base), cost);
   }
 
   protected create(): Entry {
