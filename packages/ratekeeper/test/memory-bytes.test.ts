@@ -118,7 +118,7 @@ describe("MemoryStore: maxBytes", () => {
         `${name}: estimated ${estimated.toFixed(0)} bytes a key, measured ${measured.toFixed(0)}`,
       ).toBeGreaterThan(0.85);
       expect(estimated / measured, `${name}: estimated ${estimated.toFixed(0)} bytes a key, measured ${measured.toFixed(0)}`).toBeLessThan(
-        1.5,
+        1.2,
       );
     }
   });

@@ -12,6 +12,7 @@ import { decideRing } from "../core/algorithms/sliding-window.js";
 import type { Outcome } from "../core/decision.js";
 import type { ResolvedLimit } from "../core/options.js";
 import { SingleTable, Slot, type TableOwner } from "./memory-table.js";
+import { DENIAL_BYTES } from "./memory-size.js";
 
 /** Fixed window. */
 class FixedTable extends SingleTable {
@@ -89,6 +90,10 @@ abstract class DenialTable extends SingleTable {
 
   protected override refunded(e: Slot): void {
     (e as DenialSlot).retryBeforeExp = -1;
+  }
+
+  protected override bytesOf(key: string, e: Slot): number {
+    return super.bytesOf(key, e) + DENIAL_BYTES;
   }
 }
 

@@ -11,22 +11,27 @@
  *   from that length, and the map keeps the cell after flattening it;
  * - the table entry (stores/key-index.ts: an 8-byte slot pair in a table kept 25-50% full, and
  *   the key, value and hash in three dense arrays that grow by doubling);
- * - the state object (`Slot`: four fields) and the boxes V8 gives its non-integer numbers;
+ * - the state object (`Slot`: four fields, small integers kept in the object: memory-time.ts),
+ *   plus room for one 16-byte number box: V8 boxes a field in every state of the process once one
+ *   state holds a number that is not a small integer there (a bucket's level when capacity times
+ *   window reaches 2^31, or any time about 12 days after a table's first reading); the sliding
+ *   log's and several-sub-window tables' states hold their last denial too (16 bytes);
  * - a ring, for the sliding log and the sliding window: a `Float64Array` is about 180 bytes of
  *   objects (typed array, array buffer, backing store) plus 8 bytes a slot (a sliding window of
  *   one sub-window and a limit up to 32,767 keeps its counts in the state object, with no ring).
  * Several limits on one key add an `Entry` and an array of slots.
  *
- * The estimate is within about 15% of what was measured for every algorithm (larger, never
- * much smaller; 19% larger for a sliding window of one sub-window, whose state has no ring and
- * one number box fewer); it is what `maxBytes` bounds. It cannot see the allocator's own slack or garbage
+ * The estimate is within about 20% of what was measured for every algorithm, larger, and still
+ * not smaller with the one box it allows for (docs/security.md); it is what `maxBytes` bounds. It cannot see the allocator's own slack or garbage
  * not collected yet, so a process's RSS is larger than the estimate by a margin that does not
  * grow with the number of keys.
  */
 import type { LimitState } from "../core/algorithms/types.js";
 
-/** The map entry, the state object and its number boxes: one limit on a key. */
-export const SLOT_BYTES = 128;
+/** The map entry, the state object and room for one number box: one limit on a key. */
+export const SLOT_BYTES = 112;
+/** The last denial a sliding log's or several-sub-window table's state keeps (stores/memory-kinds.ts). */
+export const DENIAL_BYTES = 16;
 /** The extra objects of a key with several limits: the entry and its array of slots (plus 8 a slot). */
 export const ENTRY_BYTES = 32;
 /** A `Float64Array`'s objects, without its slots. */
