@@ -177,3 +177,44 @@ describe("memory store: each key's state holds small integers (V8 Smis), no numb
     expect(smis(specs)).toEqual(ALL);
   });
 });
+
+/**
+ * In a child process: one key of each bucket table of `specs` (1 per window each) filled to
+ * `fill` units at one instant, as a heavy client fills it, then one decision on a fresh key of
+ * a fixed-window table of the same store; whether `a` and `b` of each of those slots are Smis.
+ * The Slot class is shared by every table, so a bucket level that is no Smi boxes the fixed
+ * window's count too.
+ */
+function filledSmis(specs: LimitSpec[], fills: number[]): Record<string, boolean> {
+  const script = `import { MemoryStore, resolveLimits } from ${JSON.stringify(LIB)};
+const store = new MemoryStore({ sweepIntervalMs: 0 });
+const specs = ${JSON.stringify(specs)}, fills = ${JSON.stringify(fills)};
+const slot = (table, key) => table.young.get(key) ?? table.old.get(key);
+let t = 1_764_236_401_237;
+const seen = {};
+specs.forEach((spec, i) => {
+  const table = store.bind(resolveLimits([spec]), "heavy" + i);
+  for (let n = 0; n < fills[i]; n++) if (!table.consume("heavy", 1, t).allowed) throw new Error("denied at " + n);
+  const s = slot(table, "heavy");
+  seen[spec.algorithm + " " + i] = %IsSmi(s.a) && %IsSmi(s.b);
+});
+const fixed = store.bind(resolveLimits([{ algorithm: "fixed-window", limit: 10, window: 1000 }]), "fixed");
+fixed.consume("fresh", 1, t + 1000);
+const s = slot(fixed, "fresh");
+seen.fixed = %IsSmi(s.a) && %IsSmi(s.b);
+process.stdout.write(JSON.stringify(seen));`;
+  const r = spawnSync(process.execPath, ["--allow-natives-syntax", "--input-type=module", "-e", script], { cwd: ROOT, encoding: "utf8" });
+  expect(r.stderr).toBe("");
+  return JSON.parse(r.stdout) as Record<string, boolean>;
+}
+
+describe("memory store: a nearly full bucket of a long window keeps its level a Smi (and every other slot's)", () => {
+  it("1,000 an hour, 10,000 a day, GCRA 1,000 an hour with a burst of 5,000", () => {
+    const specs: LimitSpec[] = [
+      { algorithm: "token-bucket", limit: 1_000, window: "1h" },
+      { algorithm: "leaky-bucket", limit: 10_000, window: "1d", mode: "shape" },
+      { algorithm: "gcra", limit: 1_000, window: "1h", burst: 5_000 },
+    ];
+    expect(filledSmis(specs, [990, 9_990, 5_000])).toEqual({ "token-bucket 0": true, "leaky-bucket 1": true, "gcra 2": true, fixed: true });
+  });
+});

@@ -8,3 +8,9 @@
 export function mod(x: number, y: number): number {
   return x - Math.floor(x / y) * y;
 }
+
+/** The greatest common divisor of two positive integers. */
+export function gcd(x: number, y: number): number {
+  while (y !== 0) [x, y] = [y, x % y];
+  return x;
+}

@@ -85,8 +85,8 @@ export function takeBlock(s: LimitState, nowMs: number, want: number, lessees: n
     }
     return;
   }
-  // bucket.ts: the level in units x windowMs, draining `limit` per ms.
-  const W = lim.windowMs;
+  // bucket.ts: the level in units x unitLevel, draining `drainPerMs` per ms.
+  const W = lim.unitLevel;
   const level = levelAt(s, nowMs, lim);
   const behind = s.a > nowMs ? s.a - nowMs : 0;
   const full = lim.capacity * W;
@@ -101,11 +101,11 @@ export function takeBlock(s: LimitState, nowMs: number, want: number, lessees: n
     if (behind === 0) s.a = nowMs;
     out.taken = k;
     out.waitMs = 0;
-    out.resetAfterMs = Math.ceil(after / lim.limit) + behind;
+    out.resetAfterMs = Math.ceil(after / lim.drainPerMs) + behind;
   } else {
     out.taken = 0;
-    out.waitMs = Math.ceil((level + least * W - full) / lim.limit) + behind;
-    out.resetAfterMs = Math.ceil(level / lim.limit) + behind;
+    out.waitMs = Math.ceil((level + least * W - full) / lim.drainPerMs) + behind;
+    out.resetAfterMs = Math.ceil(level / lim.drainPerMs) + behind;
   }
 }
 
@@ -116,15 +116,16 @@ export function takeBlock(s: LimitState, nowMs: number, want: number, lessees: n
  * - Bucket: the level goes down by `units` less what the bucket drained since the block was
  *   taken. The units raised the level when taken; had they never been taken the level would be
  *   lower by at most that, or less if the bucket has emptied meanwhile (the level stops at 0).
- *   Crediting `units x windowMs - elapsed x limit` never gives back more than the units still
- *   account for, so the bucket's bound holds (a plain refund of the units would not).
+ *   Crediting `units x unitLevel - elapsed x drainPerMs` (bucket.ts's units) never gives back
+ *   more than the units still account for, so the bucket's bound holds (a plain refund of the
+ *   units would not).
  */
 export function giveBack(s: LimitState, nowMs: number, units: number, blockStart: number, lim: ResolvedLimit): void {
   if (lim.algorithm === "fixed-window") {
     if (s.a === blockStart && windowStart(s, nowMs, lim) === blockStart) s.b = Math.max(0, s.b - units);
     return;
   }
-  const credit = units * lim.windowMs - Math.max(0, nowMs - blockStart) * lim.limit;
+  const credit = units * lim.unitLevel - Math.max(0, nowMs - blockStart) * lim.drainPerMs;
   if (credit <= 0) return;
   s.b = Math.max(0, levelAt(s, nowMs, lim) - credit);
   s.a = Math.max(nowMs, s.a);

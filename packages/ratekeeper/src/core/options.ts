@@ -1,3 +1,4 @@
+import { gcd } from "./arith.js";
 import { parseDuration, type Duration } from "./duration.js";
 import { describeValue, RateLimitConfigError, type ConfigIssue } from "./errors.js";
 
@@ -80,6 +81,15 @@ export interface ResolvedLimit {
   readonly shape: boolean;
   /** gcra: the burst. */
   readonly burst: number;
+  /**
+   * Buckets (token, leaky, GCRA): the level one cost unit adds, `windowMs / g`, and the level
+   * drained per ms, `limit / g`, with `g = gcd(windowMs, limit)` (algorithms/bucket.ts). Every
+   * decision of a bucket is a ratio of its level and these two, so dividing both by `g` decides
+   * the same with a level `g` times smaller (1,000 an hour: 3,600 a unit, 1 a ms). Derived from
+   * `limit` and `windowMs`; not sent to the Redis scripts, which keep the level in `cost x windowMs`.
+   */
+  readonly unitLevel: number;
+  readonly drainPerMs: number;
 }
 
 const KNOWN_OPTIONS: Readonly<Record<AlgorithmName, readonly string[]>> = {
@@ -156,7 +166,17 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
   }
   const name = readName(reading);
   if (issues.length > before) return undefined;
-  return { algorithm: alg, algorithmId: ALGORITHMS.indexOf(alg), name, limit, windowMs, ...fields };
+  const g = gcd(windowMs, limit);
+  return {
+    algorithm: alg,
+    algorithmId: ALGORITHMS.indexOf(alg),
+    name,
+    limit,
+    windowMs,
+    ...fields,
+    unitLevel: windowMs / g,
+    drainPerMs: limit / g,
+  };
 }
 
 /** One spec being read: its fields, where it sits, the problems found so far, and its common fields. */

@@ -38,6 +38,7 @@
  * base is set once; no rebase. One table whose values leave the Smi range widens the field for
  * every slot of the process (the hidden class is shared), as any epoch time did before.
  */
+import { gcd } from "../core/arith.js";
 import type { ResolvedLimit } from "../core/options.js";
 
 /** How far before its first reading a table's base lies, at least (ms): 2^30, 12.4 days. */
@@ -63,11 +64,6 @@ export function baseFor(limits: readonly ResolvedLimit[], firstMs: number): numb
   }
   const base = Math.floor((firstMs - BEFORE_FIRST) / p) * p;
   return base > 0 ? base : 0;
-}
-
-function gcd(x: number, y: number): number {
-  while (y !== 0) [x, y] = [y, x % y];
-  return x;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Outcome } from "../../core/decision.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import { counterFits } from "./counter.js";
-import { fastOutcome, FAST_ALGORITHMS, LOG_WHOLE_MAX } from "./fast-reply.js";
+import { fastOutcome, FAST_ALGORITHMS, LOG_WHOLE_MAX, scriptLimit } from "./fast-reply.js";
 import type { Lane } from "./lanes.js";
 import type { FastConsts } from "./script-source.js";
 import type { LoadedScript } from "./scripts.js";
@@ -50,6 +50,7 @@ export interface FastItem {
  * client's CPU per decision (docs/benchmarks/redis.md).
  */
 export class FastCall {
+  /** The limit, with a bucket's level in the script's units (fast-reply.ts scriptLimit). */
   private readonly lim: ResolvedLimit;
 
   /**
@@ -64,7 +65,7 @@ export class FastCall {
     private readonly out: Outcome,
     private readonly shapes: boolean,
   ) {
-    this.lim = limits[0] as ResolvedLimit;
+    this.lim = scriptLimit(limits[0] as ResolvedLimit);
   }
 
   /** The limiter's script's SHA-1 (its EVALSHA). */

@@ -23,13 +23,23 @@ export const FAST_ALGORITHMS: ReadonlySet<string> = new Set([
 export const LOG_WHOLE_MAX = 128;
 
 /**
+ * `lim` with a bucket's level in the units the scripts keep it in, `cost x windowMs` (they have
+ * no `gcd`): for {@link fastOutcome}, which decides on the script's own state. The decisions are
+ * those of `lim` (algorithms/bucket.ts); only the unit of the level differs.
+ */
+export function scriptLimit(lim: ResolvedLimit): ResolvedLimit {
+  return { ...lim, unitLevel: lim.windowMs, drainPerMs: lim.limit };
+}
+
+/**
  * The outcome of a fast-path call (ratekeeper.lua, modes "C" and "P"), from the state the script
  * decided on: the key's value before the call (12 bytes: two 6-byte little-endian integers; 16:
  * two doubles) or null for a fresh key; in the counter layout (kind "n", counter.ts), the integer
  * value the decision saw; for the sliding log (kind "l"), not its state but the numbers check()
  * reads of it (logReply). The script decided with the same arithmetic as
  * `check` (and wrote `commit`'s state when it admitted), so `check` on that state at the same
- * time and cost gives the very numbers the general path's reply would carry.
+ * time and cost gives the very numbers the general path's reply would carry. `lim`: the limit
+ * in the script's units ({@link scriptLimit}).
  * @throws Error when the value is not a state the script writes
  */
 export function fastOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome, maxDelayMs?: number): void {
