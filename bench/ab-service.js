@@ -7,15 +7,17 @@
 // Each round runs `wrk -t1 -c50` for 3 s against each server (the order alternates), with 100,000
 // distinct user ids through examples/rules.yaml's `api` domain, and reads the server's own CPU
 // time from /proc: CPU us per request is the measure (requests/s follow whatever else runs).
-// Prints both medians and B/A per round.
+// Prints both medians and B/A per round, for all CPU time and for user time alone.
+// Caution: the rounds of one invocation share the same two server processes, and a process
+// seems to keep its own cost level for its life (heap layout, JIT): an A/A run (/work/main
+// against itself, 24 rounds of 2 s, load 3-4, 2026-11-27) gave B/A median 0.900, 18 of 24
+// lower. To judge a change of a few percent, compare several invocations (fresh processes
+// each, swapping which build is A), not the rounds of one.
 import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { summarize } from "./lib/stats.js";
-import { helpOnRequest } from "./lib/usage.js";
-
-helpOnRequest(import.meta.url);
 
 const [dirA, dirB, roundsArg, kind = "auth"] = process.argv.slice(2);
 if (!dirA || !dirB) throw new Error("usage: node bench/ab-service.js <checkout A> <checkout B> [rounds] [auth|check]");
@@ -32,10 +34,10 @@ writeFileSync(
 );
 const clkTck = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
 
-/** User + system CPU seconds of a process, from /proc/<pid>/stat (fields 14 and 15). */
+/** User + system CPU seconds of a process, and user alone, from /proc/<pid>/stat (fields 14 and 15). */
 function cpuSeconds(pid) {
   const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return (Number(f[11]) + Number(f[12])) / clkTck;
+  return { all: (Number(f[11]) + Number(f[12])) / clkTck, user: Number(f[11]) / clkTck };
 }
 
 async function start(dir, port) {
@@ -56,7 +58,8 @@ function run(port, pid, seconds = 3) {
   const r = spawnSync("wrk", ["-t1", "-c50", `-d${seconds}`, "-s", script, `http://127.0.0.1:${port}/`], { encoding: "utf8" });
   if (r.status !== 0) throw new Error(`wrk failed: ${r.stderr}`);
   const n = Number(/(\d+) requests in/.exec(r.stdout)[1]);
-  return { rps: n / seconds, us: ((cpuSeconds(pid) - c0) * 1e6) / n };
+  const c1 = cpuSeconds(pid);
+  return { rps: n / seconds, us: ((c1.all - c0.all) * 1e6) / n, userUs: ((c1.user - c0.user) * 1e6) / n };
 }
 
 const servers = { A: await start(dirA, 18201), B: await start(dirB, 18202) };
@@ -75,6 +78,13 @@ try {
   const ratios = res.A.map((a, i) => res.B[i].us / a.us);
   console.log(
     `B/A CPU per request, per round: ${ratios.map((x) => x.toFixed(3)).join(" ")}; median ${summarize(ratios).median.toFixed(3)}`,
+  );
+  // User time alone: the kernel's share (the sockets) varies most from round to round on a VM,
+  // and a change to ratekeeper's JavaScript shows in user time.
+  const user = res.A.map((a, i) => res.B[i].userUs / a.userUs);
+  const userMedians = ["A", "B"].map((k) => summarize(res[k].map((r) => r.userUs)).median.toFixed(2));
+  console.log(
+    `user CPU us/request medians A ${userMedians[0]} B ${userMedians[1]}; B/A per round: ${user.map((x) => x.toFixed(3)).join(" ")}; median ${summarize(user).median.toFixed(3)}`,
   );
 } finally {
   servers.A.kill();
