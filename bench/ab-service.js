@@ -18,6 +18,9 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { summarize } from "./lib/stats.js";
+import { helpOnRequest } from "./lib/usage.js";
+
+helpOnRequest(import.meta.url);
 
 const [dirA, dirB, roundsArg, kind = "auth"] = process.argv.slice(2);
 if (!dirA || !dirB) throw new Error("usage: node bench/ab-service.js <checkout A> <checkout B> [rounds] [auth|check]");
