@@ -15,8 +15,8 @@
  *   plus room for one 16-byte number box: V8 boxes a field in every state of the process once one
  *   state holds a number that is not a small integer there (a bucket's level when capacity times
  *   window over gcd(window, limit) reaches 2^31, core/algorithms/bucket.ts, or any time about 12
- *   days after a table's first reading); the sliding
- *   log's and several-sub-window tables' states hold their last denial too (16 bytes);
+ *   days after a table's first reading); the sliding log's and several-sub-window tables' states
+ *   hold their last denial too (16 bytes);
  * - a ring, for the sliding log and the sliding window: a `Float64Array` is about 180 bytes of
  *   objects (typed array, array buffer, backing store) plus 8 bytes a slot (a sliding window of
  *   one sub-window and a limit up to 32,767 keeps its counts in the state object, with no ring).
