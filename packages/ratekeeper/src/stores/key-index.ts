@@ -109,6 +109,11 @@ export class KeyIndex<V> {
     }
   }
 
+  /** Calls `f(value)` for every entry (it must not add or delete keys). */
+  forEach(f: (value: V) => void): void {
+    for (const v of this.vals) f(v);
+  }
+
   /** The entry number of `key` (hash `h`), or -1. */
   private find(key: string, h: number): number {
     const t = this.table;

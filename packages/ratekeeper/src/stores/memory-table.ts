@@ -1,7 +1,8 @@
 /**
  * The keys of one limiter in a {@link MemoryStore}: two generations of entries that know when
- * they expire, and the estimated bytes of each generation. The store owns the bounds and the
- * totals over all its tables; a table adds and removes its keys' share.
+ * they expire, and the estimated bytes of each generation; the time base (and its rebase) the
+ * states are kept in. The store owns the bounds and the totals over all its tables; a table adds
+ * and removes its keys' share. Tables of one limit: here and memory-kinds.ts; of several: memory-multi.ts.
  */
 import type { LimitState } from "../core/algorithms/index.js";
 import { newDecision, newOutcome, type Decision, type Outcome } from "../core/decision.js";
@@ -10,8 +11,9 @@ import type { ResolvedLimit } from "../core/options.js";
 import type { BoundStore } from "../store.js";
 import { KeyIndex } from "./key-index.js";
 import { loopNowMs } from "./loop-clock.js";
-import { ENTRY_BYTES, keyBytes, ringBytes, SLOT_BYTES } from "./memory-size.js";
-import { baseFor, relTime } from "./memory-time.js";
+import { keyBytes, ringBytes, SLOT_BYTES } from "./memory-size.js";
+import { nextRebase, REBASE_AT, shiftEntries } from "./memory-rebase.js";
+import { baseFor, BEFORE_FIRST, relTime } from "./memory-time.js";
 
 /** What a table updates in the store that owns it: the totals over every table, and the turn. */
 export interface TableOwner {
@@ -44,13 +46,6 @@ export class Slot implements LimitState {
   }
 }
 
-/** One key's states, one per limit, and when they stop mattering (limiters with several limits). */
-class Entry {
-  /** As {@link Slot.exp}. */
-  exp = 0;
-  constructor(readonly s: Slot[]) {}
-}
-
 /**
  * The keys of one limiter in a {@link MemoryStore}: two generations (see MemoryStore) of entries
  * that know when they expire. Subclasses hold one slot per key (one limit) or an entry of slots.
@@ -63,15 +58,14 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   private oldBytes = 0;
   protected readonly ev: Evaluator;
   /**
-   * The origin of the times this table hands its algorithms and keeps in `exp`: 2^30 ms before its
-   * first reading, rounded down to every limit's period (memory-time.ts: why decisions do not
-   * change, and the limits), so each slot's `a` and `exp` are small integers, which V8 keeps in the
-   * slot instead of a heap-number box each: a cache miss less per decision over keys visited in no
-   * order (docs/benchmarks/memory.md). `exp` goes through `Math.ceil`, which changes no value
-   * (times are whole ms: the limiter floors an injected clock). Boxes again ~12 days on, as before.
+   * The origin of the times this table hands its algorithms and keeps in `exp`, so that they are
+   * small integers (V8 keeps those in the slot, not in a heap-number box each): 2^30 ms before its
+   * first reading, then moved forward by each rebase (memory-time.ts: why decisions do not change,
+   * and the limits). `exp` goes through `Math.ceil`, which changes no value (times are whole ms).
    */
   protected base = 0;
-  private based = false;
+  /** A reading more than this after the base rebases first (memory-rebase.ts); the first reading sets the base. */
+  private rebaseAt = REBASE_AT;
 
   constructor(
     private readonly store: TableOwner,
@@ -142,10 +136,6 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
       if (e.exp <= now - this.base) this.clear(e);
       this.store.makeRoom();
     } else {
-      if (!this.based) {
-        this.base = baseFor(this.ev.limits, now);
-        this.based = true;
-      }
       this.store.makeRoom();
       e = this.create();
       b = this.bytesOf(key, e);
@@ -157,6 +147,29 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     this.store.young++;
     this.store.youngBytes += b;
     return e;
+  }
+
+  /** `now` in ms after the base, which the first reading sets and a reading past `rebaseAt` moves forward first. */
+  protected relOf(now: number): number {
+    const rel = relTime(now, this.base);
+    return rel > this.rebaseAt ? this.rebase(now) : rel;
+  }
+
+  /**
+   * Sets the base of a table without keys, else moves it forward (memory-rebase.ts): `now` is the
+   * newest reading (every one before it was at most `rebaseAt`). Keys that expired 2^30 ms before
+   * it matter only to readings before that: dropped. Returns `now` after the new base.
+   */
+  private rebase(now: number): number {
+    if (this.held === 0) this.base = baseFor(this.ev.limits, now);
+    else {
+      const expired = now - this.base - BEFORE_FIRST;
+      this.sweep(this.base + expired);
+      this.base += shiftEntries(this.ev.limits, [this.young, this.old], expired);
+    }
+    const rel = relTime(now, this.base);
+    this.rebaseAt = nextRebase(this.ev.limits, rel);
+    return rel;
   }
 
   /** The key's live entry in either generation, or undefined if absent or expired at `now`. */
@@ -233,9 +246,9 @@ export abstract class SingleTable extends Table<Slot> {
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
     const now = nowMs ?? loopNowMs();
+    const rel = this.relOf(now); // before the key's slot: a rebase may drop slots
     let e = this.lastSlot;
     if (key !== this.lastKey || e === undefined) e = this.slotOf(key, now);
-    const rel = relTime(now, this.base);
     if (e.exp <= rel) clearState(e);
     const out = this.out;
     this.decide(e, rel, cost, out, maxDelayMs);
@@ -264,14 +277,16 @@ export abstract class SingleTable extends Table<Slot> {
 
   peek(key: string, cost: number, nowMs: number | undefined): Decision {
     const now = nowMs ?? loopNowMs();
-    return this.ev.peek1(this.live(key, now) ?? this.fresh, relTime(now, this.base), cost);
+    const rel = this.relOf(now);
+    return this.ev.peek1(this.live(key, now) ?? this.fresh, rel, cost);
   }
 
   refund(key: string, cost: number, nowMs: number | undefined): void {
     const now = nowMs ?? loopNowMs();
+    const rel = this.relOf(now);
     const e = this.live(key, now);
     if (e !== undefined) {
-      this.ev.refund([e], relTime(now, this.base), cost);
+      this.ev.refund([e], rel, cost);
       this.refunded(e);
     }
   }
@@ -290,61 +305,4 @@ export abstract class SingleTable extends Table<Slot> {
   protected bytesOf(key: string, e: Slot): number {
     return SLOT_BYTES + keyBytes(key) + ringBytes(e);
   }
-}
-
-/** A limiter with several limits: each key is an {@link Entry} of slots, decided all-or-nothing. */
-export class MultiTable extends Table<Entry> {
-  private readonly fresh: Slot[];
-  private readonly grows: boolean;
-
-  constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
-    super(store, limits);
-    this.fresh = this.create().s;
-    this.grows = limits.some((l) => l.algorithm === "sliding-log");
-  }
-
-  consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
-    const now = nowMs ?? loopNowMs();
-    const e = this.young.get(key) ?? this.adopt(key, now);
-    const rel = relTime(now, this.base);
-    if (e.exp <= rel) this.ev.clear(e.s);
-    const before = this.grows ? slotsBytes(e.s) : 0;
-    const d = this.ev.run(e.s, rel, cost, true, maxDelayMs);
-    if (d.allowed) e.exp = Math.ceil(rel + this.ev.ttlMs);
-    if (this.grows) {
-      const after = slotsBytes(e.s);
-      if (after !== before) this.grew(after - before);
-    }
-    return d;
-  }
-
-  peek(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? loopNowMs();
-    return this.ev.run(this.live(key, now)?.s ?? this.fresh, relTime(now, this.base), cost, false);
-  }
-
-  refund(key: string, cost: number, nowMs: number | undefined): void {
-    const now = nowMs ?? loopNowMs();
-    const e = this.live(key, now);
-    if (e !== undefined) this.ev.refund(e.s, relTime(now, this.base), cost);
-  }
-
-  protected create(): Entry {
-    return new Entry(this.ev.init().map((st) => new Slot(st)));
-  }
-
-  protected clear(e: Entry): void {
-    this.ev.clear(e.s);
-  }
-
-  protected bytesOf(key: string, e: Entry): number {
-    return ENTRY_BYTES + keyBytes(key) + slotsBytes(e.s);
-  }
-}
-
-/** Estimated bytes of a key's slots, with their rings. */
-function slotsBytes(slots: readonly Slot[]): number {
-  let b = 0;
-  for (const s of slots) b += SLOT_BYTES + 8 + ringBytes(s);
-  return b;
 }

@@ -26,22 +26,55 @@
  *   {@link BEFORE_FIRST} (2^30 ms, 12.4 days) before the table's first reading (rounded down to
  *   the period), and a clock that steps back up to that far still reads a positive time.
  *
- * Limits of this: a clock read more than 12.4 days before the table's first reading (a relative
- * time below 0) decides a key without state as if its fresh state had been written at the base
- * (waits counted from there) instead of as the absolute reference does; no real clock steps back
- * that far between two readings of one process. Values stay small integers while the process's
- * clock is within about 2^30 ms (12.4 days, less the period) after the table's first reading
- * (`exp` a window less; a period near 2^30 leaves little of that); past that they are boxes again,
- * as they were before, with the same decisions. Periods above {@link MAX_PERIOD} (a window of
- * over 12 days, or several limits whose periods share few factors) and clocks near the epoch
- * (below BEFORE_FIRST: tests, a monotonic clock) keep base 0: the absolute times of before. The
- * base is set once; no rebase. One table whose values leave the Smi range widens the field for
- * every slot of the process (the hidden class is shared), as any epoch time did before.
+ * The rebase (memory-rebase.ts). A reading more than REBASE_AT (1.5 x 2^30 ms, 18.6 days) after
+ * the base first moves the base forward by `D` and every kept time back by `D`: each key's `exp`,
+ * its `a` (for a sliding window, a sub-window index: back by `D / S`), the sliding log's ring of
+ * times (its `a` and `b` are positions); not `b` (a count, a level, a ring slot) nor a
+ * DenialSlot's distances before `exp`. `D` is a multiple of every limit's rebase period: the
+ * period above, but for a sliding window whose counts sit in a ring (sub-window `i` in slot
+ * `mod(i, buckets + 1)`, and `b` names a slot) `S x (buckets + 1)`, so that no slot moves (`S`
+ * when a one-sub-window limit packs its two counts into `b`, sliding-tail.ts). Each
+ * shifted state is then the same state on the new clock, as the list above shows. `D` is the
+ * largest such multiple at most `cut`, the newest reading less 2^30 ms (so the new base again lies
+ * 2^30 ms before a reading, as the first one did), after the keys that expired by `cut` are
+ * dropped (only a reading before `cut` could still find them live). A kept key's `exp` is after
+ * `cut`, so it stays above 0 (0: never written). One more bound: a sliding window of several
+ * sub-windows counts no sub-window below 0 (decide()'s `max(a - buckets, 0)`, right for a state
+ * that started at 0), so `D` stays at or below the start of the oldest sub-window that holds
+ * units in a kept key. Nothing else reads `a = 0` specially (a one-sub-window limit reads its
+ * older count from `b` or its ring, not from `a`), so a state shifted to `a = 0` is not taken for
+ * a fresh one, and a shifted `exp` cannot be 0.
+ *
+ * Where it runs: in the decision path (Table.relOf), one compare of the relative reading with the
+ * table's `rebaseAt` per consume, peek or refund, and the pass over the keys once every 2^29 ms
+ * (6.2 days): 25-35 ms for a million keys of a fixed window, a bucket or the default sliding
+ * window, 70 ms of sliding logs, 115 ms of sliding windows of several sub-windows (two passes; node
+ * 20, bench/rebase-pass.js). Not in MemoryStore.sweep: its timer reads
+ * `Date.now()`, which is not the table's clock when the limiter injects one (tests, simulations,
+ * a monotonic clock), and it is off with `sweepIntervalMs: 0` and may never run on a runtime that
+ * holds no timer between requests. The decision path sees exactly the readings the table decides
+ * on, and the one that crosses `rebaseAt` is the newest it has seen (every earlier one was at most
+ * the threshold of its time, and thresholds only move forward).
+ *
+ * Limits of this: every reading no more than 2^30 ms (12.4 days) before the newest the table has
+ * seen decides as the absolute algorithm (the base and the last rebase's `cut` both lie at least
+ * that far back). An earlier reading decides a key without state as if its fresh state had been
+ * written at the base (waits counted from there), and finds fresh a key that had expired before
+ * the last rebase's `cut`; no real clock steps back that far between two readings of one process.
+ * Values stay small integers while a key's state matters for less than the 2^29 ms (6.2 days)
+ * between REBASE_AT and 2^31 (`exp` is a box beyond). A table whose rebase period is above
+ * MAX_REBASE_PERIOD (2^28 ms, 3.1 days: a clock-aligned window longer than that, a sliding window
+ * whose `S x (buckets + 1)` is, several limits whose periods share few factors) never rebases and
+ * keeps values small integers for about 12 days after its first reading, as before the rebase;
+ * periods above {@link MAX_PERIOD} (a window of over 12 days) and clocks near the epoch (below
+ * BEFORE_FIRST: tests, a monotonic clock) keep base 0 (a clock near the epoch rebases once it is
+ * 18.6 days on). One table whose values leave the Smi range widens the field for every slot of
+ * the process (the hidden class is shared), as any epoch time did before.
  */
 import { gcd } from "../core/arith.js";
 import type { ResolvedLimit } from "../core/options.js";
 
-/** How far before its first reading a table's base lies, at least (ms): 2^30, 12.4 days. */
+/** How far before its first reading (and before the reading of each rebase) a table's base lies, at least (ms): 2^30, 12.4 days. */
 export const BEFORE_FIRST = 2 ** 30;
 
 /** The longest period (ms) a base is aligned to; a longer one keeps base 0: 2^30, 12.4 days. */

@@ -4,7 +4,8 @@ import { policyId } from "../core/policy-id.js";
 import type { BoundLeases, BoundStore, Store } from "../store.js";
 import { MemoryLeases } from "./memory-leases.js";
 import { singleTable } from "./memory-kinds.js";
-import { MultiTable, type Table, type TableOwner } from "./memory-table.js";
+import { MultiTable } from "./memory-multi.js";
+import type { Table, TableOwner } from "./memory-table.js";
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {

@@ -1,0 +1,127 @@
+/**
+ * The rebase of a memory table's relative time (memory-time.ts says why times are relative, why
+ * a rebase keeps every decision, and its limits): when a reading lies more than
+ * {@link REBASE_AT} after the table's base, the base moves forward by `D`, a multiple of
+ * {@link rebasePeriod}, and every time kept in a key's state moves back by `D`. Here: the
+ * period, the amount, and the shift of one state per algorithm.
+ */
+import { gcd, mod } from "../core/arith.js";
+import type { LimitState } from "../core/algorithms/index.js";
+import { PACKED_MAX_LIMIT } from "../core/algorithms/sliding-tail.js";
+import type { ResolvedLimit } from "../core/options.js";
+import type { KeyIndex } from "./key-index.js";
+import { relTime } from "./memory-time.js";
+
+/**
+ * A reading this far after the base (ms; 1.5 x 2^30, 18.6 days) rebases first. Times kept stay
+ * below 2^31 (a Smi) while a key's state matters for less than the 2^29 ms (6.2 days) left.
+ */
+export const REBASE_AT = 2 ** 30 + 2 ** 29;
+
+/** The longest period (ms) a rebase moves by whole multiples of: 2^28, 3.1 days (see nextRebase). */
+export const MAX_REBASE_PERIOD = 2 ** 28;
+
+/** After a rebase that could not move the base far enough, the next is tried this much later (ms). */
+const RETRY = 2 ** 27;
+
+/**
+ * What a shift of `lim`'s state must be a multiple of (ms) so that it decides the same: the
+ * clock-aligned fixed window's window (its floor by `windowMs`); a sliding window's sub-window
+ * `S` times the ring's slots, `buckets + 1` (sub-window `i` lives in slot `i mod (buckets + 1)`,
+ * and `b` names a slot), or `S` alone when its two counts are packed into `b` (no ring); 1 for
+ * the others (they read differences of times, and the sliding log's `a` and `b` are positions).
+ */
+export function rebasePeriodOf(lim: ResolvedLimit): number {
+  if (lim.algorithm === "fixed-window") return lim.alignFirst ? 1 : lim.windowMs;
+  if (lim.algorithm !== "sliding-window") return 1;
+  const S = lim.windowMs / lim.buckets;
+  return lim.buckets === 1 && lim.limit <= PACKED_MAX_LIMIT ? S : S * (lim.buckets + 1);
+}
+
+/** The least common multiple of every limit's {@link rebasePeriodOf}; 0 when above {@link MAX_REBASE_PERIOD}. */
+export function rebasePeriod(limits: readonly ResolvedLimit[]): number {
+  let p = 1;
+  for (const l of limits) {
+    const q = rebasePeriodOf(l);
+    p = (p / gcd(p, q)) * q;
+    if (p > MAX_REBASE_PERIOD) return 0;
+  }
+  return p;
+}
+
+/**
+ * The table's `rebaseAt` after a rebase (or an attempt) that left the newest reading `rel` after
+ * the base: {@link REBASE_AT}, unless the base could not move far enough (then a retry a little
+ * later, so that no decision pays a pass over the keys every time), or cannot move at all.
+ * Why `D >= P` whenever nothing holds the base back: the trigger is `rel > REBASE_AT`, the target
+ * is `rel - 2^30 > 2^29 >= P`; after it, `rel - D < 2^30 + P <= REBASE_AT - 2^28`.
+ */
+export function nextRebase(limits: readonly ResolvedLimit[], rel: number): number {
+  if (rebasePeriod(limits) === 0) return Number.POSITIVE_INFINITY;
+  return Math.max(REBASE_AT, rel + RETRY);
+}
+
+/** The slots of a table's entry: a SingleTable's entry is its one slot, a MultiTable's holds them in `s`. */
+function slotsOf(e: { exp: number }): readonly LimitState[] {
+  return (e as { s?: LimitState[] }).s ?? [e as unknown as LimitState];
+}
+
+/**
+ * Shifts every entry of `gens` (entries that expire at or before `expired`, in ms after the old
+ * base, were dropped by the caller) back by the largest multiple `D` of the period that is at
+ * most `expired` and keeps every sliding window of several sub-windows exact (see
+ * {@link ringFloor}). Returns `D`; 0: nothing moved.
+ */
+export function shiftEntries(limits: readonly ResolvedLimit[], gens: readonly KeyIndex<{ exp: number }>[], expired: number): number {
+  const P = rebasePeriod(limits);
+  if (P === 0) return 0;
+  let low = expired;
+  if (limits.some(isRing)) {
+    for (const g of gens) {
+      g.forEach((e) => {
+        const slots = slotsOf(e);
+        limits.forEach((l, i) => {
+          if (isRing(l)) low = Math.min(low, ringFloor(l, slots[i] as LimitState));
+        });
+      });
+    }
+  }
+  const D = Math.floor(low / P) * P;
+  if (D <= 0) return 0;
+  for (const g of gens) {
+    g.forEach((e) => {
+      e.exp = relTime(e.exp, D);
+      const slots = slotsOf(e);
+      limits.forEach((l, i) => shiftState(l, slots[i] as LimitState, D));
+    });
+  }
+  return D;
+}
+
+/** A sliding window of several sub-windows: its decide() counts no sub-window below 0. */
+function isRing(lim: ResolvedLimit): boolean {
+  return lim.algorithm === "sliding-window" && lim.buckets > 1;
+}
+
+/**
+ * The start (ms) of the oldest sub-window in the state's ring that holds units; Infinity if none.
+ * The shift must not take it below 0: decide() treats sub-windows below 0 as never written
+ * (`max(a - buckets, 0)`, `jo >= 0`), which is right only for a state that started at 0.
+ */
+function ringFloor(lim: ResolvedLimit, s: LimitState): number {
+  const B = lim.buckets;
+  const ring = s.ring as Float64Array;
+  for (let j = s.a - B; j <= s.a; j++) if ((ring[mod(j, B + 1)] as number) > 0) return j * (lim.windowMs / B);
+  return Number.POSITIVE_INFINITY;
+}
+
+/** Moves the times in `lim`'s state `s` back by `D` (a multiple of the table's rebase period). */
+function shiftState(lim: ResolvedLimit, s: LimitState, D: number): void {
+  if (lim.algorithm === "sliding-log") {
+    // `a` and `b` are positions; the ring holds times (-Infinity: a unit outside for good, stays so).
+    const ring = s.ring as Float64Array;
+    for (let i = 0; i < ring.length; i++) ring[i] = (ring[i] as number) - D;
+  } else if (lim.algorithm === "sliding-window") {
+    s.a = relTime(s.a, D / (lim.windowMs / lim.buckets)); // a sub-window's index; the ring and `b` stay
+  } else s.a = relTime(s.a, D); // a window's start, a bucket's last update; `b` is a count or a level
+}
