@@ -156,7 +156,12 @@ function buildCases(ours) {
             return call;
           },
           check: (call, k) => checkWith(async (c, key) => (await c(key)).allowed, call, k, traffic),
-          teardown: () => store.close(),
+          // Drop the instance too: the case's closures live as long as the process, and a store
+          // still holding its 100,000 keys would weigh on the collections of every later group.
+          teardown: () => {
+            store.close();
+            store = undefined;
+          },
         });
         let syncStore;
         add(syncLabel(label), {
@@ -169,7 +174,10 @@ function buildCases(ours) {
             return call;
           },
           check: (call, k) => checkWith(async (c, key) => c(key).allowed, call, k, traffic),
-          teardown: () => syncStore.close(),
+          teardown: () => {
+            syncStore.close();
+            syncStore = undefined;
+          },
         });
       }
       let rlf;
@@ -195,6 +203,7 @@ function buildCases(ours) {
         teardown: () => {
           for (const rec of rlf._memoryStorage._storage.values()) clearTimeout(rec.timeoutId);
           rlf._memoryStorage._storage.clear();
+          rlf = undefined;
         },
       });
       let erl;
@@ -207,7 +216,10 @@ function buildCases(ours) {
           return call;
         },
         check: (call, k) => checkWith(async (c, key) => (await c(key)).totalHits <= LIMIT[traffic], call, k, traffic),
-        teardown: () => erl.shutdown(),
+        teardown: () => {
+          erl.shutdown();
+          erl = undefined;
+        },
       });
       for (const [label, sync] of [
         [LIM, false],
