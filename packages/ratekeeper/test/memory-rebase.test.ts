@@ -142,21 +142,23 @@ describe("memory store: a rebase keeps every decision of the Evaluator on absolu
   });
 
   it("a sliding window's units in sub-windows just before the new base still count for a step back to them", () => {
-    // Key 0 fills its window at t0; key 1's reading 2^30 ms (and a little) later rebases; key 0
-    // is asked again 2^30 ms back, where its units still count. The shift must keep the
-    // sub-windows holding them at or above 0 (decide() counts none below): over several offsets
-    // of the clock against the period, some cut right after them.
+    // Key 2's reading sets the base; key 0 fills its window `pre` ms later; key 1's reading 2^30 ms
+    // (and `late`) after that rebases; key 0 is asked again 2^30 ms back, where its units still
+    // count (in full, or in part: a weighted window counts the sub-window before the window). The
+    // shift must keep the sub-windows that hold them at or above 0 (decide() counts none below):
+    // `pre` moves key 0's sub-window against the period (5 sub-windows), `late` moves the cut.
     const specs: LimitSpec[] = [{ algorithm: "sliding-window", limit: 3, window: 60_000, buckets: 4 }];
-    for (let off = 0; off < 75_000; off += 5_000) {
-      for (let late = 1_000; late < 60_000; late += 7_000) {
+    for (let pre = 0; pre < 75_000; pre += 2_500) {
+      for (let late = 1_000; late < 75_000; late += 3_000) {
         const ops: Op[] = [
-          { key: 0, kind: "consume", dt: 0, back: 0, c: 3 },
+          { key: 2, kind: "consume", dt: 0, back: 0, c: 1 },
+          { key: 0, kind: "consume", dt: pre, back: 0, c: 3 },
           { key: 1, kind: "consume", dt: BEFORE_FIRST + late, back: 0, c: 1 },
           { key: 0, kind: "consume", dt: 0, back: BEFORE_FIRST, c: 1 },
           { key: 0, kind: "peek", dt: 9_000, back: 0, c: 1 },
           { key: 0, kind: "consume", dt: 30_000, back: 0, c: 2 },
         ];
-        check([specs, 1_764_236_401_237 + off, ops]);
+        check([specs, 1_764_236_401_237, ops]);
       }
     }
   });

@@ -5,7 +5,7 @@
  * {@link rebasePeriod}, and every time kept in a key's state moves back by `D`. Here: the
  * period, the amount, and the shift of one state per algorithm.
  */
-import { gcd, mod } from "../core/arith.js";
+import { gcd } from "../core/arith.js";
 import type { LimitState } from "../core/algorithms/index.js";
 import { PACKED_MAX_LIMIT } from "../core/algorithms/sliding-tail.js";
 import type { ResolvedLimit } from "../core/options.js";
@@ -21,7 +21,7 @@ export const REBASE_AT = 2 ** 30 + 2 ** 29;
 /** The longest period (ms) a rebase moves by whole multiples of: 2^28, 3.1 days (see nextRebase). */
 export const MAX_REBASE_PERIOD = 2 ** 28;
 
-/** After a rebase that could not move the base far enough, the next is tried this much later (ms). */
+/** The least time between two passes over a table's keys (ms; see nextRebase). */
 const RETRY = 2 ** 27;
 
 /**
@@ -50,15 +50,29 @@ export function rebasePeriod(limits: readonly ResolvedLimit[]): number {
 }
 
 /**
- * The table's `rebaseAt` after a rebase (or an attempt) that left the newest reading `rel` after
- * the base: {@link REBASE_AT}, unless the base could not move far enough (then a retry a little
- * later, so that no decision pays a pass over the keys every time), or cannot move at all.
- * Why `D >= P` whenever nothing holds the base back: the trigger is `rel > REBASE_AT`, the target
- * is `rel - 2^30 > 2^29 >= P`; after it, `rel - D < 2^30 + P <= REBASE_AT - 2^28`.
+ * The table's `rebaseAt` after a rebase that left the newest reading `rel` after the base:
+ * {@link REBASE_AT}, or RETRY after `rel` if that is later (only with periods near the largest),
+ * so that passes over the keys are never closer than that; never for a table whose period is too long. Why the base moves at all: the trigger
+ * is `rel > REBASE_AT`, so `cut = rel - 2^30 > 2^29`, and `cut - reach > 2^29 - P >= P` (reach <
+ * P <= 2^28), so `D >= P`; after it `rel - D < 2^30 + reach + P < REBASE_AT` (`D` is within `P`
+ * of `cut - reach`).
  */
 export function nextRebase(limits: readonly ResolvedLimit[], rel: number): number {
   if (rebasePeriod(limits) === 0) return Number.POSITIVE_INFINITY;
   return Math.max(REBASE_AT, rel + RETRY);
+}
+
+/**
+ * How far before `cut` a limit's state may still hold units that count at a reading at or after
+ * `cut` (ms): a sliding window of several sub-windows counts sub-windows from `floor(t / S) -
+ * buckets` on at `t`, and `D`, a multiple of `S` at most `cut - windowMs`, is at most
+ * `(floor(cut / S) - buckets) x S`, so those stay at or above 0, as the shift must keep them: its
+ * decide() counts no sub-window below 0 (`max(a - buckets, 0)`, `jo >= 0`: right for a state that
+ * started at 0). Older sub-windows count at no such reading, shifted below 0 or not. Others: 0
+ * (they read no time specially). Below the limit's rebase period, `S x (buckets + 1)`.
+ */
+function reachOf(lim: ResolvedLimit): number {
+  return lim.algorithm === "sliding-window" && lim.buckets > 1 ? lim.windowMs : 0;
 }
 
 /** The slots of a table's entry: a SingleTable's entry is its one slot, a MultiTable's holds them in `s`. */
@@ -67,26 +81,15 @@ function slotsOf(e: { exp: number }): readonly LimitState[] {
 }
 
 /**
- * Shifts every entry of `gens` (entries that expire at or before `expired`, in ms after the old
- * base, were dropped by the caller) back by the largest multiple `D` of the period that is at
- * most `expired` and keeps every sliding window of several sub-windows exact (see
- * {@link ringFloor}). Returns `D`; 0: nothing moved.
+ * Shifts every entry of `gens` back by `D`, the largest multiple of the table's period at most
+ * `cut` less every limit's {@link reachOf} (`cut`: ms after the old base; the caller dropped the
+ * entries that expire at or before it, so every kept `exp` stays above 0). Returns `D`; 0:
+ * nothing moved.
  */
-export function shiftEntries(limits: readonly ResolvedLimit[], gens: readonly KeyIndex<{ exp: number }>[], expired: number): number {
+export function shiftEntries(limits: readonly ResolvedLimit[], gens: readonly KeyIndex<{ exp: number }>[], cut: number): number {
   const P = rebasePeriod(limits);
   if (P === 0) return 0;
-  let low = expired;
-  if (limits.some(isRing)) {
-    for (const g of gens) {
-      g.forEach((e) => {
-        const slots = slotsOf(e);
-        limits.forEach((l, i) => {
-          if (isRing(l)) low = Math.min(low, ringFloor(l, slots[i] as LimitState));
-        });
-      });
-    }
-  }
-  const D = Math.floor(low / P) * P;
+  const D = Math.floor((cut - Math.max(...limits.map(reachOf))) / P) * P;
   if (D <= 0) return 0;
   for (const g of gens) {
     g.forEach((e) => {
@@ -96,23 +99,6 @@ export function shiftEntries(limits: readonly ResolvedLimit[], gens: readonly Ke
     });
   }
   return D;
-}
-
-/** A sliding window of several sub-windows: its decide() counts no sub-window below 0. */
-function isRing(lim: ResolvedLimit): boolean {
-  return lim.algorithm === "sliding-window" && lim.buckets > 1;
-}
-
-/**
- * The start (ms) of the oldest sub-window in the state's ring that holds units; Infinity if none.
- * The shift must not take it below 0: decide() treats sub-windows below 0 as never written
- * (`max(a - buckets, 0)`, `jo >= 0`), which is right only for a state that started at 0.
- */
-function ringFloor(lim: ResolvedLimit, s: LimitState): number {
-  const B = lim.buckets;
-  const ring = s.ring as Float64Array;
-  for (let j = s.a - B; j <= s.a; j++) if ((ring[mod(j, B + 1)] as number) > 0) return j * (lim.windowMs / B);
-  return Number.POSITIVE_INFINITY;
 }
 
 /** Moves the times in `lim`'s state `s` back by `D` (a multiple of the table's rebase period). */

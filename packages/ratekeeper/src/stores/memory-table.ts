@@ -163,9 +163,9 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   private rebase(now: number): number {
     if (this.held === 0) this.base = baseFor(this.ev.limits, now);
     else {
-      const expired = now - this.base - BEFORE_FIRST;
-      this.sweep(this.base + expired);
-      this.base += shiftEntries(this.ev.limits, [this.young, this.old], expired);
+      const cut = now - this.base - BEFORE_FIRST;
+      this.sweep(this.base + cut);
+      this.base += shiftEntries(this.ev.limits, [this.young, this.old], cut);
     }
     const rel = relTime(now, this.base);
     this.rebaseAt = nextRebase(this.ev.limits, rel);

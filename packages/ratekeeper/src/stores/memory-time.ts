@@ -40,16 +40,18 @@
  * dropped (only a reading before `cut` could still find them live). A kept key's `exp` is after
  * `cut`, so it stays above 0 (0: never written). One more bound: a sliding window of several
  * sub-windows counts no sub-window below 0 (decide()'s `max(a - buckets, 0)`, right for a state
- * that started at 0), so `D` stays at or below the start of the oldest sub-window that holds
- * units in a kept key. Nothing else reads `a = 0` specially (a one-sub-window limit reads its
- * older count from `b` or its ring, not from `a`), so a state shifted to `a = 0` is not taken for
- * a fresh one, and a shifted `exp` cannot be 0.
+ * that started at 0), so with such a limit `D` stays `windowMs` (less than its period) below
+ * `cut`: at a reading at or after `cut` it counts sub-windows from `floor(t / S) - buckets` on,
+ * which then stay at or above 0, and older ones count at no such reading, shifted below 0 or not
+ * (nor does the ring's total, read only at the newest sub-window written, include them). Nothing
+ * else reads `a = 0` specially (a one-sub-window limit reads its older count from `b` or its
+ * ring, not from `a`), so a state shifted to `a = 0` is not taken for a fresh one.
  *
  * Where it runs: in the decision path (Table.relOf), one compare of the relative reading with the
  * table's `rebaseAt` per consume, peek or refund, and the pass over the keys once every 2^29 ms
  * (6.2 days): 25-35 ms for a million keys of a fixed window, a bucket or the default sliding
- * window, 70 ms of sliding logs, 115 ms of sliding windows of several sub-windows (two passes; node
- * 20, bench/rebase-pass.js). Not in MemoryStore.sweep: its timer reads
+ * window, 50-60 ms of sliding windows of 6 sub-windows, 70-120 ms of sliding logs (node 20,
+ * bench/rebase-pass.js). Not in MemoryStore.sweep: its timer reads
  * `Date.now()`, which is not the table's clock when the limiter injects one (tests, simulations,
  * a monotonic clock), and it is off with `sweepIntervalMs: 0` and may never run on a runtime that
  * holds no timer between requests. The decision path sees exactly the readings the table decides
