@@ -121,7 +121,8 @@ export class ConcurrencyLimiter {
     this.store = store;
     this.namespace = ns ?? `c.${limit.toString(36)}`;
     this.clock = options.clock;
-    this.bound = (store.bindLeases as NonNullable<Store["bindLeases"]>).call(store, limit, this.namespace);
+    const bindLeases = (store.bindLeases as NonNullable<Store["bindLeases"]>).bind(store);
+    this.bound = this.clock === undefined ? bindLeases(limit, this.namespace) : bindLeases(limit, this.namespace, { injectedClock: true });
   }
 
   /**

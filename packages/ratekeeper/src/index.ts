@@ -9,7 +9,7 @@ export { RateLimiter, type RateLimiterOptions } from "./limiter.js";
 export { MemoryStore, type MemoryStoreOptions } from "./stores/memory.js";
 export { ConcurrencyLimiter, type ConcurrencyLimiterOptions, type Lease, type LeaseCount } from "./concurrency.js";
 export type { LeaseReason } from "./core/lease-reason.js";
-export type { Store, BoundStore, BoundLeases, LeaseAnswer, BindOptions } from "./store.js";
+export type { Store, BoundStore, BoundLeases, LeaseAnswer, BindOptions, ClockOptions } from "./store.js";
 export type { LeaseOptions, ResolvedLease } from "./core/lease-options.js";
 export type { Decision, DecisionReason, LimitOutcome, Outcome } from "./core/decision.js";
 export { collectIssues, RateLimitConfigError, RateLimitStoreError, type ConfigIssue } from "./core/errors.js";

@@ -101,7 +101,11 @@ export class RateLimiter {
     this.store = (o.store as Store | undefined) ?? new MemoryStore();
     this.namespace = (o.namespace as string | undefined) ?? policyId(limits);
     this.clock = o.clock as (() => number) | undefined;
-    this.bound = lease === undefined ? this.store.bind(limits, this.namespace) : this.store.bind(limits, this.namespace, { lease });
+    const injectedClock = this.clock !== undefined;
+    this.bound =
+      lease === undefined && !injectedClock
+        ? this.store.bind(limits, this.namespace)
+        : this.store.bind(limits, this.namespace, lease === undefined ? { injectedClock } : { lease, injectedClock });
   }
 
   /**

@@ -18,13 +18,24 @@ export interface Store {
    * Prepares the store for one concurrency limit (`ConcurrencyLimiter`): at most `limit` leases
    * per key, shared by every limiter bound with the same namespace. Both built-in stores have it.
    */
-  bindLeases?(limit: number, namespace: string): BoundLeases;
+  bindLeases?(limit: number, namespace: string, options?: ClockOptions): BoundLeases;
 }
 
 export type { ResolvedLease } from "./core/lease-options.js";
 
+/** Whose clock the times of a binding are on. */
+export interface ClockOptions {
+  /**
+   * The limiter reads a clock of its own (its `clock` option) and passes every reading as
+   * `nowMs`. Then the store must not judge when this binding's keys expire by its own clock: a
+   * key still live on the injected clock may look expired on the process's (the memory store's
+   * sweep timer leaves such keys to its bounds and to their next use).
+   */
+  readonly injectedClock?: boolean;
+}
+
 /** How a limiter uses a store beyond its limits. */
-export interface BindOptions {
+export interface BindOptions extends ClockOptions {
   /**
    * Quota leasing (the RateLimiter option `lease`): decide locally from blocks of a key's
    * allowance taken from the store. A store where decisions are already local (memory) ignores it.

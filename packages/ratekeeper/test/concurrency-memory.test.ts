@@ -3,8 +3,8 @@
  * holding leases, and the sweep that drops expired leases. The behaviour every store shares is in
  * concurrency-contract.ts.
  */
-import { describe, expect, it } from "vitest";
-import { ConcurrencyLimiter, MemoryStore, RateLimitConfigError, type Store } from "../src/index.js";
+import { describe, expect, it, vi } from "vitest";
+import { ConcurrencyLimiter, MemoryStore, RateLimiter, RateLimitConfigError, type Store } from "../src/index.js";
 
 describe("ConcurrencyLimiter options", () => {
   it("defaults: a memory store, leases of 30 s, namespace from the limit", () => {
@@ -54,6 +54,21 @@ describe("ConcurrencyLimiter on MemoryStore", () => {
     expect(store.sweep(clock.now)).toBe(0); // "a" was dropped by its release, "b" still holds
     clock.now += 1000;
     expect(store.sweep(clock.now)).toBe(1);
+  });
+
+  it("the sweep timer (process clock) never drops a lease that is live on the pool's injected clock", async () => {
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    try {
+      const store = new MemoryStore({ sweepIntervalMs: 1_000 });
+      const behind = Date.now() - 86_400_000; // a day behind the process's clock
+      const pool = new ConcurrencyLimiter({ limit: 1, leaseMs: "1h", store, clock: () => behind });
+      expect((await pool.acquire("k")).acquired).toBe(true);
+      await new RateLimiter({ algorithm: "gcra", limit: 5, window: "1s", store }).consume("x"); // starts the timer
+      vi.advanceTimersByTime(1_000); // the timer sweeps at Date.now(): a day past the lease's start
+      expect((await pool.acquire("k")).acquired).toBe(false); // still held on its own clock
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("bounded: with maxKeys keys holding live leases, a new key is refused (overloaded), never a held key forgotten", async () => {

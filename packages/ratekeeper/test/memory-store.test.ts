@@ -112,6 +112,29 @@ describe("MemoryStore: expiry", () => {
     expect(store.size).toBe(0);
   });
 
+  it("the sweep timer, on the process clock, leaves alone the keys of a limiter with an injected clock", async () => {
+    // A limiter given its own clock (a monotonic or corrected clock, a simulation's, a test's)
+    // decides on that clock's times; the timer can only read Date.now(). Judged by Date.now(),
+    // a key whose window is still running on the injected clock looked expired and was dropped:
+    // the client got a fresh allowance early. Such keys are now left to the generations (maxKeys,
+    // maxBytes) and to their next use; keys of limiters on the store's own clock are still swept.
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    try {
+      const behind = Date.now() - 86_400_000; // an injected clock a day behind the process's
+      const store = new MemoryStore({ sweepIntervalMs: 1_000 });
+      const injected = new RateLimiter({ algorithm: "fixed-window", limit: 1, window: "1h", store, clock: () => behind });
+      const own = new RateLimiter({ algorithm: "fixed-window", limit: 1, window: 10, store });
+      expect((await injected.consume("k")).allowed).toBe(true);
+      expect((await own.consume("k")).allowed).toBe(true);
+      await new Promise((r) => setTimeout(r, 20)); // the own-clock key's 10 ms window ends (real time)
+      vi.advanceTimersByTime(1_000); // the sweep timer fires: Date.now() is a day past `behind`
+      expect(store.size).toBe(1); // the own-clock key was swept; the injected one kept
+      expect((await injected.consume("k")).allowed).toBe(false); // its window runs on its clock
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("an expired key is treated as new even before a sweep", async () => {
     let now = 0;
     const store = new MemoryStore({ sweepIntervalMs: 0 });

@@ -15,6 +15,8 @@ const FULL_RETRY_MS = 1000;
 export class MemoryLeases implements BoundLeases {
   private readonly keys = new Map<string, LeaseSet>();
   private readonly out: LeaseOutcome = newLeaseOutcome();
+  /** A limiter binds it with an injected clock: the store's sweep timer (process clock) passes it by. */
+  injectedClock = false;
 
   constructor(
     private readonly limit: number,

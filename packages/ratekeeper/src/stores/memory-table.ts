@@ -66,6 +66,8 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   protected base = 0;
   /** A reading more than this after the base rebases first (memory-rebase.ts); the first reading sets the base. */
   private rebaseAt = REBASE_AT;
+  /** A limiter binds it with an injected clock: the store's sweep timer (process clock) passes it by. */
+  injectedClock = false;
 
   constructor(
     private readonly store: TableOwner,

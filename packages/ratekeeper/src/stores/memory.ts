@@ -1,7 +1,7 @@
 import { describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue } from "../core/errors.js";
 import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
-import type { BoundLeases, BoundStore, Store } from "../store.js";
+import type { BindOptions, BoundLeases, BoundStore, ClockOptions, Store } from "../store.js";
 import { MemoryLeases } from "./memory-leases.js";
 import { singleTable } from "./memory-kinds.js";
 import { MultiTable } from "./memory-multi.js";
@@ -32,7 +32,8 @@ export interface MemoryStoreOptions {
    * timer starts with the store's first key, never at construction, so a store made in a
    * module's global scope is allowed on Cloudflare Workers (which forbid timers there).
    * Expired keys are also treated as new on their next use, so this only returns memory sooner.
-   * `0` turns the sweep off.
+   * The timer reads the process clock, so it passes by the keys of limiters with an injected
+   * `clock` (their bounds `maxKeys` and `maxBytes` still hold). `0` turns the sweep off.
    * @default 60_000
    */
   sweepIntervalMs?: number;
@@ -114,13 +115,15 @@ export class MemoryStore implements Store, TableOwner {
    * The same namespace with different limits gets a table of its own: state written under one
    * algorithm is never read by another.
    */
-  bind(limits: readonly ResolvedLimit[], namespace: string): BoundStore {
+  bind(limits: readonly ResolvedLimit[], namespace: string, options?: BindOptions): BoundStore {
     const id = `${namespace}\u0000${policyId(limits)}`;
-    const known = this.byNamespace.get(id);
-    if (known !== undefined) return known;
-    const t = limits.length === 1 ? singleTable(this, limits) : new MultiTable(this, limits);
-    this.tables.add(t);
-    this.byNamespace.set(id, t);
+    let t = this.byNamespace.get(id);
+    if (t === undefined) {
+      t = limits.length === 1 ? singleTable(this, limits) : new MultiTable(this, limits);
+      this.tables.add(t);
+      this.byNamespace.set(id, t);
+    }
+    if (options?.injectedClock === true) t.injectedClock = true;
     return t;
   }
 
@@ -128,13 +131,14 @@ export class MemoryStore implements Store, TableOwner {
    * Concurrency limits bound with the same namespace and limit share their leases, as they do in
    * Redis. Keys holding leases are bounded by `maxKeys` per limit (see memory-leases.ts).
    */
-  bindLeases(limit: number, namespace: string): BoundLeases {
+  bindLeases(limit: number, namespace: string, options?: ClockOptions): BoundLeases {
     const id = `${namespace}\u0000${limit}`;
     let pool = this.leasePools.get(id);
     if (pool === undefined) {
       pool = new MemoryLeases(limit, this.maxKeys);
       this.leasePools.set(id, pool);
     }
+    if (options?.injectedClock === true) pool.injectedClock = true;
     return pool;
   }
 
@@ -155,8 +159,18 @@ export class MemoryStore implements Store, TableOwner {
 
   /** Starts the sweep timer; called with the first key, inside a request on every runtime. */
   private startSweep(): void {
-    this.timer = setInterval(() => this.sweep(Date.now()), this.sweepMs);
+    this.timer = setInterval(() => this.sweepOnOwnClock(Date.now()), this.sweepMs);
     this.timer.unref?.();
+  }
+
+  /**
+   * The timer's sweep, on the process clock: only the tables and lease pools whose limiters use
+   * the store's own time. Keys of a limiter with an injected clock may be live on that clock
+   * while expired on this one; they stay until their next use or until a turn drops them.
+   */
+  private sweepOnOwnClock(nowMs: number): void {
+    for (const t of this.tables) if (!t.injectedClock) t.sweep(nowMs);
+    for (const p of this.leasePools.values()) if (!p.injectedClock) p.sweep(nowMs);
   }
 
   /**
