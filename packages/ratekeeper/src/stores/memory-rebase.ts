@@ -52,10 +52,10 @@ export function rebasePeriod(limits: readonly ResolvedLimit[]): number {
 /**
  * The table's `rebaseAt` after a rebase that left the newest reading `rel` after the base:
  * {@link REBASE_AT}, or RETRY after `rel` if that is later (only with periods near the largest),
- * so that passes over the keys are never closer than that; never for a table whose period is too long. Why the base moves at all: the trigger
- * is `rel > REBASE_AT`, so `cut = rel - 2^30 > 2^29`, and `cut - reach > 2^29 - P >= P` (reach <
- * P <= 2^28), so `D >= P`; after it `rel - D < 2^30 + reach + P < REBASE_AT` (`D` is within `P`
- * of `cut - reach`).
+ * so that passes over the keys are never closer than that; never for a table whose period is
+ * too long. Why the base moves at all: the trigger is `rel > REBASE_AT`, so `cut = rel - 2^30 >
+ * 2^29`, and `cut - reach > 2^29 - P >= P` (reach < P <= 2^28), so `D >= P`; after it `rel - D <
+ * 2^30 + reach + P < REBASE_AT` (`D` is within `P` of `cut - reach`).
  */
 export function nextRebase(limits: readonly ResolvedLimit[], rel: number): number {
   if (rebasePeriod(limits) === 0) return Number.POSITIVE_INFINITY;
