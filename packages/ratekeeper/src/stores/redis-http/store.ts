@@ -1,9 +1,9 @@
 import type { Decision } from "../../core/decision.js";
 import { describeValue, RateLimitConfigError, RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
-import type { BindOptions, BoundStore, Store } from "../../store.js";
+import type { BindOptions, BoundStore, ClockOptions, Store } from "../../store.js";
 import { ScriptFormat } from "../redis/script-format.js";
-import { decideByPolicy, type DecisionCall } from "../redis/without-redis.js";
+import { clockOf, decideByPolicy, type DecisionCall } from "../redis/without-redis.js";
 import { scriptSource, SECTIONS_OF, type ScriptSource } from "../redis/script-source.js";
 import {
   resolveHttpRedisOptions,
@@ -79,7 +79,7 @@ export class HttpRedisStore implements Store {
         },
       ]);
     }
-    return new HttpRedisTable(this, limits, namespace);
+    return new HttpRedisTable(this, limits, namespace, clockOf(options));
   }
 
   /**
@@ -155,6 +155,8 @@ class HttpRedisTable implements BoundStore {
     private readonly store: HttpRedisStore,
     private readonly limits: readonly ResolvedLimit[],
     private readonly namespace: string,
+    /** `{ injectedClock: true }` when the limiter injects its clock: the insurance store is bound with it. */
+    private readonly clock: ClockOptions | undefined,
   ) {
     this.format = new ScriptFormat(limits, store.prefix, namespace, store.opts.minTtlMs);
     this.shapes = limits.some((l) => l.shape);
@@ -243,7 +245,9 @@ class HttpRedisTable implements BoundStore {
   private insuranceStore(): BoundStore | undefined {
     const f = this.store.failure;
     if (typeof f !== "object") return undefined;
-    this.insurance ??= f.insurance.bind(this.limits, this.namespace);
+    this.insurance ??= this.clock
+      ? f.insurance.bind(this.limits, this.namespace, this.clock)
+      : f.insurance.bind(this.limits, this.namespace);
     return this.insurance;
   }
 

@@ -1,6 +1,6 @@
 import { newDecision, type Decision } from "../../core/decision.js";
 import type { ResolvedLimit } from "../../core/options.js";
-import type { BoundStore, Store } from "../../store.js";
+import type { BoundStore, ClockOptions, Store } from "../../store.js";
 
 /** Keys whose local admissions are remembered for reconciliation, per limiter; past it, admissions are not reconciled. */
 const MAX_LEDGER_KEYS = 100_000;
@@ -38,12 +38,14 @@ export class DegradedLimiter {
   /**
    * @param local where the shares live (one memory store per RedisStore, made on first need)
    * @param instances N: the live instance count (or the `instances` option)
+   * @param clock `{ injectedClock: true }` when the limiter injects its clock (the shares are bound with it)
    */
   constructor(
     private readonly limits: readonly ResolvedLimit[],
     private readonly namespace: string,
     private readonly local: () => Store,
     private readonly instances: () => number,
+    private readonly clock?: ClockOptions,
   ) {}
 
   /** Whether admissions wait to be charged to Redis. */
@@ -108,7 +110,11 @@ export class DegradedLimiter {
     const n = Math.max(1, this.instances());
     if (this.bound === undefined || this.bound.n !== n) {
       const limits = shareOf(this.limits, n);
-      this.bound = { n, table: this.local().bind(limits, this.namespace), minCapacity: Math.min(...limits.map((l) => l.capacity)) };
+      this.bound = {
+        n,
+        table: this.local().bind(limits, this.namespace, this.clock),
+        minCapacity: Math.min(...limits.map((l) => l.capacity)),
+      };
     }
     return this.bound;
   }

@@ -1,6 +1,6 @@
 import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { LeaseReason } from "../../core/lease-reason.js";
-import type { BoundLeases, LeaseAnswer } from "../../store.js";
+import type { BoundLeases, ClockOptions, LeaseAnswer } from "../../store.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
 import { RETRY_WHEN_DOWN_MS } from "./without-redis.js";
 import type { RedisStore } from "./store.js";
@@ -46,6 +46,8 @@ export class RedisLeases implements BoundLeases {
     private readonly store: RedisStore,
     private readonly limit: number,
     private readonly namespace: string,
+    /** `{ injectedClock: true }` when the limiter injects its clock: the local lease table is bound with it. */
+    private readonly clock?: ClockOptions,
   ) {
     this.head = `${store.prefix}{${namespace}:`;
     this.limitArg = String(limit);
@@ -155,7 +157,9 @@ export class RedisLeases implements BoundLeases {
     if (this.local === undefined || this.local.n !== n) {
       const store = typeof f === "object" ? f.insurance : this.store.localStore();
       if (store.bindLeases === undefined) throw new RateLimitStoreError("RedisStore: the insurance store cannot hold leases");
-      this.local = { table: store.bindLeases(Math.max(1, Math.floor(this.limit / n)), this.namespace), n };
+      const limit = Math.max(1, Math.floor(this.limit / n));
+      const table = this.clock ? store.bindLeases(limit, this.namespace, this.clock) : store.bindLeases(limit, this.namespace);
+      this.local = { table, n };
     }
     return this.local.table;
   }

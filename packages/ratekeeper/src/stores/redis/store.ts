@@ -7,7 +7,7 @@
  */
 import { RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
-import type { BindOptions, BoundLeases, BoundStore, Store } from "../../store.js";
+import type { BindOptions, BoundLeases, BoundStore, ClockOptions, Store } from "../../store.js";
 import { LeasedTable } from "../leased-table.js";
 import { MemoryStore } from "../memory.js";
 import { isNoScript, type RedisShim } from "./client.js";
@@ -28,6 +28,7 @@ import type { LoadedScript } from "./scripts.js";
 import { loadScript } from "./scripts.js";
 import { ServerClock } from "./server-clock.js";
 import { RedisTable } from "./table.js";
+import { clockOf } from "./without-redis.js";
 
 export type { RedisStoreOptions, RedisFailurePolicy, RedisErrorContext, BreakerState, BreakerEvent } from "./options.js";
 
@@ -108,7 +109,7 @@ export class RedisStore implements Store {
 
   bind(limits: readonly ResolvedLimit[], namespace: string, options?: BindOptions): BoundStore {
     this.joinRegistry();
-    const table = new RedisTable(this, limits, namespace);
+    const table = new RedisTable(this, limits, namespace, clockOf(options));
     const lease = options?.lease;
     if (lease === undefined) return table;
     const lim = limits[0] as ResolvedLimit;
@@ -118,8 +119,8 @@ export class RedisStore implements Store {
   }
 
   /** A concurrency limit's leases in Redis (leases.ts, scripts/concurrency.lua). */
-  bindLeases(limit: number, namespace: string): BoundLeases {
-    return new RedisLeases(this, limit, namespace);
+  bindLeases(limit: number, namespace: string, options?: ClockOptions): BoundLeases {
+    return new RedisLeases(this, limit, namespace, clockOf(options));
   }
 
   /** The circuit breaker's state: `closed` while Redis answers. */

@@ -1,7 +1,7 @@
 import type { Decision } from "../../core/decision.js";
 import { RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
-import type { BoundStore } from "../../store.js";
+import type { BoundStore, ClockOptions } from "../../store.js";
 import { DegradedLimiter } from "./degraded.js";
 import { RedisDownError, RedisTimeoutError } from "./lanes.js";
 import type { RedisStore } from "./store.js";
@@ -18,20 +18,28 @@ export class TableFallback {
   /** The degraded limiter, once the policy needed it. */
   degraded: DegradedLimiter | undefined;
 
-  /** @param laneKey the first Redis key of a user key (its lane) */
+  /**
+   * @param laneKey the first Redis key of a user key (its lane)
+   * @param clock `{ injectedClock: true }` when the limiter injects its clock: the local stores
+   *   then decide on its times, so they are bound with it (a memory store's sweep timer, on the
+   *   process clock, must not drop what is live on the injected one)
+   */
   constructor(
     private readonly store: RedisStore,
     private readonly table: RedisTable,
     private readonly limits: readonly ResolvedLimit[],
     private readonly namespace: string,
     private readonly laneKey: (key: string) => string,
+    private readonly clock?: ClockOptions,
   ) {}
 
   /** The local store that stands in while Redis is down, when the policy has one (insurance, degraded). */
   local(): BoundStore | DegradedLimiter | undefined {
     const f = this.store.failure;
     if (typeof f === "object") {
-      this.insurance ??= f.insurance.bind(this.limits, this.namespace);
+      this.insurance ??= this.clock
+        ? f.insurance.bind(this.limits, this.namespace, this.clock)
+        : f.insurance.bind(this.limits, this.namespace);
       return this.insurance;
     }
     if (f === "degraded") {
@@ -40,6 +48,7 @@ export class TableFallback {
         this.namespace,
         () => this.store.localStore(),
         () => this.store.instances(),
+        this.clock,
       );
       return this.degraded;
     }

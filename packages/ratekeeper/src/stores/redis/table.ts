@@ -1,7 +1,7 @@
 import { newDecision, type Decision, type Outcome } from "../../core/decision.js";
 import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
-import type { BoundStore } from "../../store.js";
+import type { BoundStore, ClockOptions } from "../../store.js";
 import { Batcher, type Pending } from "./batcher.js";
 import { DenialCache } from "./denial-cache.js";
 import { FastCall, fastConsts, type FastItem } from "./fast-call.js";
@@ -45,6 +45,8 @@ export class RedisTable implements BoundStore, QueuedOwner {
     readonly store: RedisStore,
     private readonly limits: readonly ResolvedLimit[],
     private readonly namespace: string,
+    /** `{ injectedClock: true }` when the limiter injects its clock: the failure policy's local tables are bound with it. */
+    clock?: ClockOptions,
   ) {
     const o = store.opts;
     this.format = new ScriptFormat(limits, o.prefix, namespace, o.minTtlMs);
@@ -62,7 +64,7 @@ export class RedisTable implements BoundStore, QueuedOwner {
     this.fast = fast ? new FastCall(store, limits, this.script, this.format.ev.outcomes[0] as Outcome, this.shapes) : undefined;
     this.denials = o.denialMaxKeys > 0 ? new DenialCache(o.denialMaxKeys) : undefined;
     if (o.maxBatch > 0) this.batchers = new Map();
-    this.fallback = new TableFallback(store, this, limits, namespace, (key) => this.keysOf(key)[0] as string);
+    this.fallback = new TableFallback(store, this, limits, namespace, (key) => this.keysOf(key)[0] as string, clock);
   }
 
   /** The batcher of the lane `key`'s keys go to (made on first use; lanes live as long as the store). */

@@ -1,7 +1,7 @@
 import { newDecision, type Decision, type Outcome } from "../../core/decision.js";
 import type { RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
-import type { BoundStore } from "../../store.js";
+import type { BoundStore, ClockOptions } from "../../store.js";
 
 /**
  * What a Redis-backed store (RedisStore, HttpRedisStore) answers when Redis did not answer a
@@ -49,4 +49,13 @@ export async function decideByPolicy(
   const store = local();
   const d = await (op === "consume" ? store.consume(key, cost, nowMs, maxDelayMs) : store.peek(key, cost, nowMs));
   return failure === "degraded" ? d : { ...d, reason: "insurance" };
+}
+
+/**
+ * What the failure policy's local stores (insurance, degraded) are told of a binding's clock when
+ * they bind for it: `{ injectedClock: true }` when the limiter injects one, since the decisions
+ * they serve then carry its times; else nothing (the `lease` option stays with the Redis binding).
+ */
+export function clockOf(options: ClockOptions | undefined): ClockOptions | undefined {
+  return options?.injectedClock === true ? { injectedClock: true } : undefined;
 }
