@@ -8,6 +8,17 @@ const MAX_LEDGER_KEYS = 100_000;
 const NO_SHARE_RETRY_MS = 1_000;
 
 /**
+ * A key's units admitted locally, and the injected time of the last of them (`undefined` when
+ * the limiter has no clock of its own). Redis is charged at that time: the key's state there is
+ * on the limiter's clock, and a charge at Redis's own time (TIME) may lie far from it (a clock a
+ * day behind: the charge opened a window a day ahead, and what the key held before was lost).
+ */
+interface LedgerEntry {
+  units: number;
+  nowMs: number | undefined;
+}
+
+/**
  * Each limit at a 1/n share: `limit`, `capacity` (and GCRA's burst) divided by n, rounded down,
  * at least 1. n processes limiting alone at this share admit at most the full limit between them.
  */
@@ -31,7 +42,7 @@ export function shareOf(limits: readonly ResolvedLimit[], n: number): ResolvedLi
  */
 export class DegradedLimiter {
   private bound: { n: number; table: BoundStore; minCapacity: number } | undefined;
-  private readonly ledger = new Map<string, number>();
+  private readonly ledger = new Map<string, LedgerEntry>();
   /** Units admitted locally that the ledger could not hold (more than MAX_LEDGER_KEYS keys). */
   unrecorded = 0;
 
@@ -57,7 +68,7 @@ export class DegradedLimiter {
     const b = this.table();
     if (cost > b.minCapacity) return this.noShare();
     const d = await b.table.consume(key, cost, nowMs, maxDelayMs);
-    if (d.allowed) this.record(key, cost);
+    if (d.allowed) this.record(key, cost, nowMs);
     return { ...d, reason: "degraded" };
   }
 
@@ -68,9 +79,9 @@ export class DegradedLimiter {
   }
 
   async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
-    const units = this.ledger.get(key);
-    if (units !== undefined) {
-      if (units > cost) this.ledger.set(key, units - cost);
+    const e = this.ledger.get(key);
+    if (e !== undefined) {
+      if (e.units > cost) e.units -= cost;
       else this.ledger.delete(key);
     }
     await this.table().table.refund(key, cost, nowMs);
@@ -83,27 +94,32 @@ export class DegradedLimiter {
 
   /**
    * Takes the ledger's entries for the keys `take` accepts (those whose Redis answers again):
-   * `[key, units admitted locally]`, and forgets their local state (Redis holds it again).
+   * `[key, units admitted locally, the injected time of the last]`, and forgets their local
+   * state (Redis holds it again).
    */
-  async drain(take: (key: string) => boolean): Promise<Array<[string, number]>> {
-    const out: Array<[string, number]> = [];
-    for (const [key, units] of this.ledger) {
+  async drain(take: (key: string) => boolean): Promise<Array<[string, number, number | undefined]>> {
+    const out: Array<[string, number, number | undefined]> = [];
+    for (const [key, { units, nowMs }] of this.ledger) {
       if (!take(key)) continue;
-      out.push([key, units]);
+      out.push([key, units, nowMs]);
       this.ledger.delete(key);
       if (this.bound) await this.bound.table.reset(key);
     }
     return out;
   }
 
-  /** Puts units back in the ledger (a reconciliation that Redis did not take). */
-  record(key: string, units: number): void {
+  /** Puts units back in the ledger (a reconciliation that Redis did not take), admitted at `nowMs`. */
+  record(key: string, units: number, nowMs: number | undefined): void {
     const had = this.ledger.get(key);
     if (had === undefined && this.ledger.size >= MAX_LEDGER_KEYS) {
       this.unrecorded += units;
       return;
     }
-    this.ledger.set(key, (had ?? 0) + units);
+    if (had === undefined) this.ledger.set(key, { units, nowMs });
+    else {
+      had.units += units;
+      had.nowMs = nowMs ?? had.nowMs;
+    }
   }
 
   private table(): { n: number; table: BoundStore; minCapacity: number } {

@@ -138,17 +138,18 @@ export class RedisTable implements BoundStore, QueuedOwner {
     if (d === undefined) return;
     const entries = await d.drain((key) => this.store.lanes.of(this.keysOf(key)[0] as string) === lane);
     for (let i = 0; i < entries.length; i += RECONCILE_CONCURRENCY) {
-      await Promise.all(entries.slice(i, i + RECONCILE_CONCURRENCY).map(([key, units]) => this.charge(key, units)));
+      await Promise.all(entries.slice(i, i + RECONCILE_CONCURRENCY).map(([key, units, nowMs]) => this.charge(key, units, nowMs)));
     }
     if (!d.pending) this.store.ledgerEmpty(this);
   }
 
-  private async charge(key: string, units: number): Promise<void> {
+  /** Charges `units` of `key` to Redis at `nowMs`, the injected time they were admitted at (else Redis's time). */
+  private async charge(key: string, units: number, nowMs: number | undefined): Promise<void> {
     try {
-      const first = this.toDecision(await this.call("c", key, Math.min(units, this.minCapacity), undefined), units);
-      if (!first.allowed && first.remaining > 0) await this.call("c", key, first.remaining, undefined);
+      const first = this.toDecision(await this.call("c", key, Math.min(units, this.minCapacity), nowMs), units);
+      if (!first.allowed && first.remaining > 0) await this.call("c", key, first.remaining, nowMs);
     } catch (e) {
-      this.fallback.degraded?.record(key, units);
+      this.fallback.degraded?.record(key, units, nowMs);
       this.store.report(e, { op: "reconcile", key, timedOut: e instanceof RedisTimeoutError });
       this.store.reconcileSoon(this.store.lanes.of(this.keysOf(key)[0] as string));
     }
