@@ -139,6 +139,21 @@ describeRedis("quota leasing on Redis", () => {
     expect((await plain.peek("k")).remaining).toBe(100 - 11 - 1);
   });
 
+  it("with an injected clock, RedisStore.close() gives the unused units back at a time on that clock", async () => {
+    // close() has no reading of the limiter's clock; given back at Redis's TIME, a day past the
+    // block's window on a clock a day behind, the units fell outside it and were never returned.
+    const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
+    const clock = () => Date.now() - 86_400_000;
+    const spec = { algorithm: "fixed-window", limit: 100, window: "1h", namespace: uniq("clock"), store, clock } as const;
+    const leased = new RateLimiter({ ...spec, lease: true });
+    const plain = new RateLimiter(spec);
+    expect((await leased.consume("k")).allowed).toBe(true);
+    await Promise.all(Array.from({ length: 10 }, () => leased.consume("k"))); // a bigger block
+    expect(100 - (await plain.peek("k")).remaining - 1).toBeGreaterThanOrEqual(11);
+    await store.close();
+    expect((await plain.peek("k")).remaining).toBe(100 - 11 - 1);
+  });
+
   it("a store that fails: the leased decisions get the failure policy", async () => {
     const dead = new Redis(1, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false });
     dead.on("error", () => undefined);

@@ -64,8 +64,12 @@ export class LeasedTable implements BoundStore {
   private readonly keys = new Map<string, KeyLease>();
   private readonly out: Outcome = { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, delayMs: 0 };
   private sweeper: ReturnType<typeof setInterval> | undefined;
-  /** The limiter injects its clock: local times are its readings, and the sweep (real time) stays off. */
-  private injected = false;
+  /**
+   * The limiter injects its clock: its latest reading, else undefined. Local times are then its
+   * readings, the sweep (real time) stays off, and units given back without a decision at hand
+   * (close, eviction) go back at this time, on the clock the key's state is on.
+   */
+  private lastNowMs: number | undefined;
   /** Units taken from the store (for tests and stats). */
   taken = 0;
   /** Store calls made for blocks (takes and give-backs). */
@@ -88,7 +92,7 @@ export class LeasedTable implements BoundStore {
     if (nowMs === undefined) now = this.clock();
     else {
       now = nowMs;
-      this.injected = true;
+      this.lastNowMs = nowMs;
     }
     const k = this.keys.get(key) ?? this.open(key);
     k.demand += cost;
@@ -126,7 +130,7 @@ export class LeasedTable implements BoundStore {
     this.stopSweep();
     const gives: Promise<void>[] = [];
     for (const [key, k] of this.keys) {
-      if (k.units > 0) gives.push(this.giveBack(key, k, undefined));
+      if (k.units > 0) gives.push(this.giveBack(key, k, this.lastNowMs));
     }
     await Promise.all(gives);
   }
@@ -258,7 +262,7 @@ export class LeasedTable implements BoundStore {
   private evict(): void {
     for (const [key, k] of this.keys) {
       if (k.taking || k.waiters.length > 0) continue;
-      if (k.units > 0) void this.giveBack(key, k, undefined);
+      if (k.units > 0) void this.giveBack(key, k, this.lastNowMs);
       this.keys.delete(key);
       return;
     }
@@ -266,7 +270,7 @@ export class LeasedTable implements BoundStore {
 
   /** Every `blockMs`: expired blocks give their unused units back; idle keys are forgotten. */
   private startSweep(): void {
-    if (this.sweeper !== undefined || this.injected) return;
+    if (this.sweeper !== undefined || this.lastNowMs !== undefined) return;
     this.sweeper = setInterval(() => this.sweep(), this.lease.blockMs);
     this.sweeper.unref?.();
   }
