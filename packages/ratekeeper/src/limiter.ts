@@ -59,7 +59,8 @@ export class RateLimiter {
   readonly store: Store;
   readonly namespace: string;
   private readonly bound: BoundStore;
-  private readonly clock: (() => number) | undefined;
+  /** The injected clock (option `clock`), or undefined when the store keeps its own time. */
+  readonly clock: (() => number) | undefined;
 
   constructor(options: RateLimiterOptions) {
     // Once per process: string methods stay fast even if the app loads ioredis (string-prototype.ts).

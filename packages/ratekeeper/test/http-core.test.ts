@@ -215,6 +215,20 @@ describe("headers after a multi-limit denial", () => {
   });
 });
 
+describe("X-RateLimit-Reset (an epoch time) with a limiter's injected clock", () => {
+  it("is on that clock whether the limiter is given built or as its options", async () => {
+    // The header adds the decision's resetAfterMs (a duration on the limiter's clock) to a
+    // reading of the middleware's clock. A RateLimiter given built kept its clock to itself, so
+    // the middleware read Date.now(): on a test's or a replay's clock the header was off by the gap.
+    const t = { now: 1_700_000_040_000 }; // a minute's start
+    const spec = { algorithm: "fixed-window", limit: 10, window: "1m", clock: () => t.now } as const;
+    for (const limiter of [new RateLimiter(spec), spec]) {
+      const rl = new HttpRateLimiter({ limiter, headers: "x-ratelimit" }, access);
+      expect(Object.fromEntries((await rl.check(req())).headers)["X-RateLimit-Reset"]).toBe("1700000100");
+    }
+  });
+});
+
 describe("HeaderWriter", () => {
   it("renders RateLimit-Policy once per limit with q and w (seconds, rounded up)", () => {
     const limiter = new RateLimiter({

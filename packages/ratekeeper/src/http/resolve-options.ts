@@ -116,7 +116,8 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
   if (issues.length > 0 || (limiter === undefined && concurrency === undefined) || ips === undefined)
     throw new RateLimitConfigError(issues);
 
-  const clock = isLimiter(o.limiter) || o.limiter === undefined ? o.clock : (o.limiter as { clock?: () => number }).clock;
+  // The clock of the limiter's decisions, given built or as options: headers with absolute times add their durations to it.
+  const clock = o.limiter === undefined ? o.clock : (o.limiter as { clock?: () => number }).clock;
   return {
     limiter,
     concurrency,
