@@ -43,6 +43,22 @@ describeRedis("ConcurrencyLimiter when Redis does not answer", () => {
     expect((await p.acquire("k")).acquired).toBe(true);
   });
 
+  it("with an injected clock, the give-back of a late acquire leaves the key's other leases alone", async () => {
+    // The give-back (a release) runs concurrency.lua, which first drops the key's leases expired
+    // at its time. Sent at Redis's TIME, a day past the leases of a pool on a clock a day behind,
+    // it dropped every live lease of the key with the late one.
+    const store = new RedisStore({ client, failure: "closed", timeoutMs: 200 });
+    const clock = () => Date.now() - 86_400_000;
+    const p = new ConcurrencyLimiter({ limit: 2, leaseMs: 60_000, store, namespace: uniq(), clock });
+    const first = await p.acquire("k");
+    expect(first.acquired).toBe(true);
+    await client.call("CLIENT", "PAUSE", "600", "WRITE");
+    expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "store-error" });
+    await until(async () => (await p.peek("k")).remaining > 0, "the late lease to be given back", 100, 50);
+    expect((await p.peek("k")).remaining).toBe(1); // the first lease is still held
+    expect(await first.renew()).toBe(true);
+  });
+
   describe("with the server stopped", () => {
     const held: Record<string, Awaited<ReturnType<ConcurrencyLimiter["acquire"]>>> = {};
     const pools: Record<string, ConcurrencyLimiter> = {};

@@ -84,13 +84,15 @@ export class RedisLeases implements BoundLeases {
   }
 
   private async call(op: Op, key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
-    const args = [op === "acquire" ? "a" : op === "renew" ? "r" : op === "release" ? "x" : "n", nowMs === undefined ? "" : String(nowMs)];
+    const now = nowMs === undefined ? "" : String(nowMs);
+    const args = [op === "acquire" ? "a" : op === "renew" ? "r" : op === "release" ? "x" : "n", now];
     args.push(this.limitArg, id, String(leaseMs), String(this.store.minTtlMs));
     const redisKey = this.keyOf(key);
     let reply: unknown;
     try {
       // An acquire Redis grants after the policy answered is released as soon as its reply is seen.
-      const late = op === "acquire" ? (r: unknown) => Array.isArray(r) && Number(r[0]) === 1 && this.giveBack(redisKey, id) : undefined;
+      const late =
+        op === "acquire" ? (r: unknown) => Array.isArray(r) && Number(r[0]) === 1 && this.giveBack(redisKey, id, now) : undefined;
       reply = await this.store.ask(this.script, [redisKey], args, late);
     } catch (e) {
       return this.failed(e, op, key, id, leaseMs, nowMs);
@@ -107,9 +109,14 @@ export class RedisLeases implements BoundLeases {
     };
   }
 
-  /** A lease Redis may have granted after the caller was answered otherwise: remove it (best effort). */
-  private giveBack(redisKey: string, id: string): boolean {
-    const args = ["x", "", this.limitArg, id, "0", String(this.store.minTtlMs)];
+  /**
+   * A lease Redis may have granted after the caller was answered otherwise: remove it (best
+   * effort), at the acquire's time (`now`: the injected clock's reading, or "" for Redis's). The
+   * script first drops the key's leases expired at that time: at Redis's time, leases on an
+   * injected clock behind it would all look expired and be dropped with this one.
+   */
+  private giveBack(redisKey: string, id: string, now: string): boolean {
+    const args = ["x", now, this.limitArg, id, "0", String(this.store.minTtlMs)];
     this.store.ask(this.script, [redisKey], args).catch(() => undefined);
     return true;
   }
