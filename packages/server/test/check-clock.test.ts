@@ -4,10 +4,13 @@
  * stay exact when consecutive decisions switch rule, domain and outcome (the metrics keep the
  * last rule's counts at hand).
  */
+import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
 import { MemoryStore } from "ratekeeper";
 import { DecisionService, parseRules } from "../src/index.js";
+import { createLogger } from "../src/log.js";
 import { Metrics } from "../src/metrics.js";
+import { createHttpServer } from "../src/transport/http.js";
 import type { Override, OverrideLookup } from "../src/overrides/types.js";
 
 const YAML = `
@@ -69,6 +72,30 @@ describe("the service's clock", () => {
     const r = await svc.decide(d([{ z: "1" }]));
     expect(c.reads()).toBe(1);
     expect(r.statuses[0]?.retryAfterMs).toBe(60_000 - (1_000_000 % 60_000));
+  });
+});
+
+describe("X-RateLimit-Reset (an epoch time) over HTTP", () => {
+  it("is on the service's clock when the limiters are given it (injectClock)", async () => {
+    // The header adds the decision's resetAfterMs (a duration on the limiters' clock) to a clock
+    // reading; the transport read Date.now(), off by the gap from the injected clock.
+    const t = 1_700_000_040_000; // a minute's start
+    const service = new DecisionService({ store: new MemoryStore(), rules: parseRules(YAML, "r.yaml"), clock: () => t, injectClock: true });
+    const opts = { service, metrics: new Metrics(), logger: createLogger("silent"), readiness: () => ({ ready: true }) };
+    const server = await createHttpServer({ ...opts, headerStyles: ["x-ratelimit"] });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const res = await fetch(`http://127.0.0.1:${port}/v1/check`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(d([{ k: "a" }])),
+      });
+      expect(res.status).toBe(200);
+      expect(res.headers.get("x-ratelimit-reset")).toBe("1700000100");
+    } finally {
+      server.close();
+    }
   });
 });
 

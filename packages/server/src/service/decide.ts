@@ -46,6 +46,11 @@ export class DecisionService {
   overrides: OverrideLookup | undefined;
   private readonly clock: () => number;
   private readonly injectClock: boolean;
+  /**
+   * The clock the limiters decide on: the service's when `injectClock`, else undefined (the
+   * store's own time). Limit headers that show an absolute time add their durations to it.
+   */
+  readonly limiterClock: (() => number) | undefined;
   private readonly observer: DecisionObserver | undefined;
   /** Which RateLimiter decides each policy, each override and each caller-sent limit. */
   private readonly limiters: LimiterCache;
@@ -59,7 +64,8 @@ export class DecisionService {
     this.clock = options.clock ?? Date.now;
     this.injectClock = options.injectClock === true;
     this.observer = options.observer;
-    this.limiters = new LimiterCache(this.store, this.injectClock ? this.clock : undefined);
+    this.limiterClock = this.injectClock ? this.clock : undefined;
+    this.limiters = new LimiterCache(this.store, this.limiterClock);
     this.overrideDeps = { limiters: this.limiters, observer: this.observer };
   }
 

@@ -56,7 +56,7 @@ async function keys({ ctx, res, method, path, query }: HttpCall): Promise<void> 
   if (method !== "GET") throw methodNotAllowed("GET");
   const result = await ctx.service.peek(keysInput(path.slice("/v1/keys/".length), query));
   const body = resultBody(result);
-  sendJsonText(res, 200, body.text, limitHeaderList(result.statuses, ctx.styles, []), body.bytes);
+  sendJsonText(res, 200, body.text, limitHeaderList(result.statuses, ctx.styles, [], ctx.service.limiterClock), body.bytes);
 }
 
 /** `POST /v1/leases/{acquire,renew,release}`: acquire (200, or 429 with Retry-After when every slot is held), renew, release. */

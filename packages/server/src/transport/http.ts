@@ -217,7 +217,7 @@ class HttpApi {
 
   private sendCheck(res: ServerResponse, result: CheckResult): void {
     const body = resultBody(result);
-    sendJsonText(res, 200, body.text, limitHeaderList(result.statuses, this.styles, []), body.bytes);
+    sendJsonText(res, 200, body.text, limitHeaderList(result.statuses, this.styles, [], this.service.limiterClock), body.bytes);
   }
 
   private async checkBatch(batch: unknown[], res: ServerResponse): Promise<void> {
@@ -250,7 +250,7 @@ class HttpApi {
   }
 
   private sendAuth(res: ServerResponse, result: CheckResult, denyStatus: number): void {
-    res.writeHead(result.allowed ? 204 : denyStatus, limitHeaderList(result.statuses, this.styles, []));
+    res.writeHead(result.allowed ? 204 : denyStatus, limitHeaderList(result.statuses, this.styles, [], this.service.limiterClock));
     res.end();
   }
 }

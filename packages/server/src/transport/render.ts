@@ -32,8 +32,9 @@ function decisive(statuses: readonly DescriptorStatus[]): DescriptorStatus | und
 export function limitHeaders(
   statuses: readonly DescriptorStatus[],
   styles: readonly HeaderStyle[] = DEFAULT_STYLES,
+  clock: () => number = Date.now,
 ): Record<string, string> {
-  const flat = limitHeaderList(statuses, styles, []);
+  const flat = limitHeaderList(statuses, styles, [], clock);
   const h: Record<string, string> = {};
   for (let i = 0; i < flat.length; i += 2) h[flat[i] as string] = flat[i + 1] as string;
   return h;
@@ -43,8 +44,15 @@ export function limitHeaders(
  * {@link limitHeaders} as a flat list of names and values, appended to `out` (and returned):
  * what `writeHead(status, list)` takes as is. The decision routes write their answers so, with
  * `content-type` and `content-length` appended: no object is built, copied and walked per answer.
+ * @param clock what `X-RateLimit-Reset` (an epoch time) adds the wait to: the limiters' clock when
+ *   they were given one (`DecisionService.limiterClock`), else the process's
  */
-export function limitHeaderList(statuses: readonly DescriptorStatus[], styles: readonly HeaderStyle[], out: string[]): string[] {
+export function limitHeaderList(
+  statuses: readonly DescriptorStatus[],
+  styles: readonly HeaderStyle[],
+  out: string[],
+  clock: () => number = Date.now,
+): string[] {
   const s = decisive(statuses);
   if (s === undefined) return out;
   const detail = statusDetail(s);
@@ -61,7 +69,7 @@ export function limitHeaderList(statuses: readonly DescriptorStatus[], styles: r
     }
     // A new list per answer: emptying a shared one (`length = 0`) is a call into V8's runtime.
     const pairs: [string, string][] = [];
-    w.write(detail.decision, w.needsClock ? Date.now() : 0, pairs);
+    w.write(detail.decision, w.needsClock ? clock() : 0, pairs);
     const from = out.length;
     for (let i = 0; i < pairs.length; i++) {
       const [k, v] = pairs[i] as [string, string];
