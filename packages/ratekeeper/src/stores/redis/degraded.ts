@@ -94,22 +94,45 @@ export class DegradedLimiter {
 
   /**
    * Takes the ledger's entries for the keys `take` accepts (those whose Redis answers again):
-   * `[key, units admitted locally, the injected time of the last]`, and forgets their local
-   * state (Redis holds it again).
+   * `[key, units admitted locally, the injected time of the last]`. Their local state stays until
+   * Redis has taken the units ({@link DegradedLimiter.charged}): a charge may fail (Redis gone
+   * again), and a key whose local state was forgotten here got a fresh share while Redis stayed
+   * down, one more for each time Redis answered briefly.
    */
-  async drain(take: (key: string) => boolean): Promise<Array<[string, number, number | undefined]>> {
+  drain(take: (key: string) => boolean): Array<[string, number, number | undefined]> {
     const out: Array<[string, number, number | undefined]> = [];
     for (const [key, { units, nowMs }] of this.ledger) {
       if (!take(key)) continue;
       out.push([key, units, nowMs]);
       this.ledger.delete(key);
-      if (this.bound) await this.bound.table.reset(key);
     }
     return out;
   }
 
-  /** Puts units back in the ledger (a reconciliation that Redis did not take), admitted at `nowMs`. */
-  record(key: string, units: number, nowMs: number | undefined): void {
+  /**
+   * Redis took the units drained for `key`: it holds the key's state again, so the local state is
+   * forgotten (a later outage starts the key at a fresh share, on top of what Redis holds). Unless
+   * the key was admitted locally again since the drain (a call failed meanwhile): those units wait
+   * in the ledger for the next charge, and the local state, which counts them, stays until then
+   * (counting the charged units too: stricter than needed for that moment, never looser).
+   */
+  async charged(key: string): Promise<void> {
+    if (this.bound !== undefined && !this.ledger.has(key)) await this.bound.table.reset(key);
+  }
+
+  /**
+   * Puts drained units back in the ledger (a charge that Redis did not take), admitted at `nowMs`;
+   * the key's local state still counts them. Units admitted since the drain keep their later time.
+   */
+  restore(key: string, units: number, nowMs: number | undefined): void {
+    const later = this.ledger.get(key)?.nowMs;
+    this.record(key, units, nowMs);
+    const e = this.ledger.get(key);
+    if (e !== undefined && later !== undefined) e.nowMs = later;
+  }
+
+  /** Adds units admitted locally at `nowMs` to the key's ledger entry. */
+  private record(key: string, units: number, nowMs: number | undefined): void {
     const had = this.ledger.get(key);
     if (had === undefined && this.ledger.size >= MAX_LEDGER_KEYS) {
       this.unrecorded += units;

@@ -136,7 +136,7 @@ export class RedisTable implements BoundStore, QueuedOwner {
   async reconcile(lane: Lane): Promise<void> {
     const d = this.fallback.degraded;
     if (d === undefined) return;
-    const entries = await d.drain((key) => this.store.lanes.of(this.keysOf(key)[0] as string) === lane);
+    const entries = d.drain((key) => this.store.lanes.of(this.keysOf(key)[0] as string) === lane);
     for (let i = 0; i < entries.length; i += RECONCILE_CONCURRENCY) {
       await Promise.all(entries.slice(i, i + RECONCILE_CONCURRENCY).map(([key, units, nowMs]) => this.charge(key, units, nowMs)));
     }
@@ -149,10 +149,13 @@ export class RedisTable implements BoundStore, QueuedOwner {
       const first = this.toDecision(await this.call("c", key, Math.min(units, this.minCapacity), nowMs), units);
       if (!first.allowed && first.remaining > 0) await this.call("c", key, first.remaining, nowMs);
     } catch (e) {
-      this.fallback.degraded?.record(key, units, nowMs);
+      this.fallback.degraded?.restore(key, units, nowMs);
       this.store.report(e, { op: "reconcile", key, timedOut: e instanceof RedisTimeoutError });
       this.store.reconcileSoon(this.store.lanes.of(this.keysOf(key)[0] as string));
+      return;
     }
+    // Redis holds the key again: its local state goes now, not at the drain (a failed charge keeps it).
+    await this.fallback.degraded?.charged(key);
   }
 
   private decide(call: DecisionCall): Promise<Decision> {
