@@ -171,7 +171,9 @@ describe("memory store rebase, hostile: the same store with the rebase off decid
       fc.array(opArb, { minLength: 10, maxLength: 60 }),
     );
     fc.assert(fc.property(arb, differential), { numRuns: Number(process.env.HOSTILE_RUNS ?? 3_000) });
-    expect(rebases).toBeGreaterThan(1_000);
+    // About 11,000 base moves in 3,000 runs; 1,500 even with the rebase off after the first (base
+    // 0 at a clock near the epoch, then the first rebase), so the bound is well above that.
+    expect(rebases).toBeGreaterThan(Number(process.env.HOSTILE_RUNS ?? 3_000) * 2);
   });
 });
 
