@@ -35,17 +35,17 @@ const caseArb = fc
     const B = c.buckets;
     const lim = resolveLimit({ algorithm: "sliding-window", limit: c.limit, window: B * c.subMs, buckets: B, weighted: c.weighted });
     const M = B + 1;
-    const ring = new Array<number>(c.withTotal ? M + 1 : M).fill(0);
+    const ring = new Float64Array(c.withTotal ? M + 1 : M);
     // Sub-windows a - B .. a are valid; those before 0 were never written.
     for (let j = Math.max(0, c.a - B); j <= c.a; j++) ring[j % M] = c.slots[j % M] as number;
-    if (c.withTotal) ring[M] = ring.slice(0, M).reduce((x, y) => x + y, 0);
+    if (c.withTotal) ring[M] = ring.subarray(0, M).reduce((x, y) => x + y, 0);
     const nowMs = Math.max(0, (c.a + c.ahead) * c.subMs + Math.floor(c.offset * (c.subMs - 1)));
     return { lim, state: { a: c.a, b: c.kept ? (c.a % M) + 1 : 0, ring }, nowMs, cost: Math.min(c.cost, c.limit) };
   });
 
 function admits(state: LimitState, nowMs: number, cost: number, lim: ReturnType<typeof resolveLimit>): boolean {
   // Without the kept slot (b = 0): the search finds every slot by a modulo.
-  const copy = { a: state.a, b: 0, ring: [...(state.ring as number[])] };
+  const copy = { a: state.a, b: 0, ring: Float64Array.from(state.ring as Float64Array) };
   const out = newOutcome();
   decide(copy, nowMs, cost, lim, out, false);
   return out.allowed;
@@ -63,7 +63,7 @@ describe("sliding window, several sub-windows: a denial's waits are the earliest
     fc.assert(
       fc.property(caseArb, ({ lim, state, nowMs, cost }) => {
         const out = newOutcome();
-        decide({ a: state.a, b: state.b, ring: [...state.ring] }, nowMs, cost, lim, out, false);
+        decide({ a: state.a, b: state.b, ring: Float64Array.from(state.ring as Float64Array) }, nowMs, cost, lim, out, false);
         fc.pre(!out.allowed);
         expect(out.retryAfterMs).toBe(firstWait(state, nowMs, cost, lim));
         expect(out.resetAfterMs).toBe(firstWait(state, nowMs, lim.limit, lim));
@@ -75,8 +75,8 @@ describe("sliding window, several sub-windows: a denial's waits are the earliest
   it("a memory state's kept slot (b) changes no outcome and no state, admissions and commits included", () => {
     fc.assert(
       fc.property(caseArb, fc.boolean(), ({ lim, state, nowMs, cost }, commit) => {
-        const kept = { a: state.a, b: state.b, ring: [...state.ring] };
-        const plain = { a: state.a, b: 0, ring: [...state.ring] };
+        const kept = { a: state.a, b: state.b, ring: Float64Array.from(state.ring as Float64Array) };
+        const plain = { a: state.a, b: 0, ring: Float64Array.from(state.ring as Float64Array) };
         const got = newOutcome();
         const want = newOutcome();
         decide(kept, nowMs, cost, lim, got, commit);
@@ -98,7 +98,7 @@ describe("sliding window, several sub-windows: a denial's waits are the earliest
     // The whole limit is back once sub-window 10's 4 have left too: floor(4 * (1000 - x) / 1000)
     // = 0 from x = 751 ms of sub-window 20: 20.751 s, a wait of 10,251 ms.
     const lim = resolveLimit({ algorithm: "sliding-window", limit: 10, window: 10_000, buckets: 10 });
-    const ring = new Array<number>(12).fill(0);
+    const ring = new Float64Array(12);
     ring[6] = 6;
     ring[10 % 11] = 4;
     ring[11] = 10;

@@ -64,7 +64,7 @@ class UnboundedLog {
 }
 
 /** The ring's capacity in units: its last slot holds the high-water mark. */
-const capacityOf = (s: LimitState) => (s.ring as number[]).length - 1;
+const capacityOf = (s: LimitState) => (s.ring as Float64Array).length - 1;
 
 type Op = { kind: "consume" | "peek" | "refund" | "check-commit"; dt: number; c: number };
 

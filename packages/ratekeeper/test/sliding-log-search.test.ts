@@ -20,7 +20,7 @@ import type { ResolvedLimit } from "../src/core/options.js";
  */
 function referenceCheck(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome): void {
   const L = lim.limit;
-  const ring = s.ring as number[];
+  const ring = s.ring as Float64Array;
   const C = ring.length - 1;
   const n = s.a;
   const t = n > 0 ? Math.max(nowMs, ring[C] as number) : nowMs;
@@ -126,7 +126,7 @@ describe("sliding log: the search from a hint decides as the plain bisection did
       fc.property(logArb, ({ limit, n, capacity, times, hint, cutoff, cost }) => {
         const W = 1_000;
         const lim = resolveLimit({ algorithm: "sliding-log", limit, window: W });
-        const ring = new Array<number>(capacity + 1).fill(0);
+        const ring = new Float64Array(capacity + 1);
         const sorted = times.sort((x, y) => x - y);
         const first = n - sorted.length; // the oldest position still in the ring; those before it are outside
         sorted.forEach((t, i) => (ring[(first + i) % capacity] = t));

@@ -1,14 +1,14 @@
 /**
- * The sliding log's stand-in for units that left its ring (sliding-log.ts outsideTime(): the
- * high-water mark less the window, or the oldest unit still in the ring if earlier; before, it was
- * -Infinity) and the memory rebase's raise of old log times to that bound. The stand-in must count
- * as outside the window in every later decision, also on the window's exact edge, with clocks
- * that step back, refunds right after a grow or a wrap, costs up to the limit, windows of 1 ms,
- * times near 0 (and below: the stand-in can be negative) and near 2^53. Each decision is held to
- * a reference that keeps every admitted unit's time, decides as at the high-water mark while it
- * holds units (as sliding-log.ts's top comment says the log does), and finds retryAfterMs by
- * trying every time a unit leaves (times are whole ms, as the store's are: with fractions that
- * "earliest time" would depend on rounding); a peek must leave the state exactly as it was.
+ * The sliding log's stand-in for units that left its ring (sliding-log.ts: -Infinity, written by
+ * refunds and grows; a finite stand-in, tried on 2026-11-27 with rings as JS arrays, was reverted
+ * with them, and these tests hold either) and the memory rebase's shift of log times. The
+ * stand-in must count as outside the window in every later decision, also on the window's exact
+ * edge, with clocks that step back, refunds right after a grow or a wrap, costs up to the limit,
+ * windows of 1 ms, times near 0 and below, and near 2^53. Each decision is held to a reference
+ * that keeps every admitted unit's time, decides as at the high-water mark while it holds units
+ * (as sliding-log.ts's top comment says the log does), and finds retryAfterMs by trying every
+ * time a unit leaves (times are whole ms, as the store's are: with fractions that "earliest time"
+ * would depend on rounding); a peek must leave the state exactly as it was.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -169,7 +169,7 @@ describe("sliding log through RateLimiter + MemoryStore (injected clock, relativ
     }
   });
 
-  it("decides as the reference, also across rebases that raise old times to the stand-in's bound", async () => {
+  it("decides as the reference, also across rebases that shift the log's times", async () => {
     const DAY = 86_400_000;
     const arb = fc
       .record({ L: fc.integer({ min: 1, max: 10 }), W: fc.constantFrom(1, 3, 1000, DAY, 30 * DAY), t0: fc.constantFrom(0, 1.7e12) })

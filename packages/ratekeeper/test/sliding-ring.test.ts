@@ -20,7 +20,7 @@ const opArb = fc.record({
 });
 
 function snapshot(s: LimitState): { a: number; b: number; ring: number[] } {
-  return { a: s.a, b: s.b, ring: [...(s.ring as number[])] };
+  return { a: s.a, b: s.b, ring: [...(s.ring as Float64Array)] };
 }
 
 describe("sliding window, several sub-windows: decideRing = decide()", () => {

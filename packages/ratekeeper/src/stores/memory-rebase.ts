@@ -104,14 +104,9 @@ export function shiftEntries(limits: readonly ResolvedLimit[], gens: readonly Ke
 /** Moves the times in `lim`'s state `s` back by `D` (a multiple of the table's rebase period). */
 function shiftState(lim: ResolvedLimit, s: LimitState, D: number): void {
   if (lim.algorithm === "sliding-log") {
-    // `a` and `b` are positions; the ring holds times, its last slot the high-water mark. A time
-    // at or before that mark less the window is outside for every later decision while the log
-    // holds units (sliding-log.ts outsideTime()): it is raised to that bound, which keeps the
-    // ring's order and every decision, and keeps a long-lived key's old units small integers
-    // over rebases instead of sinking by `D` each time.
-    const ring = s.ring as number[];
-    const floor = (ring[ring.length - 1] as number) - D - lim.windowMs;
-    for (let i = 0; i < ring.length; i++) ring[i] = Math.max((ring[i] as number) - D, floor);
+    // `a` and `b` are positions; the ring holds times (-Infinity: a unit outside for good, stays so).
+    const ring = s.ring as Float64Array;
+    for (let i = 0; i < ring.length; i++) ring[i] = (ring[i] as number) - D;
   } else if (lim.algorithm === "sliding-window") {
     s.a = relTime(s.a, D / (lim.windowMs / lim.buckets)); // a sub-window's index; the ring and `b` stay
   } else s.a = relTime(s.a, D); // a window's start, a bucket's last update; `b` is a count or a level

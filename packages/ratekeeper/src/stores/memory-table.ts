@@ -36,7 +36,7 @@ export interface TableOwner {
 export class Slot implements LimitState {
   a = 0;
   b = 0;
-  ring: number[] | null;
+  ring: Float64Array | null;
   /** When the key's states equal fresh ones again, in ms after the table's `base`; 0 = never written. */
   exp = 0;
   constructor(fresh: LimitState) {
@@ -273,7 +273,7 @@ export abstract class SingleTable extends Table<Slot> {
   }
 
   /** Counts the bytes a slot's new ring added to the old one's (none when it had none): the sliding log's table (memory-kinds.ts). */
-  protected ringGrew(e: LimitState, old: number[] | null): void {
+  protected ringGrew(e: LimitState, old: Float64Array | null): void {
     this.grew(ringBytes(e) - (old === null ? 0 : ringBytes({ a: 0, b: 0, ring: old })));
   }
 

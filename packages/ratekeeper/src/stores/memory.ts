@@ -19,7 +19,7 @@ export interface MemoryStoreOptions {
   /**
    * The most memory the keys may take, in bytes, over every limiter sharing the store, as
    * estimated per key ({@link MemoryStore.bytes}: the key string, the map entry, the state and
-   * its ring; about 130-340 bytes for a short key, plus 8 bytes per logged unit for a
+   * its ring; about 130-400 bytes for a short key, plus 8 bytes per logged unit for a
    * sliding log). Dropped first are the same keys as for `maxKeys`; whichever bound is reached
    * first applies. A sliding log's ring grows with the units a key has inside one window at
    * once (about twice its busiest window, up to `limit` units), so this is the bound that holds

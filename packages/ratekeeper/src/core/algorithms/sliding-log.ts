@@ -1,6 +1,5 @@
 import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
-import { zeros } from "./ring.js";
 import type { Algorithm, LimitState } from "./types.js";
 
 /**
@@ -36,10 +35,10 @@ import type { Algorithm, LimitState } from "./types.js";
  * {@link FIRST_CAPACITY}.
  */
 export const slidingLog: Algorithm = {
-  init: (lim) => ({ a: 0, b: 0, ring: zeros(Math.min(lim.limit, FIRST_CAPACITY) + 1) }),
+  init: (lim) => ({ a: 0, b: 0, ring: new Float64Array(Math.min(lim.limit, FIRST_CAPACITY) + 1) }),
 
   check(s, nowMs, cost, lim, out) {
-    const ring = s.ring as number[];
+    const ring = s.ring as Float64Array;
     const C = ring.length - 1;
     const n = s.a;
     const end = n % C; // the slot of position n: the one remainder of the decision (see at())
@@ -56,7 +55,7 @@ export const slidingLog: Algorithm = {
 
   // check() and commit() in one: one remainder, one search.
   consume(s, nowMs, cost, lim, out) {
-    const ring = s.ring as number[];
+    const ring = s.ring as Float64Array;
     const C = ring.length - 1;
     const n = s.a;
     const end = n % C;
@@ -68,13 +67,13 @@ export const slidingLog: Algorithm = {
     const free = q - (n - L);
     if (free >= cost) {
       logOutcome(free, t, 0, nowMs, cost, lim, out);
-      append(s, ring, end, t, cost, n + cost - q, lim);
+      append(s, ring, end, t, cost, n + cost - q, L);
       s.b = q; // the next hint: only an admission moves it, a denial leaves the state as it was
     } else logOutcome(free, at(ring, C, end, 1), at(ring, C, end, L - cost + 1), nowMs, cost, lim, out);
   },
 
   commit(s, nowMs, cost, lim) {
-    const ring = s.ring as number[];
+    const ring = s.ring as Float64Array;
     const C = ring.length - 1;
     const n = s.a;
     const end = n % C;
@@ -84,25 +83,22 @@ export const slidingLog: Algorithm = {
     // same position (from the current hint it is a few reads). It is the next hint, and tells
     // append() how many units are inside.
     const q = firstInside(s, ring, C, end, t - lim.windowMs);
-    append(s, ring, end, t, cost, n + cost - q, lim);
+    append(s, ring, end, t, cost, n + cost - q, lim.limit);
     s.b = q;
   },
 
   refund(s, _nowMs, cost, lim) {
-    const ring = s.ring as number[];
+    const ring = s.ring as Float64Array;
     const C = ring.length - 1;
     const n = s.a;
     const left = n - Math.min(cost, n, lim.limit);
     // The refunded units (positions left .. n-1) were the newest; positions left-C .. left-1 make
     // up the ring again. Those below n - C had left it: their units were outside the window then, and stay
-    // outside for every later decision (the high-water mark stays). outsideTime() stands for each
-    // of them exactly, and keeps the ring sorted. The log then decides as if the refunded units
-    // had never been admitted.
+    // outside for every later decision (the high-water mark stays). -Infinity stands for each of
+    // them exactly, and keeps the ring sorted. The log then decides as if the refunded units had
+    // never been admitted.
     const stop = Math.min(left, n - C);
-    if (Math.max(0, left - C) < stop) {
-      const past = outsideTime(ring, C, stop < left ? stop % C : -1, lim);
-      for (let p = Math.max(0, left - C); p < stop; p++) ring[p % C] = past;
-    }
+    for (let p = Math.max(0, left - C); p < stop; p++) ring[p % C] = Number.NEGATIVE_INFINITY;
     s.a = left;
   },
 };
@@ -139,7 +135,7 @@ export function logOutcome(
   out.resetAfterMs = newest + lim.windowMs - nowMs;
 }
 
-/** Units of a new key's ring: with the high-water mark, 8 slots (64 bytes of elements). */
+/** Units of a new key's ring: with the high-water mark, 8 slots (64 bytes: V8 keeps a typed array this small inside the JS heap). */
 export const FIRST_CAPACITY = 7;
 
 /**
@@ -147,10 +143,10 @@ export const FIRST_CAPACITY = 7;
  * after them; when that is more than the ring holds, it grows first (see the top of this file),
  * so the slots overwritten below only ever held units outside the window.
  */
-function append(s: LimitState, ring: number[], end: number, t: number, cost: number, need: number, lim: ResolvedLimit): void {
+function append(s: LimitState, ring: Float64Array, end: number, t: number, cost: number, need: number, L: number): void {
   let C = ring.length - 1;
   if (need > C) {
-    ring = grow(s, ring, Math.min(lim.limit, Math.max(2 * C + 1, need)), lim);
+    ring = grow(s, ring, Math.min(L, Math.max(2 * C + 1, need)));
     C = ring.length - 1;
     end = s.a % C;
   }
@@ -165,37 +161,18 @@ function append(s: LimitState, ring: number[], end: number, t: number, cost: num
 /**
  * Replaces the ring with one of `capacity` units holding the same ones at their new slots, and
  * the high-water mark. The units that had left the old ring and fall inside the new one's reach
- * are outside the window for good: {@link outsideTime} stands for them (see refund()).
+ * are outside the window for good: -Infinity stands for them (see refund()).
  */
-function grow(s: LimitState, ring: number[], capacity: number, lim: ResolvedLimit): number[] {
+function grow(s: LimitState, ring: Float64Array, capacity: number): Float64Array {
   const C = ring.length - 1;
   const n = s.a;
   const kept = Math.max(0, n - C);
-  const next = zeros(capacity + 1);
-  if (Math.max(0, n - capacity) < kept) {
-    const past = outsideTime(ring, C, kept % C, lim); // position kept < n is in the old ring
-    for (let p = Math.max(0, n - capacity); p < kept; p++) next[p % capacity] = past;
-  }
+  const next = new Float64Array(capacity + 1);
+  for (let p = Math.max(0, n - capacity); p < kept; p++) next[p % capacity] = Number.NEGATIVE_INFINITY;
   for (let p = kept; p < n; p++) next[p % capacity] = ring[p % C] as number;
   next[capacity] = ring[C] as number;
   s.ring = next;
   return next;
-}
-
-/**
- * A time that stands exactly for units that left the ring (see refund() and grow()): the
- * high-water mark less the window, or the time in slot `oldest` (the oldest unit still in the
- * ring, -1: none) if that is earlier. Such a unit was outside the window when a later unit
- * overwrote its slot, at a time at most the high-water mark, so its time was at most this one;
- * and while the log holds units no decision's window starts earlier (see the top of this file),
- * so this time, like the unit's own, is outside for every later decision; it is no later than
- * any unit still in the ring, so the ring stays sorted; and no wait is computed from it (those
- * read units inside the window). Unlike -Infinity (a double), it keeps a memory store's ring of
- * small integers (ring.ts) in that elements kind.
- */
-function outsideTime(ring: number[], C: number, oldest: number, lim: ResolvedLimit): number {
-  const edge = (ring[C] as number) - lim.windowMs;
-  return oldest < 0 ? edge : Math.min(edge, ring[oldest] as number);
 }
 
 /**
@@ -213,7 +190,7 @@ function outsideTime(ring: number[], C: number, oldest: number, lim: ResolvedLim
  */
 function fullDenial(
   s: LimitState,
-  ring: number[],
+  ring: Float64Array,
   C: number,
   end: number,
   t: number,
@@ -241,7 +218,7 @@ function fullDenial(
  * (with a large ring, 20 reads spread over megabytes). Other cases take {@link search}. Kept
  * small, so that the whole decision still inlines into the store's consume (see evaluate.ts).
  */
-function firstInside(s: LimitState, ring: number[], C: number, end: number, cutoff: number): number {
+function firstInside(s: LimitState, ring: Float64Array, C: number, end: number, cutoff: number): number {
   const n = s.a;
   const lo = n > C ? n - C : 0; // positions below n - C have left the ring (outside); below 0, empty
   let q = s.b;
@@ -259,7 +236,7 @@ function firstInside(s: LimitState, ring: number[], C: number, end: number, cuto
  * ignored), gallop forward, then bisect, as the Redis script's slFirstInside does; without a
  * usable hint, bisect.
  */
-function search(s: LimitState, ring: number[], C: number, end: number, cutoff: number): number {
+function search(s: LimitState, ring: Float64Array, C: number, end: number, cutoff: number): number {
   const n = s.a;
   let lo = n > C ? n - C : 0;
   let hi = n;
@@ -292,7 +269,7 @@ function search(s: LimitState, ring: number[], C: number, end: number, cutoff: n
  * Counting back from `end` wraps at most once, so there is no remainder per read: an integer
  * division costs more than the rest of a read from cache.
  */
-function at(ring: number[], C: number, end: number, d: number): number {
+function at(ring: Float64Array, C: number, end: number, d: number): number {
   const j = end - d;
   return ring[j < 0 ? j + C : j] as number;
 }

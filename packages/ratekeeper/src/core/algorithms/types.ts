@@ -8,15 +8,11 @@ import type { ResolvedLimit } from "../options.js";
  * scripts store these values, less what only speeds up the memory store: the sliding log's search
  * hint in `b` and the sliding window's ring total (its extra last slot). Keep `b` a small integer:
  * a double there turns the field into a boxed number in every algorithm's state.
- *
- * `ring` is a plain array, `number[]` (it was a Float64Array; ring.ts says why it is not):
- * made packed by the algorithms' `init`, of small integers in the memory store, where its times
- * are relative to the table's base; any number stays exact in it.
  */
 export interface LimitState {
   a: number;
   b: number;
-  ring: number[] | null;
+  ring: Float64Array | null;
 }
 
 /**
