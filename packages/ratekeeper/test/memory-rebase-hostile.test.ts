@@ -54,6 +54,14 @@ const specArb: fc.Arbitrary<LimitSpec> = fc.oneof(
     window: windowArb,
     mode: fc.constant("shape" as const),
   }),
+  // Rebase periods at or just under 2^28 (the largest that rebases): the next rebase is then
+  // spaced by its RETRY (2^27 ms after the reading) rather than REBASE_AT, and a sliding window's
+  // reach (its window) holds the shift back by most of a period.
+  fc.constantFrom<LimitSpec>(
+    { algorithm: "fixed-window", limit: 2, window: 2 ** 28 },
+    { algorithm: "sliding-window", limit: 3, window: 2 * 89_478_485, buckets: 2 },
+    { algorithm: "sliding-window", limit: 3, window: 2 ** 27, weighted: false },
+  ),
 );
 
 const opArb = fc.record({
@@ -176,14 +184,21 @@ describe("memory store rebase, hostile: the same store with the rebase off decid
 });
 
 /**
- * The Evaluator on absolute time for one key. It never expires the state: an expired state
- * decides as a fresh one (that is what the store's expiry means), so the store's re-created key
- * must decide the same.
+ * The Evaluator on absolute time for one key, with the store's expiry written out (as
+ * memory-rebase.test.ts's model): a reading at or after the key's expiry finds a fresh state,
+ * also when a later reading steps back before that expiry (the store cleared the key by then).
  */
 function evaluator(specs: LimitSpec[]) {
   const ev = new Evaluator(resolveLimits(specs));
-  const st = ev.init();
-  return (t: number, cost: number, commit = true) => ev.run(st, t, cost, commit);
+  let st = ev.init();
+  let exp = Number.NEGATIVE_INFINITY;
+  return (t: number, cost: number, commit = true) => {
+    // Expired: a consume clears the key's state, a peek reads a fresh one and changes nothing.
+    if (t >= exp && commit) st = ev.init();
+    const d = ev.run(t >= exp && !commit ? ev.init() : st, t, cost, commit);
+    if (commit && d.allowed) exp = t + ev.ttlMs;
+    return d;
+  };
 }
 
 describe("memory store rebase, hostile: targeted", () => {
@@ -298,6 +313,33 @@ describe("memory store rebase, hostile: targeted", () => {
         if (t >= tk + 500) expect(table.consume("k", 200, t), `${late} ${t}`).toEqual(want(t, 200));
     }
     expect(sawMinusOne).toBeGreaterThan(3);
+  });
+
+  it("a rebase period just under 2^28: the next rebase is spaced by RETRY, decisions stay right, times stay below 2^31", () => {
+    // Period 3S = 268,435,455 ms and reach 2S: after a rebase the reading may lie more than
+    // REBASE_AT - 2^27 after the new base, so the next threshold is the reading plus 2^27.
+    const specs: LimitSpec[] = [{ algorithm: "sliding-window", limit: 3, window: 2 * 89_478_485, buckets: 2 }];
+    const table = new MemoryStore({ sweepIntervalMs: 0 }).bind(resolveLimits(specs), "retry");
+    const want = evaluator(specs);
+    let retried = 0;
+    let moves = 0;
+    let base = -1;
+    // Readings every hour; every other threshold is crossed by a jump to 160,000,000 ms past it
+    // (between 2^27 and the sub-window's 2S after it, the shift is still one period, so the
+    // reading after it lies more than REBASE_AT - 2^27 after the new base).
+    let t = T0;
+    for (let i = 0; i < 2_000; i++) {
+      const next = inner(table).base + inner(table).rebaseAt;
+      t = i > 0 && next <= t + 3_600_000 && moves % 2 === 0 ? next + 160_000_000 : t + 3_600_000 + (i % 7);
+      const at = i % 9 === 0 ? t - 40_000_000 : t;
+      expect(table.consume("k", 1, at), `step ${i} at ${at}`).toEqual(want(at, 1));
+      expect(t - inner(table).base).toBeLessThan(2 ** 31);
+      if (inner(table).rebaseAt > REBASE_AT) retried++;
+      if (base >= 0 && inner(table).base !== base) moves++;
+      base = inner(table).base;
+    }
+    expect(moves).toBeGreaterThanOrEqual(5);
+    expect(retried).toBeGreaterThan(0);
   });
 
   it("clocks near the epoch (base 0) that run past 18.6 days, and a jump of years, with a key live across each rebase", () => {
