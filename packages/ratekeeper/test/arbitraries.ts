@@ -100,6 +100,31 @@ export const bigSpecArb: fc.Arbitrary<LimitSpec> = (() => {
   );
 })();
 
+/**
+ * Specs for the memory store's rebase tests (memory-rebase*.test.ts): every algorithm with
+ * `windows` (ms; long and awkward ones, whose periods a rebase must keep), limits and sub-windows
+ * 1..`max`, a one-sub-window sliding window above 32,767 units (its ring of two counts, slot
+ * `a mod 2`), GCRA with a burst, and the leaky bucket in `modes`.
+ */
+export function rebaseSpecArb(windows: number[], max: number, modes: ("police" | "shape")[]): fc.Arbitrary<LimitSpec> {
+  const window = fc.constantFrom(...windows);
+  const limit = fc.integer({ min: 1, max });
+  return fc.oneof(
+    fc.record({
+      algorithm: fc.constant("fixed-window" as const),
+      limit,
+      window,
+      align: fc.constantFrom("clock" as const, "first-request" as const),
+    }),
+    slidingWindowArb(limit, fc.integer({ min: 1, max }), window),
+    fc.record({ algorithm: fc.constant("sliding-window" as const), limit: fc.constant(40_000), window }),
+    fc.record({ algorithm: fc.constant("sliding-log" as const), limit, window }),
+    fc.record({ algorithm: fc.constant("token-bucket" as const), limit, window }),
+    fc.record({ algorithm: fc.constant("gcra" as const), limit, window, burst: fc.nat(4) }),
+    fc.record({ algorithm: fc.constant("leaky-bucket" as const), limit, window, mode: fc.constantFrom(...modes) }),
+  );
+}
+
 /** Start times: near the epoch (fresh-state edge cases) or a realistic, unaligned clock. */
 export const startArb = fc.oneof(fc.integer({ min: 0, max: 50 }), fc.integer({ min: 1_700_000_000_000, max: 1_700_000_100_000 }));
 

@@ -18,6 +18,7 @@ import { Evaluator } from "../src/core/evaluate.js";
 import { MemoryStore, resolveLimits, type BoundStore, type Decision, type LimitSpec } from "../src/index.js";
 import { REBASE_AT } from "../src/stores/memory-rebase.js";
 import { BEFORE_FIRST } from "../src/stores/memory-time.js";
+import { rebaseSpecArb } from "./arbitraries.js";
 
 const DAY = 86_400_000;
 const YEAR = 365 * DAY;
@@ -26,42 +27,19 @@ const T0 = 1_764_236_401_237;
 type Inner = { base: number; rebaseAt: number; held: number; sweep: (nowMs: number) => number };
 const inner = (t: BoundStore) => t as unknown as Inner;
 
-const windowArb = fc.constantFrom(7, 60, 1000, 60_000, 3_600_000, DAY - 1, DAY, 4 * DAY, 7 * DAY);
-const limitArb = fc.integer({ min: 1, max: 5 });
 const specArb: fc.Arbitrary<LimitSpec> = fc.oneof(
-  fc.record({
-    algorithm: fc.constant("fixed-window" as const),
-    limit: limitArb,
-    window: windowArb,
-    align: fc.constantFrom("clock" as const, "first-request" as const),
-  }),
-  fc
-    .record({ limit: limitArb, sub: windowArb, buckets: fc.integer({ min: 1, max: 5 }), weighted: fc.boolean() })
-    .map(({ limit, sub, buckets, weighted }) => ({
-      algorithm: "sliding-window" as const,
-      limit,
-      window: sub * buckets,
-      buckets,
-      weighted,
-    })),
-  fc.record({ algorithm: fc.constant("sliding-window" as const), limit: fc.constant(40_000), window: windowArb }),
-  fc.record({ algorithm: fc.constant("sliding-log" as const), limit: limitArb, window: windowArb }),
-  fc.record({ algorithm: fc.constant("token-bucket" as const), limit: limitArb, window: windowArb }),
-  fc.record({ algorithm: fc.constant("gcra" as const), limit: limitArb, window: windowArb, burst: fc.nat(4) }),
-  fc.record({
-    algorithm: fc.constant("leaky-bucket" as const),
-    limit: limitArb,
-    window: windowArb,
-    mode: fc.constant("shape" as const),
-  }),
+  { weight: 8, arbitrary: rebaseSpecArb([7, 60, 1000, 60_000, 3_600_000, DAY - 1, DAY, 4 * DAY, 7 * DAY], 5, ["shape"]) },
   // Rebase periods at or just under 2^28 (the largest that rebases): the next rebase is then
   // spaced by its RETRY (2^27 ms after the reading) rather than REBASE_AT, and a sliding window's
   // reach (its window) holds the shift back by most of a period.
-  fc.constantFrom<LimitSpec>(
-    { algorithm: "fixed-window", limit: 2, window: 2 ** 28 },
-    { algorithm: "sliding-window", limit: 3, window: 2 * 89_478_485, buckets: 2 },
-    { algorithm: "sliding-window", limit: 3, window: 2 ** 27, weighted: false },
-  ),
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom<LimitSpec>(
+      { algorithm: "fixed-window", limit: 2, window: 2 ** 28 },
+      { algorithm: "sliding-window", limit: 3, window: 2 * 89_478_485, buckets: 2 },
+      { algorithm: "sliding-window", limit: 3, window: 2 ** 27, weighted: false },
+    ),
+  },
 );
 
 const opArb = fc.record({

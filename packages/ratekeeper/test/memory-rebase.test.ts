@@ -14,40 +14,11 @@ import { Evaluator } from "../src/core/evaluate.js";
 import { MemoryStore, resolveLimits, type LimitSpec, type LimitState } from "../src/index.js";
 import { REBASE_AT } from "../src/stores/memory-rebase.js";
 import { BEFORE_FIRST } from "../src/stores/memory-time.js";
+import { rebaseSpecArb } from "./arbitraries.js";
 
 const DAY = 86_400_000;
 /** Windows (ms): awkward ones, long ones whose periods a rebase cannot keep (7 and 30 days). */
-const windowArb = fc.constantFrom(7, 12, 60, 100, 1000, 60_000, 3_600_000, DAY - 1, DAY, 7 * DAY, 30 * DAY);
-const limitArb = fc.integer({ min: 1, max: 6 });
-
-const specArb: fc.Arbitrary<LimitSpec> = fc.oneof(
-  fc.record({
-    algorithm: fc.constant("fixed-window" as const),
-    limit: limitArb,
-    window: windowArb,
-    align: fc.constantFrom("clock" as const, "first-request" as const),
-  }),
-  fc
-    .record({ limit: limitArb, sub: windowArb, buckets: fc.integer({ min: 1, max: 6 }), weighted: fc.boolean() })
-    .map(({ limit, sub, buckets, weighted }) => ({
-      algorithm: "sliding-window" as const,
-      limit,
-      window: sub * buckets,
-      buckets,
-      weighted,
-    })),
-  // A sliding window of one sub-window above 32,767 units keeps a ring of two counts (slot: a mod 2).
-  fc.record({ algorithm: fc.constant("sliding-window" as const), limit: fc.constant(40_000), window: windowArb }),
-  fc.record({ algorithm: fc.constant("sliding-log" as const), limit: limitArb, window: windowArb }),
-  fc.record({ algorithm: fc.constant("token-bucket" as const), limit: limitArb, window: windowArb }),
-  fc.record({ algorithm: fc.constant("gcra" as const), limit: limitArb, window: windowArb, burst: fc.nat(4) }),
-  fc.record({
-    algorithm: fc.constant("leaky-bucket" as const),
-    limit: limitArb,
-    window: windowArb,
-    mode: fc.constantFrom("police" as const, "shape" as const),
-  }),
-);
+const specArb = rebaseSpecArb([7, 12, 60, 100, 1000, 60_000, 3_600_000, DAY - 1, DAY, 7 * DAY, 30 * DAY], 6, ["police", "shape"]);
 
 /**
  * An op: kind, key, ms forward (often days: months in all), ms back first (up to days, or nearly
