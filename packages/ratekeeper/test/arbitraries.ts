@@ -26,6 +26,16 @@ export function slidingWindowArb(
   }));
 }
 
+/** A fixed window, aligned to the clock or to its key's first request. */
+function fixedWindowArb(limit: fc.Arbitrary<number>, window: fc.Arbitrary<number>): fc.Arbitrary<LimitSpec> {
+  return fc.record({
+    algorithm: fc.constant("fixed-window" as const),
+    limit,
+    window,
+    align: fc.constantFrom("clock" as const, "first-request" as const),
+  });
+}
+
 /** A leaky bucket in one mode; `police` is the default, so that mode is sometimes left out. */
 function leakyBucketArb(mode: "police" | "shape"): fc.Arbitrary<LimitSpec> {
   const fields = {
@@ -80,12 +90,7 @@ export const bigSpecArb: fc.Arbitrary<LimitSpec> = (() => {
   const limit = fc.integer({ min: 1, max: 1_000_000 });
   const window = fc.integer({ min: 1, max: 86_400_000 });
   return fc.oneof(
-    fc.record({
-      algorithm: fc.constant("fixed-window" as const),
-      limit,
-      window,
-      align: fc.constantFrom("clock" as const, "first-request" as const),
-    }),
+    fixedWindowArb(limit, window),
     fc.record({ algorithm: fc.constant("sliding-log" as const), limit: fc.integer({ min: 1, max: 2_000 }), window }),
     slidingWindowArb(limit, fc.integer({ min: 1, max: 60 }), fc.integer({ min: 1, max: 1_440_000 })),
     fc.record({ algorithm: fc.constant("token-bucket" as const), limit, window, capacity: fc.integer({ min: 1, max: 1_000_000 }) }),
@@ -110,12 +115,7 @@ export function rebaseSpecArb(windows: number[], max: number, modes: ("police" |
   const window = fc.constantFrom(...windows);
   const limit = fc.integer({ min: 1, max });
   return fc.oneof(
-    fc.record({
-      algorithm: fc.constant("fixed-window" as const),
-      limit,
-      window,
-      align: fc.constantFrom("clock" as const, "first-request" as const),
-    }),
+    fixedWindowArb(limit, window),
     slidingWindowArb(limit, fc.integer({ min: 1, max }), window),
     fc.record({ algorithm: fc.constant("sliding-window" as const), limit: fc.constant(40_000), window }),
     fc.record({ algorithm: fc.constant("sliding-log" as const), limit, window }),

@@ -9,25 +9,17 @@
  * charges), while its EVAL (the breaker's probe) answers: exactly the charge fails.
  */
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { until } from "../../../test-support/process.js";
-import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { describeRedis } from "../../../test-support/redis.js";
 import { RateLimiter } from "../src/index.js";
 import { RedisStore, type RedisClientLike, type RedisErrorContext } from "../src/stores/redis/index.js";
+import { redisStoreFixture } from "./redis-store-support.js";
 
 const LIMIT = 4; // with instances: 2, a local share of 2
 
 describeRedis("degraded: a reconciliation that fails keeps the key's local share used", () => {
-  let redis: RedisHandle;
-  let io: Redis;
-  beforeAll(async () => {
-    redis = await startRedis();
-    io = new Redis(redis.port, redis.host);
-  });
-  afterAll(async () => {
-    io?.disconnect();
-    await redis?.stop();
-  });
+  const fx = redisStoreFixture();
 
   /**
    * A store on `io` whose script calls (EVALSHA) follow `plan` one by one ("fail": rejected;
@@ -40,13 +32,13 @@ describeRedis("degraded: a reconciliation that fails keeps the key's local share
       evalsha: (...a: Parameters<Redis["evalsha"]>) => {
         const step = ctl.plan.shift() ?? (ctl.down ? "fail" : "send");
         if (step === "fail") return Promise.reject(new Error("Connection is closed."));
-        if (step === "send") return io.evalsha(...a);
+        if (step === "send") return fx.client.evalsha(...a);
         return new Promise((resolve, reject) => {
-          ctl.release = () => io.evalsha(...a).then(resolve, reject);
+          ctl.release = () => fx.client.evalsha(...a).then(resolve, reject);
         });
       },
-      eval: (...a: Parameters<Redis["eval"]>) => io.eval(...a),
-      del: (...keys: string[]) => io.del(...keys),
+      eval: (...a: Parameters<Redis["eval"]>) => fx.client.eval(...a),
+      del: (...keys: string[]) => fx.client.del(...keys),
     };
     const failures: RedisErrorContext[] = [];
     const store = new RedisStore({ client: flaky, instances: 2, timeoutMs: 1_000, onError: (_e, c) => failures.push(c) });

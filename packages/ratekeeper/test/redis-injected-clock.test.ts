@@ -9,12 +9,13 @@
  * redis-server, one call failed on purpose).
  */
 import { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { until } from "../../../test-support/process.js";
-import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { describeRedis } from "../../../test-support/redis.js";
 import { ConcurrencyLimiter, MemoryStore, RateLimiter } from "../src/index.js";
 import { HttpRedisStore } from "../src/stores/redis-http/index.js";
-import { RedisStore, type RedisClientLike, type RedisFailurePolicy } from "../src/stores/redis/index.js";
+import { failNextClient, redisStoreFixture } from "./redis-store-support.js";
+import { RedisStore, type RedisFailurePolicy } from "../src/stores/redis/index.js";
 
 const DAY = 86_400_000;
 /** The memory store's default sweep interval: the degraded policy's local store uses it. */
@@ -76,38 +77,20 @@ describe("an injected clock on a Redis store's local fallbacks", () => {
 });
 
 describeRedis("an injected clock: the degraded policy's admissions charged to Redis", () => {
-  let redis: RedisHandle;
-  let io: Redis;
-  beforeAll(async () => {
-    redis = await startRedis();
-    io = new Redis(redis.port, redis.host);
-  });
-  afterAll(async () => {
-    io?.disconnect();
-    await redis?.stop();
-  });
+  const fx = redisStoreFixture();
 
   it("are charged at a time on the limiter's clock, not at Redis's", async () => {
     // One call fails (the breaker stays closed): the degraded policy admits locally, and the
     // ledger is charged to Redis 100 ms later. Charged at Redis's TIME, a day past the key's
     // state on the injected clock, the charge opened a window of its own a day ahead: the unit
     // admitted before the outage was forgotten, and the key's window ended a day later than it does.
-    let failNext = false;
-    const flaky: RedisClientLike = {
-      evalsha: (...a: Parameters<Redis["evalsha"]>) => {
-        if (!failNext) return io.evalsha(...a);
-        failNext = false;
-        return Promise.reject(new Error("Connection is closed."));
-      },
-      eval: (...a: Parameters<Redis["eval"]>) => io.eval(...a),
-      del: (...keys: string[]) => io.del(...keys),
-    };
+    const { client: flaky, failNext } = failNextClient(() => fx.client);
     const store = new RedisStore({ client: flaky, instances: 1, timeoutMs: 1_000 });
     const namespace = `clock-${process.pid}-${Math.random().toString(36).slice(2)}`;
     const spec = { algorithm: "fixed-window", limit: 5, window: "1h", align: "first-request" } as const;
     const limiter = new RateLimiter({ ...spec, store, namespace, clock: () => Date.now() - DAY });
     expect((await limiter.consume("k")).reason).toBeUndefined(); // Redis decides
-    failNext = true;
+    failNext();
     expect(await limiter.consume("k")).toMatchObject({ allowed: true, reason: "degraded" });
     // An admitted peek reports what would be left after it: 5 - 2 used - 1.
     let d = await limiter.peek("k");

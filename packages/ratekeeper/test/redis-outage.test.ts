@@ -14,6 +14,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { describeRedis, rawCommand, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { MemoryStore, RateLimiter, RateLimitStoreError, type Decision } from "../src/index.js";
 import { RedisStore, type BreakerEvent, type RedisClientLike, type RedisFailurePolicy } from "../src/stores/redis/index.js";
+import { failNextClient } from "./redis-store-support.js";
 
 const HOUR = 3_600_000;
 const LIMIT = 20;
@@ -232,19 +233,10 @@ describeRedis("outage: a real redis-server fails under traffic", () => {
     // One error short of opening the breaker (a Cluster slot whose master just died gives such
     // errors): no closing of the breaker follows, yet the admission must reach Redis.
     const io = await ioredis();
-    let failNext = false;
-    const flaky: RedisClientLike = {
-      evalsha: (...a: Parameters<Redis["evalsha"]>) => {
-        if (!failNext) return io.evalsha(...a);
-        failNext = false;
-        return Promise.reject(new Error("Connection is closed."));
-      },
-      eval: (...a: Parameters<Redis["eval"]>) => io.eval(...a),
-      del: (...keys: string[]) => io.del(...keys),
-    };
+    const { client: flaky, failNext } = failNextClient(() => io);
     const { store, limiter } = await setup("degraded", flaky);
     await timed(limiter, "k", 1);
-    failNext = true;
+    failNext();
     const [r] = await timed(limiter, "k", 1);
     expect([r?.d?.allowed, r?.d?.reason]).toEqual([true, "degraded"]);
     expect(store.state).toBe("closed");

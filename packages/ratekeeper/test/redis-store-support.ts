@@ -8,7 +8,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll } from "vitest";
 import { startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { RateLimiter, type LimitSpec } from "../src/index.js";
-import { RedisStore, type RedisStoreOptions } from "../src/stores/redis/index.js";
+import { RedisStore, type RedisClientLike, type RedisStoreOptions } from "../src/stores/redis/index.js";
 
 export interface RedisStoreFixture {
   readonly redis: RedisHandle;
@@ -73,4 +73,23 @@ export function redisStoreFixture(): RedisStoreFixture {
       }),
   };
   return fx;
+}
+
+/**
+ * A client that passes every call to `io`, except the next script call (EVALSHA: a decision)
+ * after `failNext()`, which it rejects as a closed connection would: one failed call, the
+ * breaker still closed.
+ */
+export function failNextClient(io: () => Redis): { client: RedisClientLike; failNext: () => void } {
+  let fail = false;
+  const client: RedisClientLike = {
+    evalsha: (...a: Parameters<Redis["evalsha"]>) => {
+      if (!fail) return io().evalsha(...a);
+      fail = false;
+      return Promise.reject(new Error("Connection is closed."));
+    },
+    eval: (...a: Parameters<Redis["eval"]>) => io().eval(...a),
+    del: (...keys: string[]) => io().del(...keys),
+  };
+  return { client, failNext: () => (fail = true) };
 }
