@@ -43,6 +43,8 @@ export function shareOf(limits: readonly ResolvedLimit[], n: number): ResolvedLi
 export class DegradedLimiter {
   private bound: { n: number; table: BoundStore; minCapacity: number } | undefined;
   private readonly ledger = new Map<string, LedgerEntry>();
+  /** Keys drained for a charge that Redis has not answered yet ({@link charged} or {@link restore}). */
+  private charging = 0;
   /** Units admitted locally that the ledger could not hold (more than MAX_LEDGER_KEYS keys). */
   unrecorded = 0;
 
@@ -106,6 +108,7 @@ export class DegradedLimiter {
       out.push([key, units, nowMs]);
       this.ledger.delete(key);
     }
+    this.charging += out.length;
     return out;
   }
 
@@ -117,6 +120,7 @@ export class DegradedLimiter {
    * (counting the charged units too: stricter than needed for that moment, never looser).
    */
   async charged(key: string): Promise<void> {
+    this.answered();
     if (this.bound !== undefined && !this.ledger.has(key)) await this.bound.table.reset(key);
   }
 
@@ -125,6 +129,7 @@ export class DegradedLimiter {
    * the key's local state still counts them. Units admitted since the drain keep their later time.
    */
   restore(key: string, units: number, nowMs: number | undefined): void {
+    this.answered();
     const later = this.ledger.get(key)?.nowMs;
     this.record(key, units, nowMs);
     const e = this.ledger.get(key);
@@ -145,9 +150,23 @@ export class DegradedLimiter {
     }
   }
 
+  /** One drained key's charge was answered. */
+  private answered(): void {
+    this.charging = Math.max(0, this.charging - 1);
+  }
+
+  /**
+   * The local shares, cut at N live instances. A new N (the heartbeat can answer while a key's
+   * own calls fail: a Cluster with one node down) is taken only once nothing admitted locally
+   * waits for Redis: the new shares start every key afresh, which on top of what a key already
+   * used here is a second share in one outage (N 4 -> 3: 25 + 33 of 100). Until then the shares
+   * stay at the N the admissions were counted at: stricter when N fell, and when N rose as loose
+   * as instances started during an outage are anyway (they are not counted; docs/redis.md).
+   */
   private table(): { n: number; table: BoundStore; minCapacity: number } {
     const n = Math.max(1, this.instances());
-    if (this.bound === undefined || this.bound.n !== n) {
+    const settled = this.ledger.size === 0 && this.charging === 0;
+    if (this.bound === undefined || (this.bound.n !== n && settled)) {
       const limits = shareOf(this.limits, n);
       this.bound = {
         n,
