@@ -38,7 +38,7 @@ export interface EnvoyStatsOptions {
 
 type Labels = Partial<Record<"domain" | "key1" | "key2", string>>;
 
-/** One stat key's counts since the last scrape, and its labels. */
+/** One stat key's counts since the last scrape, and its labels; `seen`: the stats (bits) already listed. */
 interface Counts {
   readonly labels: Labels;
   total_hits: number;
@@ -46,9 +46,16 @@ interface Counts {
   near_limit: number;
   over_limit: number;
   shadow_mode: number;
+  seen: number;
 }
 
 const STATS = ["total_hits", "within_limit", "near_limit", "over_limit", "shadow_mode"] as const;
+// Bits of `Counts.seen`, in the order of STATS.
+const TOTAL = 1;
+const WITHIN = 2;
+const NEAR = 4;
+const OVER = 8;
+const SHADOW = 16;
 const HELP: Record<(typeof STATS)[number], string> = {
   total_hits: "Hits (hits_addend units) checked against the limit (envoyproxy/ratelimit's stat).",
   within_limit: "Hits within the limit (envoyproxy/ratelimit's stat).",
@@ -58,7 +65,9 @@ const HELP: Record<(typeof STATS)[number], string> = {
 };
 
 /**
- * Counts hits in a plain Map on the hot path and flushes them into prom-client at scrape time.
+ * Counts hits in numbers of its own on the hot path (the last stat key's counts compared before
+ * the Map lookup) and flushes them into prom-client at scrape time, each stat's series in the
+ * order each was first counted, as prom-client told every hit would list them.
  * @example const s = new EnvoyStats(registry); s.hit({ key: "api.user", domain: "api", valued: false, shadow: false }, 5, 0, 1);
  */
 export class EnvoyStats {
@@ -67,6 +76,10 @@ export class EnvoyStats {
   private readonly nearRatio: number;
   private readonly maxValuedKeys: number;
   private valuedKeys = 0;
+  /** Per stat (index in STATS), the counts with a hit of that stat, in the order first counted. */
+  private readonly listed: Counts[][] = STATS.map(() => []);
+  private lastKey: string | undefined;
+  private lastCounts: Counts | undefined;
   private readonly loads: Record<"success" | "error", Counter>;
   private readonly callErrors: Counter<"err_type">;
   private readonly shadowed: Counter;
@@ -74,23 +87,21 @@ export class EnvoyStats {
   constructor(registry: Registry, options: EnvoyStatsOptions = {}) {
     this.nearRatio = Math.fround(options.nearLimitRatio ?? 0.8);
     this.maxValuedKeys = options.maxValuedKeys ?? 1000;
-    const sources = [this.pending, this.overflow];
-    for (const stat of STATS) {
+    STATS.forEach((stat, i) => {
+      const listed = this.listed[i] as Counts[];
       new Counter({
         name: `ratelimit_service_rate_limit_${stat}`,
         help: HELP[stat],
         labelNames: ["domain", "key1", "key2"],
         registers: [registry],
         collect() {
-          for (const source of sources) {
-            for (const c of source.values()) {
-              if (c[stat] > 0) this.inc(c.labels, c[stat]);
-              c[stat] = 0;
-            }
+          for (const c of listed) {
+            if (c[stat] > 0) this.inc(c.labels, c[stat]);
+            c[stat] = 0;
           }
         },
       });
-    }
+    });
     const load = (what: "success" | "error", help: string) =>
       new Counter({ name: `ratelimit_service_config_load_${what}`, help, registers: [registry] });
     this.loads = {
@@ -127,22 +138,46 @@ export class EnvoyStats {
 
   /** One descriptor charged `cost` units, `usedBefore` of `limit` being used before (over when the sum passes the limit). */
   hit(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void {
-    const c = this.pending.get(stat.key) ?? this.countsFor(stat);
+    // Consecutive hits mostly share their rule's stat key: compared before the Map lookup. A key
+    // past the cap stays past it (the count of valued keys never goes down), so its overflow
+    // counts can be kept as the last key's.
+    let c = this.lastCounts;
+    if (c === undefined || stat.key !== this.lastKey) {
+      c = this.lastCounts = this.pending.get(stat.key) ?? this.countsFor(stat);
+      this.lastKey = stat.key;
+    }
     const after = usedBefore + cost;
     // As its base limiter: float32 arithmetic, rounded down.
     const near = Math.floor(Math.fround(Math.fround(limit) * this.nearRatio));
-    c.total_hits += cost;
+    let within = 0;
+    let nearly = 0;
+    let over = 0;
+    let shadow = 0;
     if (after > limit) {
-      if (usedBefore >= limit) c.over_limit += cost;
-      else {
-        c.over_limit += after - limit;
-        c.near_limit += limit - Math.max(near, usedBefore);
-      }
-      if (stat.shadow) c.shadow_mode += usedBefore >= limit ? cost : after - limit;
+      over = usedBefore >= limit ? cost : after - limit;
+      if (usedBefore < limit) nearly = limit - Math.max(near, usedBefore);
+      if (stat.shadow) shadow = over;
     } else {
-      if (after > near) c.near_limit += usedBefore >= near ? cost : after - near;
-      c.within_limit += cost;
+      if (after > near) nearly = usedBefore >= near ? cost : after - near;
+      within = cost;
     }
+    c.total_hits += cost;
+    c.within_limit += within;
+    c.near_limit += nearly;
+    c.over_limit += over;
+    c.shadow_mode += shadow;
+    const hits =
+      (cost > 0 ? TOTAL : 0) | (within > 0 ? WITHIN : 0) | (nearly > 0 ? NEAR : 0) | (over > 0 ? OVER : 0) | (shadow > 0 ? SHADOW : 0);
+    if ((hits & ~c.seen) !== 0) this.list(c, hits);
+  }
+
+  /** Lists `c` under each stat it has its first hit of (`hits`: the stats of this hit). */
+  private list(c: Counts, hits: number): void {
+    for (let i = 0; i < STATS.length; i++) {
+      const bit = 1 << i;
+      if ((hits & bit) !== 0 && (c.seen & bit) === 0) this.listed[i]?.push(c);
+    }
+    c.seen |= hits;
   }
 
   /** A new key's counts; past the cap, a valued key's hits go to its domain's overflow counts (not kept by key). */
@@ -164,5 +199,5 @@ export class EnvoyStats {
 }
 
 function newCounts(labels: Labels): Counts {
-  return { labels, total_hits: 0, within_limit: 0, near_limit: 0, over_limit: 0, shadow_mode: 0 };
+  return { labels, total_hits: 0, within_limit: 0, near_limit: 0, over_limit: 0, shadow_mode: 0, seen: 0 };
 }

@@ -56,3 +56,38 @@ describe("FastHistogram", () => {
     expect(() => fast.observe({ l: "v" }, 1)).toThrow();
   });
 });
+
+describe("FastHistogram handing its series over to prom-client", () => {
+  it("exposes what prom-client's Histogram exposes through zero(), labels {} and refused values", async () => {
+    const op = fc.oneof(value, fc.constantFrom("reset" as const, "zero" as const, "labelled" as const, "scrape" as const, "NaN" as const));
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { maxLength: 100 }), async (ops) => {
+        const { fast, plain, text } = pair();
+        for (const x of ops) {
+          if (x === "scrape") {
+            const [f, p] = await text();
+            expect(f).toBe(p);
+          } else if (x === "reset") {
+            fast.reset();
+            plain.reset();
+          } else if (x === "zero") {
+            fast.zero({});
+            plain.zero({});
+          } else if (x === "labelled") {
+            fast.observe({}, 0.003);
+            plain.observe({}, 0.003);
+          } else if (x === "NaN") {
+            expect(() => fast.observe(NaN)).toThrow(TypeError);
+            expect(() => plain.observe(NaN)).toThrow(TypeError);
+          } else {
+            fast.observe(x);
+            plain.observe(x);
+          }
+        }
+        const [f, p] = await text();
+        expect(f).toBe(p);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});

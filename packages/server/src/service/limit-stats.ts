@@ -17,6 +17,9 @@ import type { LimitStatKey } from "./types.js";
 
 const RULE_KEYS = new WeakMap<Rule, LimitStatKey>();
 const IPV4 = /\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}/g;
+/** The last rule `ruleStatKey` looked up, and its key (held strongly: one rule, until the next differs). */
+let lastRule: Rule | undefined;
+let lastRuleKey: LimitStatKey | undefined;
 
 /** envoyproxy/ratelimit's `SanitizeStatName`. */
 export function sanitizeStatName(s: string): string {
@@ -44,12 +47,16 @@ export function ruleStatKey(
     });
     return { key: sanitizeStatName(key), domain: rule.domain, valued: true, shadow: rule.shadow };
   }
+  // Consecutive checks mostly match the same rule: compared before the WeakMap lookup.
+  if (rule === lastRule && lastRuleKey !== undefined) return lastRuleKey;
   let k = RULE_KEYS.get(rule);
   if (k === undefined) {
     // A node's label is `key` or `key=value`; a key never holds '='.
     const path = via.map((label) => label.replace("=", "_")).join(".");
     RULE_KEYS.set(rule, (k = { key: sanitizeStatName(`${rule.domain}.${path}`), domain: rule.domain, valued: false, shadow: rule.shadow }));
   }
+  lastRule = rule;
+  lastRuleKey = k;
   return k;
 }
 

@@ -18,7 +18,8 @@ export function timedRun(
   cost: number,
   peek: boolean,
 ): Decision | Promise<Decision> {
-  const t0 = performance.now();
+  // No observer (the service embedded without metrics): no clock read at all.
+  const t0 = observer !== undefined ? performance.now() : 0;
   let d: Decision | Promise<Decision>;
   try {
     d = peek ? limiter.peek(stateKey, cost) : limiter.consumeNow(stateKey, cost);
@@ -44,10 +45,11 @@ function storeFailed(observer: DecisionObserver | undefined, e: unknown): unknow
 
 /** Reports a decision's store latency and reason. */
 function ran(observer: DecisionObserver | undefined, d: Decision, t0: number): Decision {
-  observer?.storeLatency((performance.now() - t0) / 1000);
+  if (observer === undefined) return d;
+  observer.storeLatency((performance.now() - t0) / 1000);
   if (d.reason !== undefined) {
-    observer?.decisionReason?.(d.reason);
-    if (d.reason === "store-error" || d.reason === "insurance" || d.reason === "degraded") observer?.storeError("failure_policy");
+    observer.decisionReason?.(d.reason);
+    if (d.reason === "store-error" || d.reason === "insurance" || d.reason === "degraded") observer.storeError("failure_policy");
   }
   return d;
 }
