@@ -58,7 +58,10 @@ function slotOf(outcome: string): number {
 
 /**
  * Decisions counted by domain, rule and outcome until the next scrape.
- * @example const c = new DecisionCounts(); c.count("api", "api/user", "ok"); c.flush((labels, n) => counter.inc(labels, n));
+ * @example
+ * const c = new DecisionCounts();
+ * c.count("api", "api/user", "ok");
+ * c.flush((labels, n) => counter.inc(labels, n));
  */
 export class DecisionCounts {
   private readonly byDomain = new Map<string, Map<string, RuleCounts>>();
@@ -78,7 +81,7 @@ export class DecisionCounts {
     }
   }
 
-  /** Hands each series' count since the last call to `inc` (none for a count of 0), in the order first counted, and zeroes it. */
+  /** Hands each series' count since the last flush (not a 0) to `inc`, first counted first. */
   flush(inc: (labels: DecisionLabels, n: number) => void): void {
     for (const s of this.series) {
       const n = s.counts[s.slot] as number;

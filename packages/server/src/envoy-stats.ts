@@ -38,7 +38,7 @@ export interface EnvoyStatsOptions {
 
 type Labels = Partial<Record<"domain" | "key1" | "key2", string>>;
 
-/** One stat key's counts since the last scrape, and its labels; `seen`: the stats (bits) already listed. */
+/** One stat key's counts since the last scrape, its labels, the stats it is listed under (bits). */
 interface Counts {
   readonly labels: Labels;
   total_hits: number;

@@ -18,7 +18,9 @@ const BREAKER = { closed: 0, "half-open": 1, open: 2 } as const;
  * - `ratekeeper_decisions_total{domain,rule,outcome}`: outcome is `ok`, `over_limit`,
  *   `shadow_over_limit` (a shadow rule would have denied), `unlimited`, `no_match`, `replaced`
  *   (another descriptor of the request `replaces` the rule's name), `blocked`.
- * - `ratekeeper_store_latency_seconds`: histogram of one store call (consume / peek).
+ * - `ratekeeper_store_latency_seconds`: histogram of one store call (consume / peek). With the
+ *   in-memory store about one call in 64 is timed and the others counted at the last timed
+ *   latency (`storeLatencyAgain`): `_count` is every call, the buckets and `_sum` estimates.
  * - `ratekeeper_store_errors_total{kind}`: `error` (the store threw) or `failure_policy`
  *   (the store failed and its failure policy or insurance store decided).
  * - `ratekeeper_config_reloads_total{result}`: `ok` or `failed` (the last good rules stay).
@@ -39,7 +41,7 @@ const BREAKER = { closed: 0, "half-open": 1, open: 2 } as const;
  */
 export class Metrics implements DecisionObserver {
   readonly registry = new Registry();
-  /** Decisions by domain, rule and outcome since the last scrape: no string building per decision. */
+  /** Decisions by domain, rule and outcome since the last scrape: no strings built per decision. */
   private readonly counts = new DecisionCounts();
   private readonly decisions: Counter<"domain" | "rule" | "outcome">;
   private readonly latency: Histogram;
@@ -65,7 +67,7 @@ export class Metrics implements DecisionObserver {
     });
     this.latency = this.histogram(
       "ratekeeper_store_latency_seconds",
-      "Latency of one store call (consume or peek).",
+      "Latency of one store call (consume or peek). In-memory store: about 1 call in 64 timed, the others counted at the last timed latency (_count is every call; buckets and _sum are estimates). Other stores: every call timed.",
       [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
     );
     this.storeErrors = this.counter(
@@ -182,7 +184,16 @@ export class Metrics implements DecisionObserver {
   }
 
   storeLatency(seconds: number): void {
+    this.lastLatency = seconds;
     this.latency.observe(seconds);
+  }
+
+  /** The last latency given to {@link storeLatency}, for {@link storeLatencyAgain}. */
+  private lastLatency: number | undefined;
+
+  /** One more store call, untimed: counted at the last timed latency (service/store-call.ts). */
+  storeLatencyAgain(): void {
+    if (this.lastLatency !== undefined) this.latency.observe(this.lastLatency);
   }
 
   storeError(kind: "error" | "failure_policy"): void {

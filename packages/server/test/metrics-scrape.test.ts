@@ -1,11 +1,12 @@
 /**
  * The service's Prometheus scrape (src/metrics.ts, with histogram.ts and envoy-stats.ts) against
  * plain prom-client told every event as it happens: for random sequences of decisions, store
- * latencies, Redis round trips, reasons, errors, reloads and envoyproxy/ratelimit's per-limit
- * hits, scraped at random points, every scrape is byte-identical (Node's default process metrics
- * left out). The metrics batch the hot-path counts and hand them over at scrape time; this is
- * what keeps that batching invisible: the same series, the same values to the last bit of a
- * histogram's sum, in the same order.
+ * latencies (timed, and untimed calls counted at the last timed latency), Redis round trips,
+ * reasons, errors, reloads and envoyproxy/ratelimit's per-limit hits, scraped at random points,
+ * every scrape is byte-identical (Node's default process metrics left out). The metrics batch
+ * the hot-path counts and hand them over at scrape time; this is what keeps that batching
+ * invisible: the same series, the same values to the last bit of a histogram's sum, in the same
+ * order.
  */
 import fc from "fast-check";
 import { Counter, Gauge, Histogram, Registry, type Metric } from "prom-client";
@@ -16,18 +17,20 @@ import type { DecisionObserver, LimitStatKey } from "../src/service/types.js";
 type Outcome = Parameters<DecisionObserver["decision"]>[2];
 type Labels = Record<string, string>;
 
-/** The families a scrape shows, without Node's default process metrics (they change by themselves). */
+/** The families a scrape shows, less Node's default process metrics (they change by themselves). */
 function ownFamilies(text: string): string {
   const blocks = text.replace(/\n$/, "").split("\n\n");
   return `${blocks.filter((block) => !/^# HELP (process_|nodejs_)/.test(block)).join("\n\n")}\n`;
 }
 
-/** Plain prom-client metrics declared as `m`'s are (names, help, labels, buckets), told every event. */
+/** Plain prom-client metrics declared as `m`'s (names, help, labels, buckets), told every event. */
 class Plain {
   readonly registry = new Registry();
   private readonly byName = new Map<string, Metric>();
   private readonly keys = new Map<string, Labels>();
   private valuedKeys = 0;
+  /** The last store latency told, for an untimed call. */
+  lastLatency: number | undefined;
 
   constructor(
     m: Metrics,
@@ -99,6 +102,7 @@ type Event =
   | { e: "decision"; domain: string; rule: string; outcome: Outcome; key: string | undefined }
   | { e: "hit"; stat: number; fresh: boolean; limit: number; used: number; cost: number }
   | { e: "latency"; seconds: number }
+  | { e: "latencyAgain" }
   | { e: "roundTrip"; seconds: number }
   | { e: "reason"; reason: string }
   | { e: "storeError"; kind: "error" | "failure_policy" }
@@ -112,7 +116,7 @@ const OUTCOMES: Outcome[] = ["ok", "over_limit", "shadow_over_limit", "unlimited
 const BOUNDS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 const seconds = fc.oneof(fc.double({ min: 0, max: 0.6, noNaN: true }), fc.constantFrom(...BOUNDS, 0, 2, 1e-7));
 
-/** Stat keys as the service makes them: rules' keys (one object each), valued keys (a new object per request). */
+/** Stat keys as the service makes them: a rule's (one object), a valued one (new per request). */
 const STATS: LimitStatKey[] = [
   { key: "api.user", domain: "api", valued: false, shadow: false },
   { key: "api.path_/x.user", domain: "api", valued: false, shadow: false },
@@ -148,6 +152,7 @@ const event: fc.Arbitrary<Event> = fc.oneof(
     }),
   },
   { weight: 4, arbitrary: fc.record({ e: fc.constant("latency" as const), seconds }) },
+  { weight: 4, arbitrary: fc.constant({ e: "latencyAgain" as const }) },
   { weight: 2, arbitrary: fc.record({ e: fc.constant("roundTrip" as const), seconds }) },
   {
     weight: 1,
@@ -172,6 +177,7 @@ const event: fc.Arbitrary<Event> = fc.oneof(
 
 /** Tells both the service's metrics and the plain ones one event. */
 function tell(m: Metrics, p: Plain, x: Exclude<Event, { e: "scrape" }>): void {
+  if (x.e === "latency") p.lastLatency = x.seconds;
   switch (x.e) {
     case "decision":
       m.decision(x.domain, x.rule, x.outcome);
@@ -186,6 +192,11 @@ function tell(m: Metrics, p: Plain, x: Exclude<Event, { e: "scrape" }>): void {
     case "latency":
       m.storeLatency(x.seconds);
       p.histogram("ratekeeper_store_latency_seconds").observe(x.seconds);
+      return;
+    case "latencyAgain":
+      // An untimed store call: as long as the last timed one (none before the first).
+      m.storeLatencyAgain();
+      if (p.lastLatency !== undefined) p.histogram("ratekeeper_store_latency_seconds").observe(p.lastLatency);
       return;
     case "roundTrip":
       m.redisRoundTrip(x.seconds);

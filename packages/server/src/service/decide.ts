@@ -5,7 +5,7 @@ import { Check, type Application } from "./check.js";
 import { adjusted, descriptorCost, requestCost } from "./costs.js";
 import { LimiterCache } from "./limiters.js";
 import { applyOverride, type OverrideDeps } from "./override.js";
-import { timedRun } from "./store-call.js";
+import { StoreTimer } from "./store-call.js";
 import type { OverrideLookup } from "../overrides/types.js";
 import { descriptorKey } from "./descriptor-key.js";
 import { DecisionExplain, matchedText } from "./explain.js";
@@ -54,6 +54,8 @@ export class DecisionService {
   private readonly observer: DecisionObserver | undefined;
   /** Which RateLimiter decides each policy, each override and each caller-sent limit. */
   private readonly limiters: LimiterCache;
+  /** Each store call, reported to the observer (store-call.ts). */
+  private readonly timer: StoreTimer;
   /** What overrides are decided with (service/override.ts). */
   private readonly overrideDeps: OverrideDeps;
 
@@ -66,7 +68,8 @@ export class DecisionService {
     this.observer = options.observer;
     this.limiterClock = this.injectClock ? this.clock : undefined;
     this.limiters = new LimiterCache(this.store, this.limiterClock);
-    this.overrideDeps = { limiters: this.limiters, observer: this.observer };
+    this.timer = new StoreTimer(this.observer, this.store);
+    this.overrideDeps = { limiters: this.limiters, observer: this.observer, timer: this.timer };
   }
 
   /** The rules in force. */
@@ -297,7 +300,7 @@ export class DecisionService {
     const oversize = cost > limiter.maxCost;
     if (oversize && !check.oversizeDeny)
       throw new CheckError(`cost: ${cost} is more than rule ${a.ruleId} could ever admit (at most ${limiter.maxCost})`);
-    const d = timedRun(this.observer, limiter, stateKey, oversize ? policy.cost : cost, peek || oversize);
+    const d = this.timer.run(limiter, stateKey, oversize ? policy.cost : cost, peek || oversize);
     const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
     const done = (x: Decision) => this.decided(a, limiter, stateKey, cost, adjusted(x, kind, cost), peek);
     return d instanceof Promise ? d.then(done) : done(d);

@@ -17,7 +17,7 @@ import type { LimitStatKey } from "./types.js";
 
 const RULE_KEYS = new WeakMap<Rule, LimitStatKey>();
 const IPV4 = /\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}/g;
-/** The last rule `ruleStatKey` looked up, and its key (held strongly: one rule, until the next differs). */
+/** The last rule `ruleStatKey` looked up, and its key (held until another rule is looked up). */
 let lastRule: Rule | undefined;
 let lastRuleKey: LimitStatKey | undefined;
 

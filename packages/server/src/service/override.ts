@@ -8,13 +8,14 @@ import { adjusted } from "./costs.js";
 import { describeLimits, describeOutcome } from "./explain.js";
 import type { LimiterCache } from "./limiters.js";
 import { blockedStatus, decidedStatus, unlimitedStatus } from "./status.js";
-import { timedRun } from "./store-call.js";
+import type { StoreTimer } from "./store-call.js";
 import { CheckError, type DecisionObserver, type DescriptorStatus } from "./types.js";
 
 /** What deciding under an override needs from the decision service. */
 export interface OverrideDeps {
   readonly limiters: LimiterCache;
   readonly observer: DecisionObserver | undefined;
+  readonly timer: StoreTimer;
 }
 
 /** Decides one descriptor under an override: unlimited, blocked, or its own policy. `cost` is the total charged. */
@@ -47,7 +48,7 @@ export async function applyOverride(
     throw new CheckError(`cost: ${cost} is more than the override for ${key} could ever admit (at most ${limiter.maxCost})`);
   const stateKey = `${a.domain}|${key}`;
   const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
-  const d = adjusted(await timedRun(deps.observer, limiter, stateKey, oversize ? 1 : cost, peek || oversize), kind, cost);
+  const d = adjusted(await deps.timer.run(limiter, stateKey, oversize ? 1 : cost, peek || oversize), kind, cost);
   if (!peek) deps.observer?.decision(a.label, ruleId, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : stateKey);
   const why = `${whyStart}${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}`;
   return decidedStatus(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
