@@ -138,13 +138,15 @@ export class EnvoyStats {
 
   /** One descriptor charged `cost` units, `usedBefore` of `limit` being used before (over when the sum passes the limit). */
   hit(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void {
-    // Consecutive hits mostly share their rule's stat key: compared before the Map lookup. A key
-    // past the cap stays past it (the count of valued keys never goes down), so its overflow
-    // counts can be kept as the last key's.
+    // Consecutive hits mostly share their rule's stat key: compared before the Map lookup (only
+    // a key kept under its own labels; one counted under `(overflow)` is looked up as before).
     let c = this.lastCounts;
     if (c === undefined || stat.key !== this.lastKey) {
-      c = this.lastCounts = this.pending.get(stat.key) ?? this.countsFor(stat);
-      this.lastKey = stat.key;
+      c = this.pending.get(stat.key);
+      if (c !== undefined) {
+        this.lastKey = stat.key;
+        this.lastCounts = c;
+      } else c = this.countsFor(stat);
     }
     const after = usedBefore + cost;
     // As its base limiter: float32 arithmetic, rounded down.

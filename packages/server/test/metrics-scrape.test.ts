@@ -127,6 +127,8 @@ const STATS: LimitStatKey[] = [
   { key: "web.ip_10_0_0_1", domain: "web", valued: true, shadow: true },
   { key: "web.ip_10_0_0_2", domain: "web", valued: true, shadow: false },
   { key: "(unknown).x_1", domain: "(unknown)", valued: true, shadow: false },
+  // A request's entries can spell a rule's key (`detailed_metric`, a value-less entry).
+  { key: "api.user", domain: "api", valued: true, shadow: false },
 ];
 
 const event: fc.Arbitrary<Event> = fc.oneof(
@@ -247,7 +249,20 @@ describe("the /metrics scrape", () => {
           }
         },
       ),
-      { numRuns: 400 },
+      {
+        numRuns: 400,
+        // A valued key past the cap (its domain's overflow), then a rule's key of the same text.
+        examples: [
+          [
+            [
+              { e: "hit", stat: STATS.length - 1, fresh: false, limit: 0, used: 0, cost: 0 },
+              { e: "hit", stat: 0, fresh: false, limit: 0, used: 0, cost: 1 },
+            ],
+            0.8,
+            0,
+          ],
+        ],
+      },
     );
   });
 });
