@@ -1,0 +1,83 @@
+/**
+ * The `"degraded"` policy's charge to Redis for a limiter of several limits (10 a second and
+ * 100 an hour on one key, say). While Redis is down the key is limited locally on every limit;
+ * an outage that spans several of the short limit's windows admits more units than that limit's
+ * capacity, all of them inside the long limit's window. The charge took at most the smallest
+ * capacity of the limits, in one all-or-nothing consume of every limit: the long limit was
+ * charged only the short one's capacity, and the rest of its units were lost (the key got them
+ * again after the outage: looser than the limit in that window).
+ *
+ * A real redis-server behind a client whose calls fail while `down` is set (decisions, charges
+ * and the breaker's probe alike), on an injected clock: the outage's windows are chosen, not timed.
+ */
+import { Redis } from "ioredis";
+import { expect, it } from "vitest";
+import { until } from "../../../test-support/process.js";
+import { describeRedis } from "../../../test-support/redis.js";
+import { RateLimiter, type Decision, type LimitSpec } from "../src/index.js";
+import { RedisStore, type RedisClientLike } from "../src/stores/redis/index.js";
+import { redisStoreFixture } from "./redis-store-support.js";
+
+const SECOND = 1_000;
+const HOUR = 3_600_000;
+/** An hour's boundary (the injected clock starts there): the limits' windows are aligned to it. */
+const T0 = Math.ceil(Date.now() / HOUR) * HOUR;
+
+describeRedis("degraded: the charge of a limiter of several limits", () => {
+  const fx = redisStoreFixture();
+
+  /** A store whose every call (script, probe) fails while `ctl.down`, one instance, degraded. */
+  function setup(limits: LimitSpec[]) {
+    const ctl = { down: false };
+    const fail = () => Promise.reject(new Error("Connection is closed."));
+    const flaky: RedisClientLike = {
+      evalsha: (...a: Parameters<Redis["evalsha"]>) => (ctl.down ? fail() : fx.client.evalsha(...a)),
+      eval: (...a: Parameters<Redis["eval"]>) => (ctl.down ? fail() : fx.client.eval(...a)),
+      del: (...keys: string[]) => fx.client.del(...keys),
+    };
+    const store = new RedisStore({ client: flaky, instances: 1, timeoutMs: 1_000 });
+    const clock = { now: T0 };
+    const namespace = `charge-${process.pid}-${Math.random().toString(36).slice(2)}`;
+    const limiter = new RateLimiter({ limits, store, namespace, clock: () => clock.now });
+    return { ctl, store, clock, limiter };
+  }
+
+  /** Consumes at `at` until the first denial (at most 100): the units admitted, and that denial. */
+  async function admitAll(limiter: RateLimiter, clock: { now: number }, at: number): Promise<[number, Decision]> {
+    clock.now = at;
+    for (let n = 0; n < 100; n++) {
+      const d = await limiter.consume("k");
+      if (!d.allowed) return [n, d];
+    }
+    throw new Error("never denied");
+  }
+
+  it("every limit is charged all the units admitted locally, not the smallest capacity", async () => {
+    const limits: LimitSpec[] = [
+      { name: "second", algorithm: "fixed-window", limit: 2, window: SECOND },
+      { name: "hour", algorithm: "fixed-window", limit: 10, window: HOUR },
+    ];
+    const { ctl, store, clock, limiter } = setup(limits);
+    ctl.down = true;
+    // Five seconds of the outage, two units each: the hour's 10, all admitted locally.
+    for (let s = 0; s < 5; s++) expect(await admitAll(limiter, clock, T0 + s * SECOND)).toMatchObject([2, { reason: "degraded" }]);
+    const [none, denied] = await admitAll(limiter, clock, T0 + 5 * SECOND);
+    expect([none, denied.reason, denied.policyName]).toEqual([0, "degraded", "hour"]);
+    // Redis answers again: the probe closes the breaker and the ledger's 10 units are charged.
+    ctl.down = false;
+    let d = await limiter.peek("k");
+    const hourFull = async () => {
+      d = await limiter.peek("k");
+      return d.reason !== "degraded" && d.limits?.[1]?.allowed === false;
+    };
+    await until(hourFull, "the hour charged its 10 units", 100, 20);
+    // (At T0 + 5 s: a second of its own, where the denied peek leaves the second's 2 untouched.)
+    expect(d.limits?.map((l) => [l.name, l.allowed, l.remaining])).toEqual([
+      ["second", true, 2],
+      ["hour", false, 0],
+    ]);
+    // The rest of the hour: nothing more for the key (it was given all 10 during the outage).
+    for (let s = 5; s < 10; s++) expect(await admitAll(limiter, clock, T0 + s * SECOND)).toMatchObject([0, { reason: "limit" }]);
+    await store.close();
+  });
+});
