@@ -3,6 +3,7 @@ import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore, ClockOptions } from "../../store.js";
 import { Batcher, type Pending } from "./batcher.js";
+import { Reconciler } from "./charge.js";
 import { DenialCache } from "./denial-cache.js";
 import { FastCall, fastConsts, type FastItem } from "./fast-call.js";
 import { FastOp } from "./fast-op.js";
@@ -14,22 +15,19 @@ import { TableFallback } from "./table-fallback.js";
 import { withoutRedis, type DecisionCall } from "./without-redis.js";
 import type { RedisStore } from "./store.js";
 
-/** What a denial by the `"closed"` policy, or by backpressure, says to retry after. */
-/** Reconciliation calls in flight at once, per limiter. */
-const RECONCILE_CONCURRENCY = 64;
-
 /** One limiter's view of a {@link RedisStore}: its script, key layout, batching, denial cache and failure policy. */
 export class RedisTable implements BoundStore, QueuedOwner {
   /** Keys, ARGV header and reply reading, shared with the HTTP Redis store. */
   private readonly format: ScriptFormat;
   private readonly single: boolean;
   private readonly n: number;
-  private readonly minCapacity: number;
   /** Batching (option `batch`): one Batcher per lane, i.e. per hash slot on a cluster, since a script call may touch one slot only. */
   private readonly batchers: Map<Lane, Batcher> | undefined;
   private readonly denials: DenialCache | undefined;
   /** The failure policy's answers, and its local stores. */
   private readonly fallback: TableFallback;
+  /** Charges Redis with what the `"degraded"` policy admitted (charge.ts). */
+  private readonly reconciler: Reconciler;
   /** The script built with exactly the algorithms of these limits. */
   readonly script: LoadedScript;
   /** Lone decisions by the script's fast path (ratekeeper.lua, modes "C"/"P"), when the limits allow it. */
@@ -52,7 +50,6 @@ export class RedisTable implements BoundStore, QueuedOwner {
     this.format = new ScriptFormat(limits, o.prefix, namespace, o.minTtlMs);
     this.single = limits.length === 1;
     this.n = limits.length;
-    this.minCapacity = Math.min(...limits.map((l) => l.capacity));
     // One limit with a two-number state or a sliding window, on a client that can return raw bytes: the script's fast path.
     const fast = fastConsts(limits, store);
     this.script = loadScript(
@@ -65,6 +62,9 @@ export class RedisTable implements BoundStore, QueuedOwner {
     this.denials = o.denialMaxKeys > 0 ? new DenialCache(o.denialMaxKeys) : undefined;
     if (o.maxBatch > 0) this.batchers = new Map();
     this.fallback = new TableFallback(store, this, limits, namespace, (key) => this.keysOf(key)[0] as string, clock);
+    const consumeAll = async (key: string, cost: number, nowMs: number | undefined) =>
+      this.toDecision(await this.call("c", key, cost, nowMs), cost);
+    this.reconciler = new Reconciler(this, limits, namespace, () => this.fallback.degraded, consumeAll);
   }
 
   /** The batcher of the lane `key`'s keys go to (made on first use; lanes live as long as the store). */
@@ -129,33 +129,9 @@ export class RedisTable implements BoundStore, QueuedOwner {
     await this.fallback.reset(key);
   }
 
-  /**
-   * Charges Redis with what this limiter admitted on its own while `lane` was down (the
-   * `"degraded"` policy), key by key: the units admitted, or as many as the key has room for.
-   */
-  async reconcile(lane: Lane): Promise<void> {
-    const d = this.fallback.degraded;
-    if (d === undefined) return;
-    const entries = d.drain((key) => this.store.lanes.of(this.keysOf(key)[0] as string) === lane);
-    for (let i = 0; i < entries.length; i += RECONCILE_CONCURRENCY) {
-      await Promise.all(entries.slice(i, i + RECONCILE_CONCURRENCY).map(([key, units, nowMs]) => this.charge(key, units, nowMs)));
-    }
-    if (!d.pending) this.store.ledgerEmpty(this);
-  }
-
-  /** Charges `units` of `key` to Redis at `nowMs`, the injected time they were admitted at (else Redis's time). */
-  private async charge(key: string, units: number, nowMs: number | undefined): Promise<void> {
-    try {
-      const first = this.toDecision(await this.call("c", key, Math.min(units, this.minCapacity), nowMs), units);
-      if (!first.allowed && first.remaining > 0) await this.call("c", key, first.remaining, nowMs);
-    } catch (e) {
-      this.fallback.degraded?.restore(key, units, nowMs);
-      this.store.report(e, { op: "reconcile", key, timedOut: e instanceof RedisTimeoutError });
-      this.store.reconcileSoon(this.store.lanes.of(this.keysOf(key)[0] as string));
-      return;
-    }
-    // Redis holds the key again: its local state goes now, not at the drain (a failed charge keeps it).
-    await this.fallback.degraded?.charged(key);
+  /** Charges Redis with what this limiter admitted on its own while `lane` was down (charge.ts). */
+  reconcile(lane: Lane): Promise<void> {
+    return this.reconciler.reconcile(lane);
   }
 
   private decide(call: DecisionCall): Promise<Decision> {
