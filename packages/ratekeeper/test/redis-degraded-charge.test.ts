@@ -26,12 +26,15 @@ const T0 = Math.ceil(Date.now() / HOUR) * HOUR;
 describeRedis("degraded: the charge of a limiter of several limits", () => {
   const fx = redisStoreFixture();
 
-  /** A store whose every call (script, probe) fails while `ctl.down`, one instance, degraded. */
+  /**
+   * A store whose every call (script, probe) fails while `ctl.down`, one instance, degraded;
+   * `ctl.replies` counts the script calls answered.
+   */
   function setup(limits: LimitSpec[]) {
-    const ctl = { down: false };
+    const ctl = { down: false, replies: 0 };
     const fail = () => Promise.reject(new Error("Connection is closed."));
     const flaky: RedisClientLike = {
-      evalsha: (...a: Parameters<Redis["evalsha"]>) => (ctl.down ? fail() : fx.client.evalsha(...a)),
+      evalsha: (...a: Parameters<Redis["evalsha"]>) => (ctl.down ? fail() : fx.client.evalsha(...a).finally(() => ctl.replies++)),
       eval: (...a: Parameters<Redis["eval"]>) => (ctl.down ? fail() : fx.client.eval(...a)),
       del: (...keys: string[]) => fx.client.del(...keys),
     };
@@ -78,6 +81,25 @@ describeRedis("degraded: the charge of a limiter of several limits", () => {
     ]);
     // The rest of the hour: nothing more for the key (it was given all 10 during the outage).
     for (let s = 5; s < 10; s++) expect(await admitAll(limiter, clock, T0 + s * SECOND)).toMatchObject([0, { reason: "limit" }]);
+    await store.close();
+  });
+
+  it("a key Redis had no room for keeps its local state: the next outage in the window gives it no fresh share", async () => {
+    const { ctl, store, clock, limiter } = setup([{ algorithm: "fixed-window", limit: 4, window: HOUR }]);
+    expect(await admitAll(limiter, clock, T0)).toMatchObject([4, { reason: "limit" }]); // Redis decides
+    ctl.down = true;
+    expect(await admitAll(limiter, clock, T0 + SECOND)).toMatchObject([4, { reason: "degraded" }]); // the local share
+    // Redis answers again: the probe closes the breaker, and the charge of the 4 units (the first
+    // script call) finds the key full: Redis takes none of them.
+    const replies = ctl.replies;
+    ctl.down = false;
+    await until(() => ctl.replies > replies, "the charge answered", 100, 20);
+    await new Promise((r) => setImmediate(r));
+    expect(await limiter.consume("k")).toMatchObject({ allowed: false, reason: "limit" });
+    // Redis goes again within the hour. Forgotten when the charge was answered, the key's local
+    // state started a fresh share: 4 more, and 4 more at each flap of Redis in that hour.
+    ctl.down = true;
+    expect(await admitAll(limiter, clock, T0 + 2 * SECOND)).toMatchObject([0, { reason: "degraded" }]);
     await store.close();
   });
 });
