@@ -53,9 +53,10 @@ export class Reconciler {
   /** Charges `units` of `key` at `nowMs`, the injected time they were admitted at (else Redis's time). */
   private async charge(d: DegradedLimiter, key: string, units: number, nowMs: number | undefined): Promise<void> {
     const store = this.table.store;
+    let whole = true;
     try {
-      if (this.alone === undefined) await this.chargeAll(key, units, nowMs);
-      else for (let i = 0; i < this.alone.length; i++) await this.chargeOne(i, key, units, nowMs);
+      if (this.alone === undefined) whole = await this.chargeAll(key, units, nowMs);
+      else for (let i = 0; i < this.alone.length; i++) if (!(await this.chargeOne(i, key, units, nowMs))) whole = false;
     } catch (e) {
       // Redis did not take them (a limit of several may have: charged again, stricter, never
       // looser; a late reply is refunded).
@@ -65,21 +66,28 @@ export class Reconciler {
       return;
     }
     // Redis holds the key again: its local state goes now, not at the drain (a failed charge
-    // keeps it).
-    await d.charged(key);
+    // keeps it); unless Redis had no room for some of the units (degraded.ts `charged`).
+    await d.charged(key, whole);
   }
 
-  /** One limit: `units`, or as many as the key has room for (a consume takes at most the capacity). */
-  private async chargeAll(key: string, units: number, nowMs: number | undefined): Promise<void> {
-    const first = await this.consumeAll(key, Math.min(units, (this.limits[0] as ResolvedLimit).capacity), nowMs);
+  /**
+   * One limit: `units`, or as many as the key has room for (a consume takes at most the
+   * capacity). Whether Redis took them all.
+   */
+  private async chargeAll(key: string, units: number, nowMs: number | undefined): Promise<boolean> {
+    const cap = (this.limits[0] as ResolvedLimit).capacity;
+    const first = await this.consumeAll(key, Math.min(units, cap), nowMs);
     if (!first.allowed && first.remaining > 0) await this.consumeAll(key, first.remaining, nowMs);
+    return first.allowed && units <= cap;
   }
 
-  /** Limit `i` of several, alone on its key: `units`, or as many as it has room for. */
-  private async chargeOne(i: number, key: string, units: number, nowMs: number | undefined): Promise<void> {
+  /** Limit `i` of several, alone on its key: `units`, or as many as it has room for. Whether all. */
+  private async chargeOne(i: number, key: string, units: number, nowMs: number | undefined): Promise<boolean> {
     const keys = [this.table.keysOf(key)[i] as string];
-    const first = await this.send(i, keys, "c", Math.min(units, (this.limits[i] as ResolvedLimit).capacity), nowMs);
+    const cap = (this.limits[i] as ResolvedLimit).capacity;
+    const first = await this.send(i, keys, "c", Math.min(units, cap), nowMs);
     if (!first.allowed && first.remaining > 0) await this.send(i, keys, "c", first.remaining, nowMs);
+    return first.allowed && units <= cap;
   }
 
   /**

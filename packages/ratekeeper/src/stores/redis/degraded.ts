@@ -113,15 +113,18 @@ export class DegradedLimiter {
   }
 
   /**
-   * Redis took the units drained for `key`: it holds the key's state again, so the local state is
-   * forgotten (a later outage starts the key at a fresh share, on top of what Redis holds). Unless
-   * the key was admitted locally again since the drain (a call failed meanwhile): those units wait
-   * in the ledger for the next charge, and the local state, which counts them, stays until then
-   * (counting the charged units too: stricter than needed for that moment, never looser).
+   * Redis took the units drained for `key` (`whole`: all of them): it holds the key's state again,
+   * so the local state is forgotten (a later outage starts the key at a fresh share, on top of
+   * what Redis holds). Unless the key was admitted locally again since the drain (a call failed
+   * meanwhile): those units wait in the ledger for the next charge, and the local state, which
+   * counts them, stays until then (counting the charged units too: stricter than needed for that
+   * moment, never looser). And unless Redis had no room for some (the key used up there too):
+   * Redis does not count them, so the local state, which does, stays until it expires; forgotten,
+   * the key got a fresh share at each later outage in the window, a whole limit more per flap.
    */
-  async charged(key: string): Promise<void> {
+  async charged(key: string, whole = true): Promise<void> {
     this.answered();
-    if (this.bound !== undefined && !this.ledger.has(key)) await this.bound.table.reset(key);
+    if (whole && this.bound !== undefined && !this.ledger.has(key)) await this.bound.table.reset(key);
   }
 
   /**
