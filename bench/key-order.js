@@ -2,7 +2,8 @@
 // them, which lets the CPU prefetch each key's objects) or in a stride (i * 7919 mod n, no order
 // a prefetcher can follow, like real traffic): CPU ns per awaited call, median of five rounds of
 // 2,000,000 calls, for ratekeeper's memory store (ALG: fixed-window by default, gcra, token-bucket,
-// leaky-bucket) or for express-rate-limit's MemoryStore.increment.
+// leaky-bucket, sliding-window with BUCKETS sub-windows, sliding-log) or for express-rate-limit's
+// MemoryStore.increment.
 // Usage: node bench/key-order.js <ours|erl> <seq|stride>   (ROOT=<checkout> to load another build)
 // Ours: LIMIT (default 1e9) per WINDOW (default 1h; gcra gets burst LIMIT - 1), and FILL (default
 // 0): units each key is charged first, in one call, as a heavy client leaves its bucket filled
@@ -25,7 +26,15 @@ if (who === "ours") {
   const limit = Number(process.env.LIMIT ?? 1e9);
   const window = process.env.WINDOW ?? "1h";
   const lim = new RateLimiter({
-    limits: [{ algorithm: process.env.ALG ?? "fixed-window", limit, window, ...(process.env.ALG === "gcra" ? { burst: limit - 1 } : {}) }],
+    limits: [
+      {
+        algorithm: process.env.ALG ?? "fixed-window",
+        limit,
+        window,
+        ...(process.env.ALG === "gcra" ? { burst: limit - 1 } : {}),
+        ...(process.env.BUCKETS === undefined ? {} : { buckets: Number(process.env.BUCKETS) }),
+      },
+    ],
     store: new MemoryStore(),
   });
   const fill = Number(process.env.FILL ?? 0);

@@ -35,7 +35,7 @@ const caseArb = fc
     // Keep a state's window index small enough that a * S stays an exact integer (validation
     // bounds real clocks far below that).
     const a = Math.min(c.a, Math.floor(2 ** 52 / c.subMs) - 8);
-    const ring = new Float64Array(2);
+    const ring = new Array<number>(2).fill(0);
     ring[a % 2] = c.cur;
     ring[(a + 1) % 2] = a === 0 ? 0 : c.prev; // at a = 0 the other slot is sub-window -1: never written
     const nowMs = Math.max(0, (a + c.ahead) * c.subMs + Math.floor(c.offset * (c.subMs - 1)));
@@ -43,7 +43,7 @@ const caseArb = fc
   });
 
 function copy(s: LimitState): LimitState {
-  return { a: s.a, b: s.b, ring: Float64Array.from(s.ring as Float64Array) };
+  return { a: s.a, b: s.b, ring: [...(s.ring as number[])] };
 }
 
 describe("sliding window: the unrolled one-sub-window path = the general walk; the ring's total", () => {
@@ -58,7 +58,7 @@ describe("sliding window: the unrolled one-sub-window path = the general walk; t
         else slidingWindow.check(fast, nowMs, cost, lim, got);
         decide(walk, nowMs, cost, lim, want, commit);
         expect(got).toEqual(want);
-        expect({ a: fast.a, ring: [...(fast.ring as Float64Array)] }).toEqual({ a: walk.a, ring: [...(walk.ring as Float64Array)] });
+        expect({ a: fast.a, ring: [...(fast.ring as number[])] }).toEqual({ a: walk.a, ring: [...(walk.ring as number[])] });
       }),
       { numRuns: 20_000 },
     );
@@ -80,7 +80,7 @@ describe("sliding window: the unrolled one-sub-window path = the general walk; t
         (buckets, subMs, limit, weighted, ops) => {
           const lim = resolveLimit({ algorithm: "sliding-window", limit, window: buckets * subMs, buckets, weighted });
           const s = slidingWindow.init(lim);
-          const ring = s.ring as Float64Array;
+          const ring = s.ring as number[];
           expect(ring.length).toBe(buckets + 2);
           const out = newOutcome();
           let t = 1_000_000;
@@ -93,7 +93,7 @@ describe("sliding window: the unrolled one-sub-window path = the general walk; t
               slidingWindow.check(s, t, cost, lim, out);
               if (op.kind === "check-commit" && out.allowed) slidingWindow.commit(s, t, cost, lim);
             }
-            expect(ring[buckets + 1], `after ${op.kind} at ${t}`).toBe(ring.subarray(0, buckets + 1).reduce((x, y) => x + y, 0));
+            expect(ring[buckets + 1], `after ${op.kind} at ${t}`).toBe(ring.slice(0, buckets + 1).reduce((x, y) => x + y, 0));
           }
         },
       ),
@@ -106,7 +106,7 @@ describe("sliding window: the unrolled one-sub-window path = the general walk; t
     // so a request is refused. It fits once floor(8 * (60 - x) / 60) <= 5, i.e. from x = 15.001 s:
     // 5.001 s on.
     const lim = resolveLimit({ algorithm: "sliding-window", limit: 10, window: 60_000 });
-    const ring = new Float64Array(2);
+    const ring = new Array<number>(2).fill(0);
     ring[1] = 4; // sub-window 1 (this minute)
     ring[0] = 8; // sub-window 0 (the previous one)
     const out = newOutcome();
@@ -124,8 +124,8 @@ describe("sliding window, one sub-window: the memory state's two counts packed i
       slidingWindow.init(resolveLimit({ algorithm: "sliding-window", limit, window: 60_000, buckets })).ring;
     expect(at(1, 1)).toBeNull();
     expect(at(PACKED_MAX_LIMIT, 1)).toBeNull();
-    expect(at(PACKED_MAX_LIMIT + 1, 1)).toBeInstanceOf(Float64Array);
-    expect(at(5, 2)).toBeInstanceOf(Float64Array);
+    expect(Array.isArray(at(PACKED_MAX_LIMIT + 1, 1))).toBe(true);
+    expect(Array.isArray(at(5, 2))).toBe(true);
   });
 
   it("decides and keeps its counts as the ring does: consumes, checks then commits, refunds, clocks stepping back and jumping ahead", () => {
@@ -144,7 +144,7 @@ describe("sliding window, one sub-window: the memory state's two counts packed i
         (limit, subMs, weighted, ops) => {
           const lim = resolveLimit({ algorithm: "sliding-window", limit, window: subMs, buckets: 1, weighted });
           const packed = slidingWindow.init(lim);
-          const ringed: LimitState = { a: 0, b: 0, ring: new Float64Array(2) };
+          const ringed: LimitState = { a: 0, b: 0, ring: new Array<number>(2).fill(0) };
           const got = newOutcome();
           const want = newOutcome();
           let t = 5 * subMs;
@@ -188,7 +188,7 @@ describe("sliding window, one sub-window: the memory state's two counts packed i
     // (sub-window 0 no longer counts there). Back in sub-window 1, 100 ms in, sub-window 0 counts
     // floor(3 * 900 / 1000) = 2 units again: all 3 are still there.
     const lim = resolveLimit({ algorithm: "sliding-window", limit: 10, window: 1_000 });
-    for (const s of [slidingWindow.init(lim), { a: 0, b: 0, ring: new Float64Array(2) }]) {
+    for (const s of [slidingWindow.init(lim), { a: 0, b: 0, ring: new Array<number>(2).fill(0) }]) {
       const out = newOutcome();
       slidingWindow.consume(s, 500, 3, lim, out);
       slidingWindow.consume(s, 1_500, 1, lim, out);
@@ -202,7 +202,7 @@ describe("sliding window, one sub-window: the memory state's two counts packed i
     const limit = PACKED_MAX_LIMIT;
     const lim = resolveLimit({ algorithm: "sliding-window", limit, window: 1_000 });
     const packed = slidingWindow.init(lim);
-    const ringed: LimitState = { a: 0, b: 0, ring: new Float64Array(2) };
+    const ringed: LimitState = { a: 0, b: 0, ring: new Array<number>(2).fill(0) };
     const got = newOutcome();
     const want = newOutcome();
     const both = (f: (s: LimitState, out: ReturnType<typeof newOutcome>) => void) => {

@@ -17,9 +17,12 @@
  *   window over gcd(window, limit) reaches 2^31, core/algorithms/bucket.ts, or any time about 12
  *   days after a table's first reading); the sliding log's and several-sub-window tables' states
  *   hold their last denial too (16 bytes);
- * - a ring, for the sliding log and the sliding window: a `Float64Array` is about 180 bytes of
- *   objects (typed array, array buffer, backing store) plus 8 bytes a slot (a sliding window of
- *   one sub-window and a limit up to 32,767 keeps its counts in the state object, with no ring).
+ * - a ring, for the sliding log and the sliding window (a sliding window of one sub-window and
+ *   a limit up to 32,767 keeps its counts in the state object, with no ring): a sliding window's
+ *   of up to 64 slots is a JS array, 48 bytes of objects (the array, 32, and its elements'
+ *   header, 16); a larger one, and the sliding log's, a `Float64Array`, about 180 bytes of
+ *   objects (typed array, array buffer, backing store); plus 8 bytes a slot
+ *   (core/algorithms/ring.ts).
  * Several limits on one key add an `Entry` and an array of slots.
  *
  * The estimate is within about 20% of what was measured for every algorithm, larger, and still
@@ -35,7 +38,9 @@ export const SLOT_BYTES = 112;
 export const DENIAL_BYTES = 16;
 /** The extra objects of a key with several limits: the entry and its array of slots (plus 8 a slot). */
 export const ENTRY_BYTES = 32;
-/** A `Float64Array`'s objects, without its slots. */
+/** A small ring's objects (a JS array and its elements' header), without its slots. */
+export const SMALL_RING_BYTES = 48;
+/** A large ring's objects (a `Float64Array`, its buffer and backing store), without its slots. */
 export const RING_BYTES = 184;
 
 /** Bytes of a key string (see the module comment). */
@@ -53,5 +58,7 @@ export function keyBytes(key: string): number {
 
 /** Bytes of one limit's state beyond {@link SLOT_BYTES}: its ring, if it has one. */
 export function ringBytes(s: LimitState): number {
-  return s.ring === null ? 0 : RING_BYTES + 8 * s.ring.length;
+  const ring = s.ring;
+  if (ring === null) return 0;
+  return (Array.isArray(ring) ? SMALL_RING_BYTES : RING_BYTES) + 8 * ring.length;
 }

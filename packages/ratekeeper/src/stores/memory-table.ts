@@ -5,6 +5,7 @@
  * and removes its keys' share. Tables of one limit: here and memory-kinds.ts; of several: memory-multi.ts.
  */
 import type { LimitState } from "../core/algorithms/index.js";
+import type { Ring } from "../core/algorithms/ring.js";
 import { newDecision, newOutcome, type Decision, type Outcome } from "../core/decision.js";
 import { clearState, Evaluator } from "../core/evaluate.js";
 import type { ResolvedLimit } from "../core/options.js";
@@ -36,7 +37,7 @@ export interface TableOwner {
 export class Slot implements LimitState {
   a = 0;
   b = 0;
-  ring: Float64Array | null;
+  ring: Ring | null;
   /** When the key's states equal fresh ones again, in ms after the table's `base`; 0 = never written. */
   exp = 0;
   constructor(fresh: LimitState) {
@@ -273,7 +274,7 @@ export abstract class SingleTable extends Table<Slot> {
   }
 
   /** Counts the bytes a slot's new ring added to the old one's (none when it had none): the sliding log's table (memory-kinds.ts). */
-  protected ringGrew(e: LimitState, old: Float64Array | null): void {
+  protected ringGrew(e: LimitState, old: Ring | null): void {
     this.grew(ringBytes(e) - (old === null ? 0 : ringBytes({ a: 0, b: 0, ring: old })));
   }
 

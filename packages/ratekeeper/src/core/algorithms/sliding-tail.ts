@@ -1,5 +1,6 @@
 import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
+import { newRing } from "./ring.js";
 import type { LimitState } from "./types.js";
 
 /*
@@ -11,10 +12,9 @@ import type { LimitState } from "./types.js";
  * - packed, the memory store's for limits up to PACKED_MAX_LIMIT: `ring` is null and
  *   `b = count(a) * 2^15 + count(a - 1)`. A count never exceeds the limit (an admission needs
  *   `used + cost <= limit`, and `used` includes the current count), so both fit in 15 bits and
- *   `b` stays below 2^30: a small integer, which V8 keeps inside the state object. A ring is a
- *   Float64Array, two more objects per key (the array and its data); over 100,000 keys each is
- *   one more cache miss per decision, most of the sliding tail's cost above the fixed window's
- *   there (docs/benchmarks/memory.md).
+ *   `b` stays below 2^30: a small integer, which V8 keeps inside the state object. A ring (a JS
+ *   array of two slots, ring.ts) is two more objects per key (the array and its elements); over
+ *   100,000 keys that is one more cache miss per decision (docs/benchmarks/memory.md).
  * Both layouts decide with the same arithmetic (sliding-tail.test.ts holds them to each other).
  */
 
@@ -29,7 +29,7 @@ function pack(newest: number, older: number): number {
 
 /** A fresh state for a one-sub-window limit: packed when its counts fit (see the top of this file). */
 export function initTail(lim: ResolvedLimit): LimitState {
-  return { a: 0, b: 0, ring: lim.limit <= PACKED_MAX_LIMIT ? null : new Float64Array(2) };
+  return { a: 0, b: 0, ring: lim.limit <= PACKED_MAX_LIMIT ? null : newRing(2) };
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
 import { mod } from "../arith.js";
+import { newRing, type Ring } from "./ring.js";
 import { commitPacked, decideTail, initTail, refundPacked, subWindowAt } from "./sliding-tail.js";
 import type { Algorithm, LimitState } from "./types.js";
 
@@ -27,7 +28,7 @@ import type { Algorithm, LimitState } from "./types.js";
 export const slidingWindow: Algorithm = {
   // With several sub-windows, one more slot at the end keeps the ring's total (see addUnits); one
   // sub-window's state packs its counts into `b` when they fit (sliding-tail.ts).
-  init: (lim) => (lim.buckets === 1 ? initTail(lim) : { a: 0, b: 0, ring: new Float64Array(lim.buckets + 2) }),
+  init: (lim) => (lim.buckets === 1 ? initTail(lim) : { a: 0, b: 0, ring: newRing(lim.buckets + 2) }),
 
   check(s, nowMs, cost, lim, out) {
     if (lim.buckets === 1) decideTail(s, nowMs, cost, lim, out, false);
@@ -84,7 +85,7 @@ export function decide(s: LimitState, nowMs: number, cost: number, lim: Resolved
   // M), which a memory state keeps in b, plus 1 (addUnits); else (or b = 0) by a modulo.
   const kept = s.b;
   const slot = i === s.a && kept > 0 ? (kept === M ? 0 : kept) : mod(jo, M);
-  const ring = s.ring as Float64Array;
+  const ring = s.ring as Ring;
   // In the newest sub-window written, with the ring's total at hand (addUnits), the full count is
   // the total less the oldest slot's (which holds 0 when jo < 0); otherwise the slots are summed.
   const full = i === s.a && ring.length > M ? (ring[M] as number) - (ring[slot] as number) : fullCount(s, lim, i, slot);
@@ -131,7 +132,7 @@ export function decideRing(s: LimitState, nowMs: number, cost: number, lim: Reso
   if (kept === 0 || r < 0 || r >= S) return decide(s, nowMs, cost, lim, out, true);
   const B = lim.buckets;
   const M = B + 1;
-  const ring = s.ring as Float64Array;
+  const ring = s.ring as Ring;
   const slot = kept === M ? 0 : kept; // sub-window s.a - B's, after s.a's
   const full = (ring[M] as number) - (ring[slot] as number);
   const oldest = s.a >= B ? (ring[slot] as number) : 0;
@@ -182,7 +183,7 @@ function denialWaits(
 ): void {
   const B = lim.buckets;
   const M = B + 1;
-  const ring = s.ring as Float64Array;
+  const ring = s.ring as Ring;
   const lo = Math.max(s.a - B, 0); // the ring holds sub-windows lo .. s.a
   // n: the newest counted sub-window with units, in slot ns (sub-window i - B is partly counted).
   // When the newest sub-window written is i (under a flood it is), its slot is the one before
@@ -229,7 +230,7 @@ function denialWaits(
 function firstFit(s: LimitState, lim: ResolvedLimit, S: number, i: number, r: number, free: number, counted: number): number {
   const B = lim.buckets;
   const M = B + 1;
-  const ring = s.ring as Float64Array;
+  const ring = s.ring as Ring;
   const lo = Math.max(s.a - B, 0);
   let full = counted;
   for (let k = 0, slot = mod(i - B, M); k <= B + 1; k++, slot = slot === B ? 0 : slot + 1) {
@@ -262,7 +263,7 @@ function fitsAt(need: number, partial: number, S: number, k: number, from: numbe
  */
 function fullCount(s: LimitState, lim: ResolvedLimit, i: number, before: number): number {
   const B = lim.buckets;
-  const ring = s.ring as Float64Array;
+  const ring = s.ring as Ring;
   const lo = Math.max(s.a - B, 0); // the ring holds sub-windows lo .. s.a
   let full = 0;
   for (let j = i - B + 1, slot = before === B ? 0 : before + 1; j <= i; j++, slot = slot === B ? 0 : slot + 1) {
@@ -280,7 +281,7 @@ function fullCount(s: LimitState, lim: ResolvedLimit, i: number, before: number)
 function addUnits(s: LimitState, lim: ResolvedLimit, i: number, own: number, cost: number): void {
   advance(s, lim, i);
   s.b = (own + 1) | 0; // s.a's slot, plus 1, for decide(); `| 0` keeps b a small integer (types.ts)
-  const ring = s.ring as Float64Array;
+  const ring = s.ring as Ring;
   ring[own] = (ring[own] as number) + cost;
   const M = lim.buckets + 1;
   if (ring.length > M) ring[M] = (ring[M] as number) + cost;
@@ -289,7 +290,7 @@ function addUnits(s: LimitState, lim: ResolvedLimit, i: number, own: number, cos
 /** Moves the ring forward to sub-window `i`, clearing the sub-windows skipped (and taking them off the total). */
 function advance(s: LimitState, lim: ResolvedLimit, i: number): void {
   if (i <= s.a) return;
-  const ring = s.ring as Float64Array;
+  const ring = s.ring as Ring;
   const M = lim.buckets + 1;
   if (i - s.a >= M) ring.fill(0);
   else {

@@ -1,5 +1,6 @@
 import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
+import type { Ring } from "./ring.js";
 
 /**
  * The state one limit keeps for one key: two numbers and, for the log and the sub-window
@@ -8,11 +9,15 @@ import type { ResolvedLimit } from "../options.js";
  * scripts store these values, less what only speeds up the memory store: the sliding log's search
  * hint in `b` and the sliding window's ring total (its extra last slot). Keep `b` a small integer:
  * a double there turns the field into a boxed number in every algorithm's state.
+ *
+ * `ring` is a plain array (`number[]`, packed) for a sliding window of up to 64 slots, else a
+ * Float64Array (a larger window's, and the sliding log's): ring.ts says why. Any number stays
+ * exact in either.
  */
 export interface LimitState {
   a: number;
   b: number;
-  ring: Float64Array | null;
+  ring: Ring | null;
 }
 
 /**

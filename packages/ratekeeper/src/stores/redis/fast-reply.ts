@@ -2,6 +2,7 @@ import { ALGORITHM_IMPLS, type LimitState } from "../../core/algorithms/index.js
 import type { Outcome } from "../../core/decision.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import { logOutcome } from "../../core/algorithms/sliding-log.js";
+import { newRing } from "../../core/algorithms/ring.js";
 import { counterState } from "./counter.js";
 
 /** Algorithms the script's fast path serves: those whose state is two numbers (a, b), the sliding window (a and its ring), the sliding log. */
@@ -67,7 +68,7 @@ export function fastOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cos
  */
 function windowOutcome(raw: unknown, lim: ResolvedLimit, nowMs: number, cost: number, out: Outcome): void {
   const n = lim.buckets + 2;
-  const ring = new Float64Array(lim.buckets + 1);
+  const ring = newRing(lim.buckets + 1);
   const s: LimitState = { a: 0, b: 0, ring };
   if (raw !== null && raw !== undefined) {
     if (!Buffer.isBuffer(raw)) throw new Error(`expected the state as bytes, got ${typeof raw}`);
