@@ -28,9 +28,10 @@ describeRedis("degraded: the charge of a limiter of several limits", () => {
 
   /**
    * A store whose every call (script, probe) fails while `ctl.down`, one instance, degraded;
-   * `ctl.replies` counts the script calls answered.
+   * `ctl.replies` counts the script calls answered. The limiter's clock is `clock.now` when
+   * `injected`.
    */
-  function setup(limits: LimitSpec[]) {
+  function setup(limits: LimitSpec[], injected = true) {
     const ctl = { down: false, replies: 0 };
     const fail = () => Promise.reject(new Error("Connection is closed."));
     const flaky: RedisClientLike = {
@@ -41,7 +42,7 @@ describeRedis("degraded: the charge of a limiter of several limits", () => {
     const store = new RedisStore({ client: flaky, instances: 1, timeoutMs: 1_000 });
     const clock = { now: T0 };
     const namespace = `charge-${process.pid}-${Math.random().toString(36).slice(2)}`;
-    const limiter = new RateLimiter({ limits, store, namespace, clock: () => clock.now });
+    const limiter = new RateLimiter({ limits, store, namespace, ...(injected ? { clock: () => clock.now } : {}) });
     return { ctl, store, clock, limiter };
   }
 
@@ -100,6 +101,31 @@ describeRedis("degraded: the charge of a limiter of several limits", () => {
     // state started a fresh share: 4 more, and 4 more at each flap of Redis in that hour.
     ctl.down = true;
     expect(await admitAll(limiter, clock, T0 + 2 * SECOND)).toMatchObject([0, { reason: "degraded" }]);
+    await store.close();
+  });
+
+  it("without a clock of the limiter: each limit is charged at Redis's time", async () => {
+    // Windows from the first request, so that none ends between the outage and the charge.
+    const limits: LimitSpec[] = [
+      { name: "hour", algorithm: "fixed-window", limit: 4, window: HOUR, align: "first-request" },
+      { name: "day", algorithm: "fixed-window", limit: 10, window: 24 * HOUR, align: "first-request" },
+    ];
+    const { ctl, store, clock, limiter } = setup(limits, false);
+    ctl.down = true;
+    expect(await admitAll(limiter, clock, 0)).toMatchObject([4, { reason: "degraded", policyName: "hour" }]);
+    ctl.down = false;
+    let d = await limiter.peek("k");
+    // The day is charged after the hour. A denied peek reports the day's remaining with its own
+    // unit given back: 10 - 4.
+    const dayCharged = async () => {
+      d = await limiter.peek("k");
+      return d.reason !== "degraded" && d.limits?.[1]?.remaining === 6;
+    };
+    await until(dayCharged, "the day charged its 4 units", 100, 20);
+    expect(d.limits?.map((l) => [l.name, l.allowed, l.remaining])).toEqual([
+      ["hour", false, 0],
+      ["day", true, 6],
+    ]);
     await store.close();
   });
 });
