@@ -61,9 +61,14 @@ export class DegradedLimiter {
     private readonly clock?: ClockOptions,
   ) {}
 
-  /** Whether admissions wait to be charged to Redis. */
+  /**
+   * Whether admissions wait to be charged to Redis: in the ledger, or drained for a charge not
+   * answered yet (which may put them back). While it is true the store keeps reconciling this
+   * limiter: a reconciliation that found the ledger empty while another's charge was out let the
+   * store forget it, and the units that charge put back were never charged.
+   */
   get pending(): boolean {
-    return this.ledger.size > 0;
+    return this.ledger.size > 0 || this.charging > 0;
   }
 
   async consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Promise<Decision> {
