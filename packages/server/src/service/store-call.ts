@@ -58,9 +58,11 @@ export class StoreTimer {
           )
         : untimedRan(observer, d);
     }
-    if (this.sampled) this.untimed = this.gap();
     const t0 = performance.now();
     const d = call(observer, limiter, stateKey, cost, peek);
+    // The gap once a timed call answered: untimed calls repeat its latency, and after a call
+    // that threw there may be none to repeat (the first call: those calls went uncounted).
+    if (this.sampled) this.untimed = this.gap();
     return d instanceof Promise
       ? d.then(
           (x) => ran(observer, x, t0),
