@@ -110,7 +110,8 @@ type Event =
   | { e: "rlsError"; kind: "service_error" | "redis_error" }
   | { e: "globalShadow" }
   | { e: "loaded" }
-  | { e: "scrape" };
+  | { e: "scrape" }
+  | { e: "reset" };
 
 const OUTCOMES: Outcome[] = ["ok", "over_limit", "shadow_over_limit", "unlimited", "no_match", "replaced", "blocked"];
 const BOUNDS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
@@ -175,10 +176,17 @@ const event: fc.Arbitrary<Event> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ e: "globalShadow" as const }) },
   { weight: 1, arbitrary: fc.constant({ e: "loaded" as const }) },
   { weight: 2, arbitrary: fc.constant({ e: "scrape" as const }) },
+  { weight: 1, arbitrary: fc.constant({ e: "reset" as const }) },
 );
 
 /** Tells both the service's metrics and the plain ones one event. */
 function tell(m: Metrics, p: Plain, x: Exclude<Event, { e: "scrape" }>): void {
+  if (x.e === "reset") {
+    // prom-client's `registry.resetMetrics()`: every series gone, each listed again when counted.
+    m.registry.resetMetrics();
+    p.registry.resetMetrics();
+    return;
+  }
   if (x.e === "latency") p.lastLatency = x.seconds;
   switch (x.e) {
     case "decision":
