@@ -92,6 +92,13 @@ export class DecisionCounts {
     }
   }
 
+  /** Forgets every count and series (prom-client's `reset()`: each is listed again when counted). */
+  clear(): void {
+    this.byDomain.clear();
+    this.series.length = 0;
+    this.last = undefined;
+  }
+
   private countsOf(domain: string, rule: string): RuleCounts {
     let rules = this.byDomain.get(domain);
     if (rules === undefined) this.byDomain.set(domain, (rules = new Map<string, RuleCounts>()));

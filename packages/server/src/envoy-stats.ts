@@ -89,7 +89,7 @@ export class EnvoyStats {
     this.maxValuedKeys = options.maxValuedKeys ?? 1000;
     STATS.forEach((stat, i) => {
       const listed = this.listed[i] as Counts[];
-      new Counter({
+      const counter = new Counter({
         name: `ratelimit_service_rate_limit_${stat}`,
         help: HELP[stat],
         labelNames: ["domain", "key1", "key2"],
@@ -101,6 +101,16 @@ export class EnvoyStats {
           }
         },
       });
+      // `registry.resetMetrics()`: the counts not handed over go too, each listed again when hit.
+      const reset = counter.reset.bind(counter);
+      counter.reset = () => {
+        for (const c of listed) {
+          c[stat] = 0;
+          c.seen &= ~(1 << i);
+        }
+        listed.length = 0;
+        reset();
+      };
     });
     const load = (what: "success" | "error", help: string) =>
       new Counter({ name: `ratelimit_service_config_load_${what}`, help, registers: [registry] });

@@ -65,6 +65,12 @@ export class Metrics implements DecisionObserver {
         counts.flush((labels, n) => this.inc(labels, n));
       },
     });
+    // `registry.resetMetrics()`: the counts not handed over yet go too, as prom-client's would.
+    const reset = this.decisions.reset.bind(this.decisions);
+    this.decisions.reset = () => {
+      counts.clear();
+      reset();
+    };
     this.latency = this.histogram(
       "ratekeeper_store_latency_seconds",
       "Latency of one store call (consume or peek). In-memory store: about 1 call in 64 timed, the others counted at the last timed latency (_count is every call; buckets and _sum are estimates). Other stores: every call timed.",
