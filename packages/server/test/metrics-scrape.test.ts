@@ -23,6 +23,11 @@ function ownFamilies(text: string): string {
   return `${blocks.filter((block) => !/^# HELP (process_|nodejs_)/.test(block)).join("\n\n")}\n`;
 }
 
+/** `getMetricsAsJSON()` (what `get()` gives, as aggregators read it), less Node's process metrics. */
+function ownJSON(metrics: { name: string }[]): { name: string }[] {
+  return metrics.filter((x) => !/^(process_|nodejs_)/.test(x.name));
+}
+
 /** Plain prom-client metrics declared as `m`'s (names, help, labels, buckets), told every event. */
 class Plain {
   readonly registry = new Registry();
@@ -110,7 +115,7 @@ type Event =
   | { e: "rlsError"; kind: "service_error" | "redis_error" }
   | { e: "globalShadow" }
   | { e: "loaded" }
-  | { e: "scrape" }
+  | { e: "scrape"; json?: boolean }
   | { e: "reset" };
 
 const OUTCOMES: Outcome[] = ["ok", "over_limit", "shadow_over_limit", "unlimited", "no_match", "replaced", "blocked"];
@@ -128,6 +133,10 @@ const STATS: LimitStatKey[] = [
   { key: "web.ip_10_0_0_1", domain: "web", valued: true, shadow: true },
   { key: "web.ip_10_0_0_2", domain: "web", valued: true, shadow: false },
   { key: "(unknown).x_1", domain: "(unknown)", valued: true, shadow: false },
+  // Keys of the same labels as another's: its domain's overflow, a deeper key's first three parts.
+  { key: "api.(overflow)", domain: "api", valued: false, shadow: false },
+  { key: "web.a.b.d", domain: "web", valued: true, shadow: false },
+  { key: "web", domain: "web", valued: false, shadow: true },
   // A request's entries can spell a rule's key (`detailed_metric`, a value-less entry).
   { key: "api.user", domain: "api", valued: true, shadow: false },
 ];
@@ -137,9 +146,11 @@ const event: fc.Arbitrary<Event> = fc.oneof(
     weight: 6,
     arbitrary: fc.record({
       e: fc.constant("decision" as const),
-      domain: fc.constantFrom("api", "web", "(unknown)"),
-      rule: fc.constantFrom("", "api/user", "web/ip", "api/path"),
-      outcome: fc.constantFrom(...OUTCOMES),
+      // Unusual text too: empty, the same in domain and rule, characters a label value escapes.
+      domain: fc.constantFrom("api", "web", "(unknown)", "", "api/user", 'a"b\\c\nd'),
+      rule: fc.constantFrom("", "api/user", "web/ip", "api/path", "(overflow)", "api"),
+      // An observer outside the service may report an outcome of its own.
+      outcome: fc.oneof(fc.constantFrom(...OUTCOMES), fc.constantFrom("other", "__proto__", "") as unknown as fc.Arbitrary<Outcome>),
       key: fc.option(fc.constantFrom("api|u1", "web|ip"), { nil: undefined }),
     }),
   },
@@ -175,7 +186,7 @@ const event: fc.Arbitrary<Event> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.constant({ e: "globalShadow" as const }) },
   { weight: 1, arbitrary: fc.constant({ e: "loaded" as const }) },
-  { weight: 2, arbitrary: fc.constant({ e: "scrape" as const }) },
+  { weight: 2, arbitrary: fc.record({ e: fc.constant("scrape" as const), json: fc.boolean() }) },
   { weight: 1, arbitrary: fc.constant({ e: "reset" as const }) },
 );
 
@@ -247,12 +258,13 @@ describe("the /metrics scrape", () => {
       fc.asyncProperty(
         fc.array(event, { maxLength: 300 }),
         fc.constantFrom(0.8, 0.5, 1, 0.3),
-        fc.nat({ max: 3 }),
+        fc.nat({ max: 5 }),
         async (events, nearLimitRatio, maxValuedKeys) => {
           const m = new Metrics({ nearLimitRatio, maxValuedKeys });
           const p = new Plain(m, Math.fround(nearLimitRatio), maxValuedKeys);
           for (const x of [...events, { e: "scrape" as const }]) {
             if (x.e !== "scrape") tell(m, p, x);
+            else if (x.json === true) expect(ownJSON(await m.registry.getMetricsAsJSON())).toEqual(await p.registry.getMetricsAsJSON());
             else expect(ownFamilies(await m.registry.metrics())).toBe(await p.registry.metrics());
           }
         },
