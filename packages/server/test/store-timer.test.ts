@@ -110,4 +110,15 @@ describe("the store-latency timer", () => {
     // The dashboard is given the last timed latency for each untimed call: its ring is full.
     expect(stats.latencyMs()?.samples).toBe(1024);
   });
+
+  it("counts every call after a first store call that threw, before any latency was timed", async () => {
+    const m = new Metrics();
+    const svc = new DecisionService({ store: new MemoryStore(), rules: parseRules(YAML, "r.yaml"), observer: m });
+    // A lone surrogate in the state key: the store throws (the caller's CheckError). The gap of
+    // untimed calls was drawn before that call, and they had no latency to repeat.
+    await expect(async () => svc.decideNow({ domain: "d", descriptors: [[{ key: "k", value: "\ud800" }]] })).rejects.toThrow(/surrogate/);
+    for (let i = 0; i < 200; i++) await svc.decideNow({ domain: "d", descriptors: [[{ key: "k", value: String(i) }]] });
+    const text = await m.registry.getSingleMetricAsString("ratekeeper_store_latency_seconds");
+    expect(/_count (\d+)/.exec(text)?.[1]).toBe("200");
+  });
 });
