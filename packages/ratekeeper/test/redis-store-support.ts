@@ -93,3 +93,23 @@ export function failNextClient(io: () => Redis): { client: RedisClientLike; fail
   };
   return { client, failNext: () => (fail = true) };
 }
+
+/**
+ * A client on `io` whose every call (script, probe) fails while `ctl.down` is set, as a Redis gone
+ * would: give several stores one `ctl` and they see one outage. `inFlight()` counts its script calls
+ * not answered yet.
+ */
+export function outageClient(io: Redis, ctl: { down: boolean }): { client: RedisClientLike; inFlight: () => number } {
+  let inFlight = 0;
+  const fail = () => Promise.reject(new Error("Connection is closed."));
+  const client: RedisClientLike = {
+    evalsha: (...a: Parameters<Redis["evalsha"]>) => {
+      if (ctl.down) return fail();
+      inFlight++;
+      return io.evalsha(...a).finally(() => inFlight--);
+    },
+    eval: (...a: Parameters<Redis["eval"]>) => (ctl.down ? fail() : io.eval(...a)),
+    del: (...keys: string[]) => io.del(...keys),
+  };
+  return { client, inFlight: () => inFlight };
+}
