@@ -1,3 +1,4 @@
+import { gcd } from "../../core/arith.js";
 import { newDecision, type Decision } from "../../core/decision.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BoundStore, ClockOptions, Store } from "../../store.js";
@@ -21,11 +22,16 @@ interface LedgerEntry {
 /**
  * Each limit at a 1/n share: `limit`, `capacity` (and GCRA's burst) divided by n, rounded down,
  * at least 1. n processes limiting alone at this share admit at most the full limit between them.
+ * A bucket's rate is its `unitLevel` and `drainPerMs`, derived from `limit`: derived again here
+ * (copied, each share refilled at the whole limit's rate: n of them, n times the limit's refill).
  */
 export function shareOf(limits: readonly ResolvedLimit[], n: number): ResolvedLimit[] {
   return limits.map((l) => {
     const capacity = Math.max(1, Math.floor(l.capacity / n));
-    return { ...l, limit: Math.max(1, Math.floor(l.limit / n)), capacity, burst: l.algorithm === "gcra" ? capacity - 1 : l.burst };
+    const limit = Math.max(1, Math.floor(l.limit / n));
+    const g = gcd(l.windowMs, limit);
+    const burst = l.algorithm === "gcra" ? capacity - 1 : l.burst;
+    return { ...l, limit, capacity, burst, unitLevel: l.windowMs / g, drainPerMs: limit / g };
   });
 }
 
