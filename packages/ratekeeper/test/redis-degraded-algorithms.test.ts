@@ -1,6 +1,6 @@
 /**
- * The `"degraded"` policy through an outage and its charge to Redis, for the buckets (token
- * bucket, GCRA with a burst) and costs above 1, in one process and in two processes (two
+ * The `"degraded"` policy through an outage and its charge to Redis, for the buckets (token and
+ * leaky bucket, GCRA with a burst), a fixed window, and costs above 1, in one process and in two processes (two
  * RedisStores, `instances: 2`) limiting one key while Redis is down and charging it together when
  * it answers again. The contract: Redis afterwards holds what was admitted locally, up to the
  * capacity, and the key gets no fresh allowance right after the outage; what the key is given
@@ -61,6 +61,7 @@ describeRedis("degraded: buckets and costs through an outage and its charge", ()
   const buckets: Array<[string, LimitSpec]> = [
     ["token bucket", { algorithm: "token-bucket", limit: 10, window: MINUTE, capacity: 10 }],
     ["GCRA with a burst", { algorithm: "gcra", limit: 10, window: MINUTE, burst: 9 }],
+    ["leaky bucket", { algorithm: "leaky-bucket", limit: 10, window: MINUTE, capacity: 10 }],
   ];
   for (const [name, spec] of buckets) {
     it(`${name}, two processes degraded on one key, charged together: within capacity + refill`, async () => {
@@ -98,6 +99,32 @@ describeRedis("degraded: buckets and costs through an outage and its charge", ()
       await Promise.all(procs.map((p) => p.store.close()));
     });
   }
+
+  it("fixed window, two processes degraded on one key, charged together: Redis before + 2 shares", async () => {
+    const { ctl, clock, procs } = setup({ algorithm: "fixed-window", limit: 10, window: MINUTE }, 2);
+    clock.now = T0;
+    for (let i = 0; i < 3; i++) expect(await procs[0]!.limiter.consume("k")).toMatchObject({ allowed: true });
+    // Redis admitted 3 of 10; then each process alone at its share of 5 (costs of 2, then 1).
+    ctl.down = true;
+    for (const { limiter } of procs) {
+      expect(await admitAll(limiter, clock, T0 + 1_000, 2)).toMatchObject([4, { reason: "degraded" }]);
+      expect(await admitAll(limiter, clock, T0 + 1_000)).toMatchObject([1, { reason: "degraded" }]);
+    }
+    // Redis answers: the two charges of 5 find room for 7: Redis holds the window full.
+    ctl.down = false;
+    const full = async () => {
+      if (procs.some((p) => p.inFlight() > 0)) return false;
+      const ds = await Promise.all(procs.map((p) => p.limiter.peek("k")));
+      return ds.every((d) => !d.allowed && d.reason === "limit");
+    };
+    await until(full, "both charges taken, the window full", 100, 20);
+    for (const { limiter } of procs) expect(await admitAll(limiter, clock, T0 + 2_000)).toMatchObject([0, { reason: "limit" }]);
+    // The next window: Redis's 10, between the two processes.
+    const [a] = await admitAll(procs[0]!.limiter, clock, T0 + MINUTE, 3);
+    const [b] = await admitAll(procs[1]!.limiter, clock, T0 + MINUTE);
+    expect([a, b]).toEqual([9, 1]);
+    await Promise.all(procs.map((p) => p.store.close()));
+  });
 
   it("GCRA with a burst, costs of 3: Redis is charged up to its room, and gives nothing right after", async () => {
     const { ctl, clock, procs } = setup({ algorithm: "gcra", limit: 10, window: MINUTE, burst: 9 }, 1);
