@@ -117,8 +117,12 @@ describe("MemoryStore: maxBytes", () => {
         estimated / measured,
         `${name}: estimated ${estimated.toFixed(0)} bytes a key, measured ${measured.toFixed(0)}`,
       ).toBeGreaterThan(0.85);
+      // The measurement itself moves from process to process (the fixed window: 134-164 bytes a
+      // key over 12 runs, heap + external after gc; what V8 compiled or left between the two
+      // readings), so the estimate's 173 is 1.06-1.31x of it: the bound allows for that. An
+      // estimate above the truth only makes maxBytes evict a little early; below it is the danger.
       expect(estimated / measured, `${name}: estimated ${estimated.toFixed(0)} bytes a key, measured ${measured.toFixed(0)}`).toBeLessThan(
-        1.2,
+        1.4,
       );
     }
   });

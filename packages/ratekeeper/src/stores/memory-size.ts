@@ -25,7 +25,8 @@
  *   (core/algorithms/ring.ts).
  * Several limits on one key add an `Entry` and an array of slots.
  *
- * The estimate is within about 20% of what was measured for every algorithm, larger, and still
+ * The estimate is within about 20-30% of what was measured for every algorithm (the measure
+ * itself moves ±10% between processes: test/memory-bytes.test.ts), larger, and still
  * not smaller with the one box it allows for (docs/security.md); it is what `maxBytes` bounds. It cannot see the allocator's own slack or garbage
  * not collected yet, so a process's RSS is larger than the estimate by a margin that does not
  * grow with the number of keys.
