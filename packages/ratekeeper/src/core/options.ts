@@ -166,17 +166,18 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
   }
   const name = readName(reading);
   if (issues.length > before) return undefined;
+  const { unitLevel, drainPerMs } = bucketRate(windowMs, limit);
+  return { algorithm: alg, algorithmId: ALGORITHMS.indexOf(alg), name, limit, windowMs, ...fields, unitLevel, drainPerMs };
+}
+
+/**
+ * A bucket's {@link ResolvedLimit.unitLevel} and {@link ResolvedLimit.drainPerMs} for `limit` per
+ * `windowMs`: whoever makes a limit of another `limit` (the degraded policy's shares) derives them
+ * here again, or its bucket refills at the old rate.
+ */
+export function bucketRate(windowMs: number, limit: number): Pick<ResolvedLimit, "unitLevel" | "drainPerMs"> {
   const g = gcd(windowMs, limit);
-  return {
-    algorithm: alg,
-    algorithmId: ALGORITHMS.indexOf(alg),
-    name,
-    limit,
-    windowMs,
-    ...fields,
-    unitLevel: windowMs / g,
-    drainPerMs: limit / g,
-  };
+  return { unitLevel: windowMs / g, drainPerMs: limit / g };
 }
 
 /** One spec being read: its fields, where it sits, the problems found so far, and its common fields. */

@@ -1,6 +1,5 @@
-import { gcd } from "../../core/arith.js";
 import { newDecision, type Decision } from "../../core/decision.js";
-import type { ResolvedLimit } from "../../core/options.js";
+import { bucketRate, type ResolvedLimit } from "../../core/options.js";
 import type { BoundStore, ClockOptions, Store } from "../../store.js";
 
 /** Keys whose local admissions are remembered for reconciliation, per limiter; past it, admissions are not reconciled. */
@@ -29,9 +28,8 @@ export function shareOf(limits: readonly ResolvedLimit[], n: number): ResolvedLi
   return limits.map((l) => {
     const capacity = Math.max(1, Math.floor(l.capacity / n));
     const limit = Math.max(1, Math.floor(l.limit / n));
-    const g = gcd(l.windowMs, limit);
     const burst = l.algorithm === "gcra" ? capacity - 1 : l.burst;
-    return { ...l, limit, capacity, burst, unitLevel: l.windowMs / g, drainPerMs: limit / g };
+    return { ...l, limit, capacity, burst, ...bucketRate(l.windowMs, limit) };
   });
 }
 
