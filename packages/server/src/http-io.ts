@@ -148,39 +148,65 @@ export function readJsonThen(
 }
 
 /**
+ * How far past the cap a body is still read (and thrown away) before its 413 is sent. Answering
+ * and closing while the client is still sending makes its next write fail (EPIPE), or a reset
+ * discard the answer it had not read yet: `fetch` then rejects with "fetch failed" instead of giving
+ * the 413 (a client may send its whole body before it reads; HTTP/1.1 allows it). Nothing read is
+ * kept, and the request timeout still applies; past this the answer goes at once, and the
+ * connection closes, so a client cannot make the service read without end. (nginx's lingering
+ * close, bounded in bytes.)
+ */
+export const DRAIN_BYTES = 8 * 1024 * 1024;
+
+/**
  * A body of at most `maxBytes`, as UTF-8 text: `done(undefined, text)` or `done(error)` (413,
- * with `connection: close`, when larger), once.
+ * with `connection: close`, when larger), once. A larger body is read to its end and thrown away
+ * before the 413, up to {@link DRAIN_BYTES} past the cap; further than that, answered at once.
  */
 export function readTextThen(req: IncomingMessage, maxBytes: number, done: (e: Error | undefined, text?: string) => void): void {
   const tooLarge = () =>
     new HttpError("payload_too_large", `body: at most ${maxBytes} bytes (--max-body)`, undefined, { connection: "close" });
+  const drainTo = maxBytes + DRAIN_BYTES;
+  let size = 0;
+  let over = false;
   // node's parser admits only digits here: a value of d digits is below 10^d, so it is converted
   // (a call into V8's runtime) only when it could exceed the cap. The reads below enforce it anyway.
   const length = req.headers["content-length"];
-  if (length !== undefined && 10 ** length.length - 1 > maxBytes && Number(length) > maxBytes) return done(tooLarge());
+  if (length !== undefined && 10 ** length.length - 1 > maxBytes) {
+    const declared = Number(length);
+    if (declared > drainTo) return done(tooLarge());
+    over = declared > maxBytes;
+  }
   let first: Buffer | undefined;
   let more: Buffer[] | undefined;
-  let size = 0;
-  let over = false;
+  let ended = false;
   req.on("data", (c: Buffer) => {
-    if (over) return;
+    if (ended) return;
     size += c.length;
     if (size > maxBytes) {
+      // Over the cap: nothing more is kept; answered at the end, or now when past the drain.
+      first = more = undefined;
       over = true;
-      return done(tooLarge());
+      if (size > drainTo) {
+        ended = true;
+        done(tooLarge());
+      }
+      return;
     }
+    if (over) return;
     // Most bodies come in one chunk: kept as is, with no list.
     if (first === undefined) first = c;
     else (more ??= [first]).push(c);
   });
   req.on("end", () => {
-    if (over) return;
-    over = true;
+    if (ended) return;
+    ended = true;
+    if (over) return done(tooLarge());
     done(undefined, more !== undefined ? Buffer.concat(more).toString("utf8") : first === undefined ? "" : first.toString("utf8"));
   });
   req.on("error", (e) => {
-    if (over) return;
-    over = true;
+    if (ended) return;
+    ended = true;
     done(e);
   });
 }
