@@ -23,6 +23,8 @@ interface NodeBindings {
     setHeader?: (name: string, value: string) => unknown;
     headersSent?: boolean;
     writableFinished?: boolean;
+    /** Set once the response has closed (finished, or the client left): its 'close' has fired. */
+    closed?: boolean;
     once?: (event: "close", listener: () => void) => unknown;
   };
 }
@@ -185,15 +187,17 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
     }
     // A lease (option `concurrency`) goes back when the response is done: on @hono/node-server when
     // its Node response closes (a streamed body included), elsewhere when the handler has returned;
-    // at once if the client goes away first.
+    // at once if the client goes away first. A client that left while the lease was being acquired
+    // (a slow store) has aborted already and its response has closed: neither event fires again.
     const signal = c.req.raw.signal;
     const gone = (): void => core.releaseLease(result, c);
-    signal.addEventListener("abort", gone, { once: true });
+    if (signal.aborted) gone();
+    else signal.addEventListener("abort", gone, { once: true });
     try {
       await next();
     } finally {
       signal.removeEventListener("abort", gone);
-      if (out !== undefined && typeof out.once === "function" && out.writableFinished !== true) {
+      if (out !== undefined && typeof out.once === "function" && out.writableFinished !== true && out.closed !== true) {
         const status = c.res.status;
         out.once("close", () => core.settle(result, status, c));
       } else core.settle(result, c.res.status, c);

@@ -83,9 +83,18 @@ export async function holdNode<Req>(core: HttpRateLimiter<Req>, result: RateLimi
   return ok;
 }
 
-/** With `countOnly`: refunds after the response according to its status (a client gone first counts as failed). */
+/**
+ * After the response: gives the lease back (option `concurrency`) and, with `countOnly`, refunds
+ * according to its status (a client gone first counts as failed).
+ */
 export function settleNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitResult, req: Req, res: ServerResponse): void {
   if (!result.settles) return;
+  // The client left while the verdict was being made (a lease granted by a slow store): the
+  // response has closed already, and neither event below would ever fire.
+  if (res.closed) {
+    core.settle(result, res.writableFinished ? res.statusCode : undefined, req);
+    return;
+  }
   let finished = false;
   res.once("finish", () => {
     finished = true;
