@@ -116,6 +116,30 @@ export function concurrencyContract(target: ContractTarget): void {
       expect((await other.acquire("k")).acquired).toBe(true);
     });
 
+    it("limiters with the same namespace share leases whatever their limits (a reload that changes the limit keeps those held)", async () => {
+      const clock = { now: 1_763_740_800_123 };
+      const namespace = uniq();
+      const pool = (limit: number) =>
+        new ConcurrencyLimiter({ limit, leaseMs: 10_000, store: target.store(), clock: () => clock.now, namespace });
+      const two = pool(2);
+      const [a, b] = [await two.acquire("k"), await two.acquire("k")];
+      expect([a.acquired, b.acquired]).toEqual([true, true]);
+      // The limit raised to 3: one more slot, not 3 on top of the 2 held.
+      const three = pool(3);
+      expect(await three.peek("k")).toEqual({ remaining: 1, retryAfterMs: 0, reason: undefined });
+      expect(await three.acquire("k")).toMatchObject({ acquired: true, remaining: 0 });
+      expect(await three.acquire("k")).toMatchObject({ acquired: false, reason: "limit", retryAfterMs: 10_000 });
+      // Lowered to 1: nothing until two of the three held are gone; the held ones are renewed and released there.
+      const one = pool(1);
+      expect((await one.acquire("k")).acquired).toBe(false);
+      expect(await one.renew("k", a.id)).toBe(true);
+      expect(await one.release("k", a.id)).toBe(true);
+      await b.release();
+      expect(await one.peek("k")).toEqual({ remaining: 0, retryAfterMs: 10_000, reason: undefined });
+      clock.now += 10_000; // the third lease expires
+      expect((await one.acquire("k")).acquired).toBe(true);
+    });
+
     it("refuses bad keys with a RangeError naming the key", async () => {
       const { pool } = setup(target, 1);
       await expect(pool.acquire("")).rejects.toThrow(/key: must be a non-empty string/);

@@ -5,34 +5,62 @@ import type { BoundLeases, LeaseAnswer } from "../store.js";
 const FULL_RETRY_MS = 1000;
 
 /**
- * One concurrency limit's leases in a {@link MemoryStore}: a {@link LeaseSet} per key that holds
- * leases. A key whose leases are all gone (released, or expired and swept) is dropped, so memory
- * follows the leases held, not the keys ever seen. Bounded: when `maxKeys` keys hold leases, an
- * acquire on a new key first drops expired leases everywhere and, if every key still holds one,
- * is refused (`reason: "overloaded"`): a key with a live lease is never forgotten, since that
- * would admit more than the limit.
+ * The leases of one namespace in a {@link MemoryStore}: a {@link LeaseSet} per key that holds
+ * leases, shared by every concurrency limit bound to the namespace whatever its limit, as in
+ * Redis (where a key's sorted set is named by namespace and key only): a limiter made anew with
+ * another limit, as a service does when a reload changes a pool's limit, sees the leases already
+ * held. A key whose leases are all gone (released, or expired and swept) is dropped, so memory
+ * follows the leases held, not the keys ever seen.
  */
-export class MemoryLeases implements BoundLeases {
-  private readonly keys = new Map<string, LeaseSet>();
-  private readonly out: LeaseOutcome = newLeaseOutcome();
+export class LeaseKeys {
+  readonly keys = new Map<string, LeaseSet>();
   /** A limiter binds it with an injected clock: the store's sweep timer (process clock) passes it by. */
   injectedClock = false;
 
-  constructor(
-    private readonly limit: number,
-    private readonly maxKeys: number,
-  ) {}
+  /** @param maxKeys the most keys holding leases (see {@link MemoryLeases.acquire}) */
+  constructor(readonly maxKeys: number) {}
 
   /** Keys holding leases (some possibly expired, until the next sweep or use). */
   get size(): number {
     return this.keys.size;
   }
 
+  /** Drops expired leases, and the keys left without any. Returns how many keys were dropped. */
+  sweep(nowMs: number): number {
+    let dropped = 0;
+    for (const [key, set] of this.keys) {
+      if (set.held(nowMs) === 0) {
+        this.keys.delete(key);
+        dropped++;
+      }
+    }
+    return dropped;
+  }
+}
+
+/**
+ * One concurrency limit's view of a namespace's leases ({@link LeaseKeys}): at most `limit` held
+ * per key. Bounded: when `maxKeys` keys hold leases, an acquire on a new key first drops expired
+ * leases everywhere and, if every key still holds one, is refused (`reason: "overloaded"`): a key
+ * with a live lease is never forgotten, since that would admit more than the limit.
+ */
+export class MemoryLeases implements BoundLeases {
+  private readonly keys: Map<string, LeaseSet>;
+  private readonly out: LeaseOutcome = newLeaseOutcome();
+
+  constructor(
+    private readonly pool: LeaseKeys,
+    private readonly limit: number,
+  ) {
+    this.keys = pool.keys;
+  }
+
   acquire(key: string, id: string, leaseMs: number, nowMs: number | undefined): LeaseAnswer {
     const now = nowMs ?? Date.now();
     let set = this.keys.get(key);
     if (set === undefined) {
-      if (this.keys.size >= this.maxKeys && (this.sweep(now), this.keys.size >= this.maxKeys)) {
+      const max = this.pool.maxKeys;
+      if (this.keys.size >= max && (this.pool.sweep(now), this.keys.size >= max)) {
         return { ok: false, remaining: 0, retryAfterMs: FULL_RETRY_MS, reason: "overloaded" };
       }
       set = new LeaseSet();
@@ -58,18 +86,6 @@ export class MemoryLeases implements BoundLeases {
 
   count(key: string, nowMs: number | undefined): LeaseAnswer {
     return this.counted(key, this.keys.get(key), nowMs ?? Date.now(), false);
-  }
-
-  /** Drops expired leases, and the keys left without any. Returns how many keys were dropped. */
-  sweep(nowMs: number): number {
-    let dropped = 0;
-    for (const [key, set] of this.keys) {
-      if (set.held(nowMs) === 0) {
-        this.keys.delete(key);
-        dropped++;
-      }
-    }
-    return dropped;
   }
 
   /** The key's count after a renew, release or count (dropping the key when it holds nothing). */

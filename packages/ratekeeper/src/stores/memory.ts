@@ -2,7 +2,7 @@ import { describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue }
 import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
 import type { BindOptions, BoundLeases, BoundStore, ClockOptions, Store } from "../store.js";
-import { MemoryLeases } from "./memory-leases.js";
+import { LeaseKeys, MemoryLeases } from "./memory-leases.js";
 import { singleTable } from "./memory-kinds.js";
 import { MultiTable } from "./memory-multi.js";
 import type { Table, TableOwner } from "./memory-table.js";
@@ -65,8 +65,8 @@ export class MemoryStore implements Store, TableOwner {
   readonly maxBytes: number;
   private readonly tables = new Set<Table<{ exp: number }>>();
   private readonly byNamespace = new Map<string, Table<{ exp: number }>>();
-  /** Concurrency limits' leases, by namespace and limit. */
-  private readonly leasePools = new Map<string, MemoryLeases>();
+  /** Concurrency limits' leases, by namespace (every limit bound to a namespace shares them). */
+  private readonly leasePools = new Map<string, LeaseKeys>();
   private timer: ReturnType<typeof setInterval> | undefined;
   /** The sweep's period; 0 once closed or when turned off. */
   private sweepMs: number;
@@ -128,18 +128,18 @@ export class MemoryStore implements Store, TableOwner {
   }
 
   /**
-   * Concurrency limits bound with the same namespace and limit share their leases, as they do in
-   * Redis. Keys holding leases are bounded by `maxKeys` per limit (see memory-leases.ts).
+   * Concurrency limits bound with the same namespace share their leases, whatever their limits,
+   * as they do in Redis: each acquire is held to its own limiter's limit against every lease of
+   * the key. Keys holding leases are bounded by `maxKeys` per namespace (see memory-leases.ts).
    */
   bindLeases(limit: number, namespace: string, options?: ClockOptions): BoundLeases {
-    const id = `${namespace}\u0000${limit}`;
-    let pool = this.leasePools.get(id);
+    let pool = this.leasePools.get(namespace);
     if (pool === undefined) {
-      pool = new MemoryLeases(limit, this.maxKeys);
-      this.leasePools.set(id, pool);
+      pool = new LeaseKeys(this.maxKeys);
+      this.leasePools.set(namespace, pool);
     }
     if (options?.injectedClock === true) pool.injectedClock = true;
-    return pool;
+    return new MemoryLeases(pool, limit);
   }
 
   /** Drops every key whose state has expired at `nowMs` (and every expired lease). Returns how many keys were dropped. */

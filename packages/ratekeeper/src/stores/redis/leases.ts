@@ -156,7 +156,8 @@ export class RedisLeases implements BoundLeases {
    * The local lease table of the failure policy, made on first need: the insurance store's, at
    * the full limit; or, for "degraded", this process's share, `floor(limit / N)` (at least 1) with
    * N the live instances, so N processes answering alone hold at most the limit between them.
-   * When N changes a new table is made; leases already granted stay in the table that holds them.
+   * When N changes a new binding is made at the new share, on the same namespace: the leases
+   * already granted locally count against it (a store's bindings of one namespace share leases).
    */
   private localLeases(): BoundLeases {
     const f = this.store.failure;
