@@ -37,10 +37,11 @@ export class RedisLeases implements BoundLeases {
   /** The failure policy's local lease table, and the instance count N it was made for ("degraded"). */
   private local: { table: BoundLeases; n: number } | undefined;
   /**
-   * Ids of leases the failure policy granted locally (with the table that holds them) or, for
-   * "open", without any lease: their release and renew stay where they were granted.
+   * Leases the failure policy granted locally, by id: their key, and the table that holds them
+   * or, for "open", "none" (granted without any lease). Their release and renew on that key stay
+   * where they were granted.
    */
-  private readonly localIds = new Map<string, BoundLeases | "none">();
+  private readonly localIds = new Map<string, { key: string; where: BoundLeases | "none" }>();
 
   constructor(
     private readonly store: RedisStore,
@@ -58,14 +59,14 @@ export class RedisLeases implements BoundLeases {
   }
 
   renew(key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
-    const where = this.localIds.get(id);
+    const where = this.localOf(key, id);
     if (where === "none") return Promise.resolve(this.plain(true, "store-error"));
     if (where !== undefined) return Promise.resolve(where.renew(key, id, leaseMs, nowMs)).then((a) => this.tag(a));
     return this.call("renew", key, id, leaseMs, nowMs);
   }
 
   release(key: string, id: string, nowMs: number | undefined): Promise<LeaseAnswer> {
-    const where = this.localIds.get(id);
+    const where = this.localOf(key, id);
     if (where !== undefined) {
       this.localIds.delete(id);
       if (where === "none") return Promise.resolve(this.plain(true, "store-error"));
@@ -76,6 +77,12 @@ export class RedisLeases implements BoundLeases {
 
   count(key: string, nowMs: number | undefined): Promise<LeaseAnswer> {
     return this.call("count", key, "", 0, nowMs);
+  }
+
+  /** Where the lease `id` on `key` was granted locally, if it was (an id named with another key is not that lease). */
+  private localOf(key: string, id: string): BoundLeases | "none" | undefined {
+    const local = this.localIds.get(id);
+    return local !== undefined && local.key === key ? local.where : undefined;
   }
 
   /** The Redis key of `key`'s leases. */
@@ -128,7 +135,7 @@ export class RedisLeases implements BoundLeases {
     if (f === "throw") throw err;
     if (f === "open" || f === "closed") {
       const open = f === "open";
-      if (op === "acquire" && open) this.remember(id, "none");
+      if (op === "acquire" && open) this.remember(key, id, "none");
       if (op === "count") {
         return open ? { ok: false, remaining: this.limit, retryAfterMs: 0, reason: "store-error" } : this.plain(false, "store-error", true);
       }
@@ -140,7 +147,7 @@ export class RedisLeases implements BoundLeases {
     switch (op) {
       case "acquire": {
         const a = this.tag(await local.acquire(key, id, leaseMs, nowMs));
-        if (a.ok) this.remember(id, local);
+        if (a.ok) this.remember(key, id, local);
         return a;
       }
       case "count":
@@ -185,12 +192,12 @@ export class RedisLeases implements BoundLeases {
     return { ok, remaining: 0, retryAfterMs: full ? RETRY_WHEN_DOWN_MS : 0, reason };
   }
 
-  private remember(id: string, where: BoundLeases | "none"): void {
+  private remember(key: string, id: string, where: BoundLeases | "none"): void {
     if (this.localIds.size >= MAX_LOCAL_IDS) {
       const first = this.localIds.keys().next();
       if (!first.done) this.localIds.delete(first.value);
     }
-    this.localIds.set(id, where);
+    this.localIds.set(id, { key, where });
   }
 }
 
