@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { ConcurrencyLimiter, MemoryStore } from "../src/index.js";
 import { RedisStore, type RedisFailurePolicy } from "../src/stores/redis/index.js";
+import { until } from "../../../test-support/process.js";
 import { outageClient } from "./redis-store-support.js";
 
 let seq = 0;
@@ -29,10 +30,10 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
     await redis?.stop();
   });
 
-  function pool(limit: number, failure: RedisFailurePolicy = "degraded") {
+  function pool(limit: number, failure: RedisFailurePolicy = "degraded", timeoutMs = 5_000) {
     const ctl = { down: false };
     const { client } = outageClient(io, ctl);
-    const store = new RedisStore({ client, failure, timeoutMs: 5_000, instances: 1 });
+    const store = new RedisStore({ client, failure, timeoutMs, instances: 1 });
     const namespace = `loc${process.pid}-${++seq}`;
     const p = new ConcurrencyLimiter({ limit, leaseMs: 3_600_000, store, namespace });
     return { p, ctl, store, zkey: (key: string) => `${store.prefix}{${namespace}:${key}}:c` };
@@ -50,6 +51,70 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
       expect(await p.release("b", a.id)).toBe(false); // the id is per key: nothing held on "b"
       expect(await p.release("a", a.id)).toBe(true);
       expect(await p.acquire("a")).toMatchObject({ acquired: true, reason: policy });
+    });
+
+    it("once Redis answers again, a lease granted locally is counted there: its slot is not granted again; its renew and release go to Redis", async () => {
+      const { p, ctl, store, zkey } = pool(2, failure());
+      const a = await p.acquire("k");
+      expect(a).toMatchObject({ acquired: true, reason: undefined });
+      ctl.down = true;
+      const b = await p.acquire("k");
+      expect(b).toMatchObject({ acquired: true, reason: policy });
+      for (let i = 0; i < 3; i++) await p.peek("k"); // enough failures to open the breaker
+      expect(store.state).toBe("open");
+      ctl.down = false; // its probe closes it
+      // Without the hand-over Redis knows of a alone and grants a third lease on a limit of 2.
+      await until(async () => (await admin.zcard(zkey("k"))) === 2, "the local lease to be handed to Redis", 200, 10);
+      expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });
+      const score = Number(await admin.zscore(zkey("k"), b.id));
+      expect(await b.renew()).toBe(true);
+      expect(Number(await admin.zscore(zkey("k"), b.id))).toBeGreaterThanOrEqual(score);
+      await b.release();
+      expect(await admin.zscore(zkey("k"), b.id)).toBeNull();
+      expect(await p.acquire("k")).toMatchObject({ acquired: true, reason: undefined });
+      await a.release();
+    });
+
+    it("an acquire Redis took too late, after the policy granted the same lease locally, ends up held once, in Redis", async () => {
+      const { p, zkey } = pool(1, failure(), 200);
+      await p.peek("warm"); // loads the script
+      await admin.call("CLIENT", "PAUSE", "600", "WRITE");
+      const b = await p.acquire("k");
+      expect(b).toMatchObject({ acquired: true, reason: policy });
+      // Redis runs the late acquire once the pause ends; its reply closes the breaker, and the
+      // local lease is handed over: the late grant must not be given back after the hand-over.
+      await until(
+        async () => (await p.acquire("k")).reason === "limit" && (await admin.zcard(zkey("k"))) === 1,
+        "Redis to hold the lease",
+        200,
+        10,
+      );
+      await p.peek("k"); // on the same connection: a give-back sent before it has run
+      expect(await admin.zscore(zkey("k"), b.id)).not.toBeNull();
+      expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });
+      await b.release();
+      expect(await admin.zcard(zkey("k"))).toBe(0);
+      expect((await p.acquire("k")).acquired).toBe(true);
+    });
+
+    it("a lease handed to Redis keeps what was left of its life, even past the limit", async () => {
+      const { p, ctl, zkey } = pool(1, failure());
+      await p.peek("warm");
+      ctl.down = true;
+      const b = await p.acquire("k"); // local: Redis does not know of it
+      ctl.down = false;
+      const a = await p.acquire("k"); // Redis: an empty key, so granted (the outage's worst case)
+      expect([a.acquired, b.acquired]).toEqual([true, true]);
+      await until(async () => (await admin.zcard(zkey("k"))) === 2, "the local lease to be handed to Redis", 200, 10);
+      // Both are held: nothing more is granted until both are gone.
+      expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });
+      await a.release();
+      expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });
+      const left = Number(await admin.zscore(zkey("k"), b.id)) - Date.now();
+      expect(left).toBeGreaterThan(3_500_000);
+      expect(left).toBeLessThanOrEqual(3_600_000 + 1_000);
+      await b.release();
+      expect((await p.acquire("k")).acquired).toBe(true);
     });
   });
 });

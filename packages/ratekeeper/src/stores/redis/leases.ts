@@ -1,13 +1,11 @@
 import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { LeaseReason } from "../../core/lease-reason.js";
 import type { BoundLeases, ClockOptions, LeaseAnswer } from "../../store.js";
+import type { Lane } from "./lanes.js";
+import { LocalLeases, type LocalLease } from "./local-leases.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
 import { RETRY_WHEN_DOWN_MS } from "./without-redis.js";
-import type { RedisStore } from "./store.js";
-
-/** What a refusal by the `"closed"` policy says to retry after (ms). */
-/** Lease ids answered locally (the failure policy) that are remembered, per limit: past it the oldest are forgotten. */
-const MAX_LOCAL_IDS = 100_000;
+import type { Ledger, RedisStore } from "./store.js";
 
 type Op = "acquire" | "renew" | "release" | "count";
 
@@ -23,25 +21,28 @@ type Op = "acquire" | "renew" | "release" | "count";
  *   renew do nothing (renew says true).
  * - `{ insurance }`, and `"degraded"`: a local lease table answers (the insurance store's, at the
  *   full limit, `reason: "insurance"`; or this process's share, `floor(limit / N)`, for
- *   `"degraded"`, `reason: "degraded"`); those leases are
- *   released and renewed there. A renew of a lease held in Redis says true (the holder goes on;
- *   the lease may expire in Redis meanwhile).
+ *   `"degraded"`, `reason: "degraded"`); those leases are released and renewed there. A renew of
+ *   a lease held in Redis says true (the holder goes on; the lease may expire in Redis meanwhile).
+ *   Once Redis answers again, the leases granted locally are handed to it
+ *   ({@link RedisLeases.reconcile}): Redis then counts them, so it grants none of the slots they
+ *   hold, and their renew and release go to Redis.
  * An acquire whose reply did not come in time is released in the background: on the same
  * connection (the same slot's master, on a cluster) the release runs after the acquire, so a
- * slot taken too late is given back at once.
+ * slot taken too late is given back at once (unless the policy granted that lease locally: then
+ * Redis holding it is right, and its hand-over or release follows).
  */
-export class RedisLeases implements BoundLeases {
+export class RedisLeases implements BoundLeases, Ledger {
   private readonly script: LoadedScript = loadScript("concurrency", []);
   private readonly head: string;
   private readonly limitArg: string;
   /** The failure policy's local lease table, and the instance count N it was made for ("degraded"). */
   private local: { table: BoundLeases; n: number } | undefined;
-  /**
-   * Leases the failure policy granted locally, by id: their key, and the table that holds them
-   * or, for "open", "none" (granted without any lease). Their release and renew on that key stay
-   * where they were granted.
-   */
-  private readonly localIds = new Map<string, { key: string; where: BoundLeases | "none" }>();
+  /** Leases the failure policy granted locally (local-leases.ts). */
+  private readonly locals = new LocalLeases();
+  /** With an injected clock, its latest reading: the time a hand-over to Redis is made at. */
+  private lastNowMs: number | undefined;
+  /** Nothing is admitted here that could not be remembered ({@link Ledger}). */
+  readonly unrecorded = 0;
 
   constructor(
     private readonly store: RedisStore,
@@ -55,34 +56,84 @@ export class RedisLeases implements BoundLeases {
   }
 
   acquire(key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
+    if (nowMs !== undefined) this.lastNowMs = nowMs;
     return this.call("acquire", key, id, leaseMs, nowMs);
   }
 
   renew(key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
-    const where = this.localOf(key, id);
-    if (where === "none") return Promise.resolve(this.plain(true, "store-error"));
-    if (where !== undefined) return Promise.resolve(where.renew(key, id, leaseMs, nowMs)).then((a) => this.tag(a));
-    return this.call("renew", key, id, leaseMs, nowMs);
+    if (nowMs !== undefined) this.lastNowMs = nowMs;
+    const l = this.locals.of(key, id);
+    if (l === undefined) return this.call("renew", key, id, leaseMs, nowMs);
+    if (l.handing !== undefined) return l.handing.then(() => this.renew(key, id, leaseMs, nowMs));
+    if (l.where === "none") return Promise.resolve(this.plain(true, "store-error"));
+    return Promise.resolve(l.where.renew(key, id, leaseMs, nowMs)).then((a) => {
+      if (a.ok) l.expiresAt = (nowMs ?? Date.now()) + leaseMs;
+      return this.tag(a);
+    });
   }
 
   release(key: string, id: string, nowMs: number | undefined): Promise<LeaseAnswer> {
-    const where = this.localOf(key, id);
-    if (where !== undefined) {
-      this.localIds.delete(id);
-      if (where === "none") return Promise.resolve(this.plain(true, "store-error"));
-      return Promise.resolve(where.release(key, id, nowMs)).then((a) => this.tag(a));
-    }
-    return this.call("release", key, id, 0, nowMs);
+    if (nowMs !== undefined) this.lastNowMs = nowMs;
+    const l = this.locals.of(key, id);
+    if (l === undefined) return this.call("release", key, id, 0, nowMs);
+    if (l.handing !== undefined) return l.handing.then(() => this.release(key, id, nowMs));
+    this.locals.drop(id, l);
+    if (l.where === "none") return Promise.resolve(this.plain(true, "store-error"));
+    // Redis may hold it too (an acquire it took too late, a hand-over whose reply was lost): out
+    // there as well, best effort (nothing is sent while the breaker is open).
+    this.giveBack(this.keyOf(key), id, nowMs === undefined ? "" : String(nowMs));
+    return Promise.resolve(l.where.release(key, id, nowMs)).then((a) => this.tag(a));
   }
 
   count(key: string, nowMs: number | undefined): Promise<LeaseAnswer> {
     return this.call("count", key, "", 0, nowMs);
   }
 
-  /** Where the lease `id` on `key` was granted locally, if it was (an id named with another key is not that lease). */
-  private localOf(key: string, id: string): BoundLeases | "none" | undefined {
-    const local = this.localIds.get(id);
-    return local !== undefined && local.key === key ? local.where : undefined;
+  /**
+   * Hands the leases granted locally on `lane`'s keys to Redis (its breaker closed, or a call
+   * that failed without opening it): each is added to its key's set for what is left of its life,
+   * whatever the count (its holder has it already), and leaves the local table. One that fails
+   * stays local and is tried again at the next reconciliation.
+   */
+  async reconcile(lane: Lane): Promise<void> {
+    const now = this.clock?.injectedClock === true ? this.lastNowMs : undefined;
+    const localNow = now ?? Date.now();
+    const handing: Promise<void>[] = [];
+    for (const [id, l] of this.locals.toHand()) {
+      const redisKey = this.keyOf(l.key);
+      if (this.store.lanes.of(redisKey) !== lane) continue;
+      const left = l.expiresAt - localNow;
+      if (left > 0) handing.push(this.handOver(id, l, redisKey, now, left, lane));
+      else this.locals.drop(id, l); // expired: its table drops it too
+    }
+    await Promise.all(handing);
+    if (this.locals.held === 0) this.store.ledgerEmpty(this);
+  }
+
+  /** One lease to Redis, for `leftMs` from `now` (the injected clock's, else Redis's time). */
+  private handOver(
+    id: string,
+    l: LocalLease & { where: BoundLeases },
+    redisKey: string,
+    now: number | undefined,
+    leftMs: number,
+    lane: Lane,
+  ): Promise<void> {
+    const args = ["d", now === undefined ? "" : String(now), this.limitArg, id, String(leftMs), String(this.store.minTtlMs)];
+    const done = this.store.ask(this.script, [redisKey], args).then(
+      () => {
+        l.handing = undefined;
+        this.locals.drop(id, l);
+        void Promise.resolve(l.where.release(l.key, id, now)).catch(() => undefined);
+      },
+      (e: unknown) => {
+        l.handing = undefined;
+        this.store.report(e, { op: "reconcile", key: l.key, timedOut: isTimeout(e) });
+        this.store.reconcileSoon(lane);
+      },
+    );
+    l.handing = done;
+    return done;
   }
 
   /** The Redis key of `key`'s leases. */
@@ -97,9 +148,13 @@ export class RedisLeases implements BoundLeases {
     const redisKey = this.keyOf(key);
     let reply: unknown;
     try {
-      // An acquire Redis grants after the policy answered is released as soon as its reply is seen.
+      // An acquire Redis grants after the policy answered is released as soon as its reply is seen,
+      // unless the policy granted that lease locally (see the class comment).
       const late =
-        op === "acquire" ? (r: unknown) => Array.isArray(r) && Number(r[0]) === 1 && this.giveBack(redisKey, id, now) : undefined;
+        op === "acquire"
+          ? (r: unknown) =>
+              Array.isArray(r) && Number(r[0]) === 1 && this.locals.of(key, id) === undefined && this.giveBack(redisKey, id, now)
+          : undefined;
       reply = await this.store.ask(this.script, [redisKey], args, late);
     } catch (e) {
       return this.failed(e, op, key, id, leaseMs, nowMs);
@@ -135,7 +190,7 @@ export class RedisLeases implements BoundLeases {
     if (f === "throw") throw err;
     if (f === "open" || f === "closed") {
       const open = f === "open";
-      if (op === "acquire" && open) this.remember(key, id, "none");
+      if (op === "acquire" && open) this.locals.add(key, id, "none", 0);
       if (op === "count") {
         return open ? { ok: false, remaining: this.limit, retryAfterMs: 0, reason: "store-error" } : this.plain(false, "store-error", true);
       }
@@ -147,7 +202,12 @@ export class RedisLeases implements BoundLeases {
     switch (op) {
       case "acquire": {
         const a = this.tag(await local.acquire(key, id, leaseMs, nowMs));
-        if (a.ok) this.remember(key, id, local);
+        if (a.ok) {
+          this.locals.add(key, id, local, (nowMs ?? Date.now()) + leaseMs);
+          // Handed to Redis when it answers again.
+          this.store.holdsLedger(this);
+          this.store.reconcileSoon(this.store.lanes.of(this.keyOf(key)));
+        }
         return a;
       }
       case "count":
@@ -190,14 +250,6 @@ export class RedisLeases implements BoundLeases {
 
   private plain(ok: boolean, reason: LeaseReason, full = false): LeaseAnswer {
     return { ok, remaining: 0, retryAfterMs: full ? RETRY_WHEN_DOWN_MS : 0, reason };
-  }
-
-  private remember(key: string, id: string, where: BoundLeases | "none"): void {
-    if (this.localIds.size >= MAX_LOCAL_IDS) {
-      const first = this.localIds.keys().next();
-      if (!first.done) this.localIds.delete(first.value);
-    }
-    this.localIds.set(id, { key, where });
   }
 }
 

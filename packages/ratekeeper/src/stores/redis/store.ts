@@ -46,6 +46,13 @@ export interface RedisStoreStats {
   readonly unreconciled: number;
 }
 
+/** @internal What a limiter did without Redis, handed to Redis lane by lane when it answers again. */
+export interface Ledger {
+  reconcile(lane: Lane): Promise<void>;
+  /** Units admitted without Redis that could not be remembered (for {@link RedisStoreStats}). */
+  readonly unrecorded: number;
+}
+
 /** How soon admissions made while a lane's breaker stayed closed are charged to Redis (ms). */
 const RECONCILE_SOON_MS = 100;
 
@@ -83,8 +90,11 @@ export class RedisStore implements Store {
   readonly breakers: Breakers;
   private registry: InstanceRegistry | undefined;
   private local: MemoryStore | undefined;
-  /** Limiters holding admissions made while degraded, to charge to Redis when it answers again. */
-  private readonly ledgers = new Set<RedisTable>();
+  /**
+   * What was done without Redis and must be handed to it when it answers again: admissions of
+   * degraded limiters (to charge), leases granted locally (to count there).
+   */
+  private readonly ledgers = new Set<Ledger>();
   /** Limiters with quota leasing, whose blocks {@link RedisStore.close} gives back. */
   private readonly leased = new Set<LeasedTable>();
   /** @internal Redis's time, kept calibrated against TIME (server-clock.ts). */
@@ -208,16 +218,17 @@ export class RedisStore implements Store {
     this.waiting--;
   }
 
-  /** @internal A limiter holds admissions to reconcile when its lane answers again. */
-  holdsLedger(table: RedisTable): void {
+  /** @internal A limiter holds admissions (or leases) to reconcile when its lane answers again. */
+  holdsLedger(table: Ledger): void {
     this.ledgers.add(table);
   }
 
   /**
-   * @internal The `"degraded"` policy admitted on `lane`, or a reconciliation there failed. A
-   * closing breaker reconciles; but a call can fail without the breaker opening (one error of a
-   * few in a row, as a Cluster gives for a slot whose master just died), and then nothing would
-   * close it: reconcile shortly if the breaker is still closed then.
+   * @internal The `"degraded"` policy admitted on `lane` (or a local policy granted a lease there),
+   * or a reconciliation there failed. A closing breaker reconciles; but a call can fail without
+   * the breaker opening (one error of a few in a row, as a Cluster gives for a slot whose master
+   * just died), and then nothing would close it: reconcile shortly if the breaker is still closed
+   * then.
    */
   reconcileSoon(lane: Lane): void {
     if (lane.reconcileQueued) return;
@@ -230,7 +241,7 @@ export class RedisStore implements Store {
   }
 
   /** @internal A limiter's ledger is empty again. */
-  ledgerEmpty(table: RedisTable): void {
+  ledgerEmpty(table: Ledger): void {
     this.ledgers.delete(table);
   }
 

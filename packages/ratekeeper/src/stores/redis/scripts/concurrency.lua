@@ -9,11 +9,14 @@ KEYS[1]  the key's leases: a sorted set, member = lease id, score = when the lea
          (integer ms since the epoch, on the clock of ARGV[2]). A key without leases does not
          exist; the set expires when its last lease does (PEXPIRE), so it leaves nothing behind.
 ARGV[1]  mode: "a" acquire (take a slot when fewer than limit are held; an id already held is
-         renewed instead), "r" renew (extend a held lease), "x" release (remove it), "n" count
+         renewed instead), "r" renew (extend a held lease), "x" release (remove it), "n" count,
+         "d" hand over a lease granted while Redis did not answer (add it whatever the count, as
+         its holder has it already; an id held keeps the later of the two expiries). "d" alone
+         has no twin in core/leases.ts: only a store that can fail hands leases over.
 ARGV[2]  nowMs: integer ms since the epoch, or "" for the server's clock (TIME)
 ARGV[3]  limit: integer, the most leases held at once
-ARGV[4]  lease id (a, r, x): a string unique over every process (the caller makes it)
-ARGV[5]  leaseMs: integer ms a lease lives after its acquire or renew (a, r)
+ARGV[4]  lease id (a, r, x, d): a string unique over every process (the caller makes it)
+ARGV[5]  leaseMs: integer ms a lease lives after its acquire or renew (a, r), or has left (d)
 ARGV[6]  minTtlMs: integer ms, the least PEXPIRE given to the set (0: exactly until its last lease expires)
 Reply    4 integers: ok (1: acquired / renewed / released; 0: not, and always 0 for a count),
          remaining (slots free after the call), retryAfterMs (when every slot is held and the
@@ -55,6 +58,16 @@ elseif mode == "r" then
 elseif mode == "x" then
   ok = redis.call("ZREM", key, id)
   held = held - ok
+elseif mode == "d" then
+  local has = redis.call("ZSCORE", key, id)
+  local at = now + tonumber(ARGV[5])
+  if not has then
+    redis.call("ZADD", key, at, id)
+    held = held + 1
+  elseif tonumber(has) < at then
+    redis.call("ZADD", key, at, id)
+  end
+  ok, wrote = 1, true
 end
 
 if wrote then
@@ -70,7 +83,7 @@ end
 local remaining = limit - held
 if remaining < 0 then remaining = 0 end
 local retry = 0
-if held >= limit and held > 0 and not (mode == "a" and ok == 1) then
+if held >= limit and held > 0 and not ((mode == "a" or mode == "d") and ok == 1) then
   local first = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
   retry = tonumber(first[2]) - now
 end

@@ -1,0 +1,55 @@
+import type { BoundLeases } from "../../store.js";
+
+/** Leases granted locally (the failure policy) that are remembered, per limit: past it the oldest are forgotten. */
+const MAX_LOCAL_IDS = 100_000;
+
+/** A lease the failure policy of a RedisStore granted while Redis did not answer. */
+export interface LocalLease {
+  readonly key: string;
+  /** The local table holding it, or `"none"` (policy `"open"`: granted without any lease). */
+  readonly where: BoundLeases | "none";
+  /** When it expires (ms, on the clock it was granted on: the injected one, else `Date.now()`). */
+  expiresAt: number;
+  /** Its hand-over to Redis, while one is under way (renews and releases wait for it). */
+  handing: Promise<void> | undefined;
+}
+
+/**
+ * The leases one concurrency limit's failure policy granted locally, by id. Their renew and
+ * release on the same key stay where they were granted (an id named with another key is not
+ * that lease), until the lease is handed to Redis once it answers again (leases.ts).
+ */
+export class LocalLeases {
+  private readonly ids = new Map<string, LocalLease>();
+  /** Leases held in a local table (not `"none"`): those still to hand to Redis. */
+  held = 0;
+
+  /** The local lease `id` on `key`, if there is one. */
+  of(key: string, id: string): LocalLease | undefined {
+    const l = this.ids.get(id);
+    return l !== undefined && l.key === key ? l : undefined;
+  }
+
+  add(key: string, id: string, where: BoundLeases | "none", expiresAt: number): void {
+    if (this.ids.size >= MAX_LOCAL_IDS) {
+      const first = this.ids.entries().next();
+      if (!first.done) this.drop(first.value[0], first.value[1]);
+    }
+    this.ids.set(id, { key, where, expiresAt, handing: undefined });
+    if (where !== "none") this.held++;
+  }
+
+  /** Forgets `l` (released, expired, or handed to Redis), unless `id` is another lease by now. */
+  drop(id: string, l: LocalLease): void {
+    if (this.ids.get(id) !== l) return;
+    this.ids.delete(id);
+    if (l.where !== "none") this.held--;
+  }
+
+  /** The leases held in a local table and not being handed to Redis now. */
+  *toHand(): Generator<[string, LocalLease & { where: BoundLeases }]> {
+    for (const [id, l] of this.ids) {
+      if (l.where !== "none" && l.handing === undefined) yield [id, l as LocalLease & { where: BoundLeases }];
+    }
+  }
+}
