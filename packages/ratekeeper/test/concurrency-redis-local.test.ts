@@ -30,10 +30,10 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
     await redis?.stop();
   });
 
-  function pool(limit: number, failure: RedisFailurePolicy = "degraded", timeoutMs = 5_000) {
+  function pool(limit: number, failure: RedisFailurePolicy = "degraded", timeoutMs = 5_000, instances = 1) {
     const ctl = { down: false };
     const { client } = outageClient(io, ctl);
-    const store = new RedisStore({ client, failure, timeoutMs, instances: 1 });
+    const store = new RedisStore({ client, failure, timeoutMs, instances });
     const namespace = `loc${process.pid}-${++seq}`;
     const p = new ConcurrencyLimiter({ limit, leaseMs: 3_600_000, store, namespace });
     return { p, ctl, store, zkey: (key: string) => `${store.prefix}{${namespace}:${key}}:c` };
@@ -116,5 +116,23 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
       await b.release();
       expect((await p.acquire("k")).acquired).toBe(true);
     });
+  });
+
+  it('"degraded" with fewer slots than instances: a share of 0, every acquire refused, so N processes never hold more than the limit', async () => {
+    // 3 instances sharing a limit of 2 (a share rounded up to 1 each would let the 3 hold 3).
+    const { p, ctl } = pool(2, "degraded", 5_000, 3);
+    await p.peek("warm");
+    ctl.down = true;
+    expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "degraded", retryAfterMs: 1000 });
+    expect(await p.peek("k")).toMatchObject({ remaining: 0, reason: "degraded" });
+    // A limit of 3 over 3 instances: a share of 1 each.
+    const three = pool(3, "degraded", 5_000, 3);
+    await three.p.peek("warm");
+    three.ctl.down = true;
+    const got = [await three.p.acquire("k"), await three.p.acquire("k")];
+    expect(got.map((l) => [l.acquired, l.reason])).toEqual([
+      [true, "degraded"],
+      [false, "limit"],
+    ]);
   });
 });

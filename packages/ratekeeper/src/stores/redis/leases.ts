@@ -201,6 +201,7 @@ export class RedisLeases implements BoundLeases, Ledger {
     const local = this.localLeases();
     switch (op) {
       case "acquire": {
+        if (local === undefined) return this.plain(false, "degraded", true); // a share of 0
         const a = this.tag(await local.acquire(key, id, leaseMs, nowMs));
         if (a.ok) {
           this.locals.add(key, id, local, (nowMs ?? Date.now()) + leaseMs);
@@ -211,7 +212,7 @@ export class RedisLeases implements BoundLeases, Ledger {
         return a;
       }
       case "count":
-        return this.tag(await local.count(key, nowMs));
+        return local === undefined ? this.plain(false, "degraded", true) : this.tag(await local.count(key, nowMs));
       case "renew":
         return this.plain(true, this.policyReason());
       case "release":
@@ -221,18 +222,21 @@ export class RedisLeases implements BoundLeases, Ledger {
 
   /**
    * The local lease table of the failure policy, made on first need: the insurance store's, at
-   * the full limit; or, for "degraded", this process's share, `floor(limit / N)` (at least 1) with
-   * N the live instances, so N processes answering alone hold at most the limit between them.
+   * the full limit; or, for "degraded", this process's share, `floor(limit / N)` with N the live
+   * instances, so N processes answering alone hold at most the limit between them. A share of 0
+   * (fewer slots than instances) is none at all: undefined, every acquire refused (a share of 1
+   * each would let N processes hold N leases of a smaller limit, a mutex's 1 among them).
    * When N changes a new binding is made at the new share, on the same namespace: the leases
    * already granted locally count against it (a store's bindings of one namespace share leases).
    */
-  private localLeases(): BoundLeases {
+  private localLeases(): BoundLeases | undefined {
     const f = this.store.failure;
     const n = typeof f === "object" ? 1 : Math.max(1, this.store.instances());
     if (this.local === undefined || this.local.n !== n) {
       const store = typeof f === "object" ? f.insurance : this.store.localStore();
       if (store.bindLeases === undefined) throw new RateLimitStoreError("RedisStore: the insurance store cannot hold leases");
-      const limit = Math.max(1, Math.floor(this.limit / n));
+      const limit = Math.floor(this.limit / n);
+      if (limit === 0) return undefined;
       const table = this.clock ? store.bindLeases(limit, this.namespace, this.clock) : store.bindLeases(limit, this.namespace);
       this.local = { table, n };
     }
