@@ -71,6 +71,25 @@ describe("ConcurrencyLimiter on MemoryStore", () => {
     }
   });
 
+  it("a step of the wall clock (NTP, a resumed VM) neither frees a held slot nor holds one past its lease", async () => {
+    const real = Date.now.bind(Date);
+    const pool = new ConcurrencyLimiter({ limit: 1, leaseMs: 60_000, store: new MemoryStore({ sweepIntervalMs: 0 }) });
+    const now = vi.spyOn(Date, "now");
+    try {
+      const a = await pool.acquire("k");
+      expect(a.acquired).toBe(true);
+      now.mockImplementation(() => real() + 3_600_000); // an hour ahead: the lease is still held
+      expect(await pool.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });
+      expect((await pool.peek("k")).retryAfterMs).toBeLessThanOrEqual(60_000);
+      await a.release();
+      expect((await pool.acquire("k")).acquired).toBe(true);
+      now.mockImplementation(() => real() - 86_400_000); // a day behind: it still ends within its lease
+      expect((await pool.peek("k")).retryAfterMs).toBeLessThanOrEqual(60_000);
+    } finally {
+      now.mockRestore();
+    }
+  });
+
   it("bounded: with maxKeys keys holding live leases, a new key is refused (overloaded), never a held key forgotten", async () => {
     const clock = { now: 1_000_000 };
     const store = new MemoryStore({ maxKeys: 4, sweepIntervalMs: 0 });

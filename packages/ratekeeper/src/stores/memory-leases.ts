@@ -5,6 +5,17 @@ import type { BoundLeases, LeaseAnswer } from "../store.js";
 const FULL_RETRY_MS = 1000;
 
 /**
+ * The memory store's own time for leases (when no clock is injected): whole ms on the process's
+ * monotonic clock, from about the epoch. Not `Date.now()`: a lease must live `leaseMs` of real
+ * time, and a step of the wall clock (an NTP correction, a resumed VM) would end every lease at
+ * once (an hour ahead: slots still in use granted again) or hold them on (a day behind: a crashed
+ * holder's slot held a day).
+ */
+export function leaseClock(): number {
+  return Math.floor(performance.timeOrigin + performance.now());
+}
+
+/**
  * The leases of one namespace in a {@link MemoryStore}: a {@link LeaseSet} per key that holds
  * leases, shared by every concurrency limit bound to the namespace whatever its limit, as in
  * Redis (where a key's sorted set is named by namespace and key only): a limiter made anew with
@@ -56,7 +67,7 @@ export class MemoryLeases implements BoundLeases {
   }
 
   acquire(key: string, id: string, leaseMs: number, nowMs: number | undefined): LeaseAnswer {
-    const now = nowMs ?? Date.now();
+    const now = nowMs ?? leaseClock();
     let set = this.keys.get(key);
     if (set === undefined) {
       const max = this.pool.maxKeys;
@@ -71,21 +82,21 @@ export class MemoryLeases implements BoundLeases {
   }
 
   renew(key: string, id: string, leaseMs: number, nowMs: number | undefined): LeaseAnswer {
-    const now = nowMs ?? Date.now();
+    const now = nowMs ?? leaseClock();
     const set = this.keys.get(key);
     const ok = set !== undefined && set.renew(now, id, leaseMs);
     return this.counted(key, set, now, ok);
   }
 
   release(key: string, id: string, nowMs: number | undefined): LeaseAnswer {
-    const now = nowMs ?? Date.now();
+    const now = nowMs ?? leaseClock();
     const set = this.keys.get(key);
     const ok = set !== undefined && set.release(now, id);
     return this.counted(key, set, now, ok);
   }
 
   count(key: string, nowMs: number | undefined): LeaseAnswer {
-    return this.counted(key, this.keys.get(key), nowMs ?? Date.now(), false);
+    return this.counted(key, this.keys.get(key), nowMs ?? leaseClock(), false);
   }
 
   /** The key's count after a renew, release or count (dropping the key when it holds nothing). */

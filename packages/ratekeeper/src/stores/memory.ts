@@ -2,7 +2,7 @@ import { describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue }
 import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
 import type { BindOptions, BoundLeases, BoundStore, ClockOptions, Store } from "../store.js";
-import { LeaseKeys, MemoryLeases } from "./memory-leases.js";
+import { LeaseKeys, leaseClock, MemoryLeases } from "./memory-leases.js";
 import { singleTable } from "./memory-kinds.js";
 import { MultiTable } from "./memory-multi.js";
 import type { Table, TableOwner } from "./memory-table.js";
@@ -170,7 +170,8 @@ export class MemoryStore implements Store, TableOwner {
    */
   private sweepOnOwnClock(nowMs: number): void {
     for (const t of this.tables) if (!t.injectedClock) t.sweep(nowMs);
-    for (const p of this.leasePools.values()) if (!p.injectedClock) p.sweep(nowMs);
+    const leaseNow = leaseClock(); // the leases' own clock (memory-leases.ts)
+    for (const p of this.leasePools.values()) if (!p.injectedClock) p.sweep(leaseNow);
   }
 
   /**

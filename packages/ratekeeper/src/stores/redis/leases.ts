@@ -2,6 +2,7 @@ import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { LeaseReason } from "../../core/lease-reason.js";
 import type { BoundLeases, ClockOptions, LeaseAnswer } from "../../store.js";
 import type { Lane } from "./lanes.js";
+import { leaseClock } from "../memory-leases.js";
 import { LocalLeases, type LocalLease } from "./local-leases.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
 import { RETRY_WHEN_DOWN_MS } from "./without-redis.js";
@@ -67,7 +68,7 @@ export class RedisLeases implements BoundLeases, Ledger {
     if (l.handing !== undefined) return l.handing.then(() => this.renew(key, id, leaseMs, nowMs));
     if (l.where === "none") return Promise.resolve(this.plain(true, "store-error"));
     return Promise.resolve(l.where.renew(key, id, leaseMs, nowMs)).then((a) => {
-      if (a.ok) l.expiresAt = (nowMs ?? Date.now()) + leaseMs;
+      if (a.ok) l.expiresAt = (nowMs ?? leaseClock()) + leaseMs;
       return this.tag(a);
     });
   }
@@ -97,7 +98,7 @@ export class RedisLeases implements BoundLeases, Ledger {
    */
   async reconcile(lane: Lane): Promise<void> {
     const now = this.clock?.injectedClock === true ? this.lastNowMs : undefined;
-    const localNow = now ?? Date.now();
+    const localNow = now ?? leaseClock();
     const handing: Promise<void>[] = [];
     for (const [id, l] of this.locals.toHand()) {
       const redisKey = this.keyOf(l.key);
@@ -204,7 +205,7 @@ export class RedisLeases implements BoundLeases, Ledger {
         if (local === undefined) return this.plain(false, "degraded", true); // a share of 0
         const a = this.tag(await local.acquire(key, id, leaseMs, nowMs));
         if (a.ok) {
-          this.locals.add(key, id, local, (nowMs ?? Date.now()) + leaseMs);
+          this.locals.add(key, id, local, (nowMs ?? leaseClock()) + leaseMs);
           // Handed to Redis when it answers again.
           this.store.holdsLedger(this);
           this.store.reconcileSoon(this.store.lanes.of(this.keyOf(key)));

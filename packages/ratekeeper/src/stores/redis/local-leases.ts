@@ -8,7 +8,7 @@ export interface LocalLease {
   readonly key: string;
   /** The local table holding it, or `"none"` (policy `"open"`: granted without any lease). */
   readonly where: BoundLeases | "none";
-  /** When it expires (ms, on the clock it was granted on: the injected one, else `Date.now()`). */
+  /** When it expires (ms, on the clock it was granted on: the injected one, else the memory store's `leaseClock()`). */
   expiresAt: number;
   /** Its hand-over to Redis, while one is under way (renews and releases wait for it). */
   handing: Promise<void> | undefined;
