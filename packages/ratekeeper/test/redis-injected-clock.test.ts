@@ -58,7 +58,7 @@ describe("an injected clock on a Redis store's local fallbacks", () => {
       const pool = new ConcurrencyLimiter({ limit: 1, leaseMs: "1h", store, clock: behind });
       expect(await pool.acquire("k")).toMatchObject({ acquired: true, reason: policy });
       // A key in a rate table starts the memory store's timer (leases alone do not).
-      const local = policy === "insurance" ? insurance : (store.localStore() as MemoryStore);
+      const local = policy === "insurance" ? insurance : store.localStore();
       await new RateLimiter({ algorithm: "gcra", limit: 5, window: "1s", store: local }).consume("x");
       vi.advanceTimersByTime(policy === "insurance" ? 1_000 : DEFAULT_SWEEP_MS);
       expect(await pool.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });

@@ -46,7 +46,7 @@ export class KeyIndex<V> {
 
   get(key: string): V | undefined {
     // find() written out: one call fewer to inline into the memory store's hot path, whose
-    // bytecode V8 inlines only up to a budget (see memory-table.ts, SingleTable).
+    // bytecode V8 inlines only up to a budget (see memory-single.ts, SingleTable).
     const h = hashKey(key);
     const t = this.table;
     const mask = this.mask;

@@ -11,7 +11,8 @@ import { decideTail } from "../core/algorithms/sliding-tail.js";
 import { decideRing } from "../core/algorithms/sliding-window.js";
 import type { Outcome } from "../core/decision.js";
 import type { ResolvedLimit } from "../core/options.js";
-import { SingleTable, Slot, type TableOwner } from "./memory-table.js";
+import { SingleTable } from "./memory-single.js";
+import { Slot, type TableOwner } from "./memory-table.js";
 import { DENIAL_BYTES } from "./memory-size.js";
 
 /** Fixed window. */

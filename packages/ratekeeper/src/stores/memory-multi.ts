@@ -37,7 +37,7 @@ export class MultiTable extends Table<Entry> {
     if (d.allowed) e.exp = Math.ceil(rel + this.ev.ttlMs);
     if (this.grows) {
       const after = slotsBytes(e.s);
-      if (after !== before) this.grew(after - before);
+      if (after !== before) this.grew(after - before, key);
     }
     return d;
   }

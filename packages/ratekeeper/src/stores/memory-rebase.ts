@@ -83,8 +83,8 @@ function slotsOf(e: { exp: number }): readonly LimitState[] {
 /**
  * Shifts every entry of `gens` back by `D`, the largest multiple of the table's period at most
  * `cut` less every limit's {@link reachOf} (`cut`: ms after the old base; the caller dropped the
- * entries that expire at or before it, so every kept `exp` stays above 0). Returns `D`; 0:
- * nothing moved.
+ * entries that expire at or before it, or gave pinned ones fresh entries, `exp` 0, passed by
+ * here: so every shifted `exp` stays above 0). Returns `D`; 0: nothing moved.
  */
 export function shiftEntries(limits: readonly ResolvedLimit[], gens: readonly KeyIndex<{ exp: number }>[], cut: number): number {
   const P = rebasePeriod(limits);
@@ -93,6 +93,7 @@ export function shiftEntries(limits: readonly ResolvedLimit[], gens: readonly Ke
   if (D <= 0) return 0;
   for (const g of gens) {
     g.forEach((e) => {
+      if (e.exp === 0) return; // never written: fresh (a pinned key's, memory-table.ts refreshPins)
       e.exp = relTime(e.exp, D);
       const slots = slotsOf(e);
       limits.forEach((l, i) => shiftState(l, slots[i] as LimitState, D));

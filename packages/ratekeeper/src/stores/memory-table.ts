@@ -2,17 +2,17 @@
  * The keys of one limiter in a {@link MemoryStore}: two generations of entries that know when
  * they expire, and the estimated bytes of each generation; the time base (and its rebase) the
  * states are kept in. The store owns the bounds and the totals over all its tables; a table adds
- * and removes its keys' share. Tables of one limit: here and memory-kinds.ts; of several: memory-multi.ts.
+ * and removes its keys' share; the keys it pins (memory-pins.ts). Tables of one limit:
+ * memory-single.ts and memory-kinds.ts; of several: memory-multi.ts.
  */
 import type { LimitState } from "../core/algorithms/index.js";
 import type { Ring } from "../core/algorithms/ring.js";
-import { newDecision, newOutcome, type Decision, type Outcome } from "../core/decision.js";
-import { clearState, Evaluator } from "../core/evaluate.js";
+import type { Decision } from "../core/decision.js";
+import { Evaluator } from "../core/evaluate.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { BoundStore } from "../store.js";
 import { KeyIndex } from "./key-index.js";
-import { loopNowMs } from "./loop-clock.js";
-import { keyBytes, ringBytes, SLOT_BYTES } from "./memory-size.js";
+import { PinnedKeys } from "./memory-pins.js";
 import { nextRebase, REBASE_AT, shiftEntries } from "./memory-rebase.js";
 import { baseFor, BEFORE_FIRST, relTime } from "./memory-time.js";
 
@@ -25,6 +25,8 @@ export interface TableOwner {
   /** Estimated bytes held, and those of the young generations. */
   bytes: number;
   youngBytes: number;
+  /** Keys pinned (memory-pins.ts), over all tables: held on top of the generations' bound, counted in `size`. */
+  pinned: number;
   /** Called before a key joins a young generation and after a ring grew: turns every table when the young generations are full. */
   makeRoom(): void;
 }
@@ -69,6 +71,8 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   private rebaseAt = REBASE_AT;
   /** A limiter binds it with an injected clock: the store's sweep timer (process clock) passes it by. */
   injectedClock = false;
+  /** Keys held outside the generations until released (memory-pins.ts); made by the first pin. */
+  private pins: PinnedKeys<E> | undefined = undefined;
 
   constructor(
     private readonly store: TableOwner,
@@ -88,7 +92,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   protected abstract bytesOf(key: string, e: E): number;
 
   get held(): number {
-    return this.young.size + this.old.size;
+    return this.young.size + this.old.size + (this.pins?.entries.size ?? 0);
   }
 
   /** Called before any change that could drop or move an entry (see SingleTable's last-key cache). */
@@ -96,20 +100,99 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
 
   reset(key: string): void {
     this.changed();
+    const p = this.pins;
+    const pinned = p?.entries.get(key);
+    if (p !== undefined && pinned !== undefined)
+      this.refresh(p, key, pinned); // held for its holders
+    else {
+      const e = this.take(key);
+      if (e !== undefined) this.forget(key, e);
+    }
+  }
+
+  /** Gives a pinned key a fresh entry (`exp` 0, as never written): it stays pinned. */
+  private refresh(p: PinnedKeys<E>, key: string, e: E): void {
+    const fresh = this.create();
+    this.store.bytes += this.bytesOf(key, fresh) - this.bytesOf(key, e);
+    p.entries.set(key, fresh);
+  }
+
+  /**
+   * Before a rebase at `cut` (ms after the old base): the pinned keys that expired at or before it
+   * (which a sweep would have dropped) are given fresh entries, which the shift passes by (`exp`
+   * 0), so that no time of theirs moves further below the base with every rebase (small integers
+   * only: memory-time.ts). Returns the pinned keys, to shift.
+   */
+  private refreshPins(p: PinnedKeys<E>, cut: number): KeyIndex<E> {
+    const stale: Array<[string, E]> = [];
+    for (const [key, e] of p.entries.entries()) if (e.exp <= cut) stale.push([key, e]);
+    for (const [key, e] of stale) this.refresh(p, key, e);
+    return p.entries;
+  }
+
+  /**
+   * @internal Keeps `key`'s entry (a fresh one if it has none) out of the generations, so that no
+   * turn drops it, until as many {@link Table.unpin} calls (memory-pins.ts). For the Redis store's
+   * degraded policy, whose pins its ledger bounds.
+   */
+  pin(key: string): void {
+    const p = (this.pins ??= new PinnedKeys());
+    if (p.hold(key)) return;
+    this.changed();
+    let e = this.take(key);
+    if (e === undefined) {
+      e = this.create();
+      this.store.size++;
+      this.store.bytes += this.bytesOf(key, e);
+    }
+    p.entries.set(key, e);
+    this.store.pinned++;
+  }
+
+  /** @internal One holder of `key` fewer ({@link Table.pin}); after its last, the key joins the young generation. */
+  unpin(key: string): void {
+    const p = this.pins;
+    const e = p?.release(key);
+    if (p === undefined || e === undefined) return;
+    if (p.entries.size === 0) this.pins = undefined; // its index's memory goes too
+    this.changed();
+    this.store.pinned--;
+    this.store.makeRoom();
+    this.join(key, e);
+  }
+
+  /** The key's pinned entry, if it is pinned. */
+  private pinned(key: string): E | undefined {
+    const p = this.pins;
+    return p === undefined ? undefined : p.entries.get(key);
+  }
+
+  /** Takes `key`'s entry out of its generation (still counted in the store's size and bytes). */
+  private take(key: string): E | undefined {
     let e = this.young.get(key);
     if (e !== undefined) {
       this.young.delete(key);
-      const b = this.forget(key, e);
+      const b = this.bytesOf(key, e);
       this.youngBytes -= b;
       this.store.young--;
       this.store.youngBytes -= b;
-      return;
+      return e;
     }
     e = this.old.get(key);
     if (e !== undefined) {
       this.old.delete(key);
-      this.oldBytes -= this.forget(key, e);
+      this.oldBytes -= this.bytesOf(key, e);
     }
+    return e;
+  }
+
+  /** Puts an entry counted in the store's size and bytes into the young generation. */
+  private join(key: string, e: E): void {
+    const b = this.bytesOf(key, e);
+    this.young.set(key, e);
+    this.youngBytes += b;
+    this.store.young++;
+    this.store.youngBytes += b;
   }
 
   /** Takes a dropped key out of the store's totals; returns its bytes. */
@@ -120,16 +203,22 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     return b;
   }
 
-  /** A young entry's ring grew by `delta` bytes: count them, and turn if the young generations are full. */
-  protected grew(delta: number): void {
-    this.youngBytes += delta;
+  /**
+   * The ring of `key`'s entry (young, or pinned) grew by `delta` bytes: count them, and turn if
+   * the young generations are full.
+   */
+  protected grew(delta: number, key: string | undefined): void {
     this.store.bytes += delta;
+    if (key !== undefined && this.pinned(key) !== undefined) return;
+    this.youngBytes += delta;
     this.store.youngBytes += delta;
     this.store.makeRoom();
   }
 
-  /** Finds the key in the old generation (moving it to the young one) or creates it. */
+  /** Finds the key pinned, or in the old generation (moving it to the young one), or creates it. */
   protected adopt(key: string, now: number): E {
+    const p = this.pinned(key);
+    if (p !== undefined) return p;
     let e = this.old.get(key);
     let b: number;
     if (e !== undefined) {
@@ -168,16 +257,18 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     else {
       const cut = now - this.base - BEFORE_FIRST;
       this.sweep(this.base + cut);
-      this.base += shiftEntries(this.ev.limits, [this.young, this.old], cut);
+      const gens = [this.young, this.old];
+      if (this.pins !== undefined) gens.push(this.refreshPins(this.pins, cut));
+      this.base += shiftEntries(this.ev.limits, gens, cut);
     }
     const rel = relTime(now, this.base);
     this.rebaseAt = nextRebase(this.ev.limits, rel);
     return rel;
   }
 
-  /** The key's live entry in either generation, or undefined if absent or expired at `now`. */
+  /** The key's live entry (in either generation, or pinned), or undefined if absent or expired at `now`. */
   protected live(key: string, now: number): E | undefined {
-    const e = this.young.get(key) ?? this.old.get(key);
+    const e = this.young.get(key) ?? this.old.get(key) ?? this.pinned(key);
     return e !== undefined && e.exp > now - this.base ? e : undefined;
   }
 
@@ -210,102 +301,5 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
       });
     }
     return dropped;
-  }
-}
-
-/**
- * A limiter with one limit: each key is one {@link Slot}. The hot path of the library.
- *
- * One subclass per algorithm (memory-kinds.ts), each with a `decide` that calls its algorithm
- * directly: V8 dispatches `this.decide` by the table's hidden class and inlines the one (or the
- * few) a process uses, and an algorithm a process never runs adds no bytecode to its hot path.
- * Why that matters: V8 inlines a call chain into one optimized function only up to about 920
- * bytes of bytecode (`--max-inlined-bytecode-size-cumulative`), a denial or an admission is
- * near that (key check, clock, key lookup, algorithm, Decision), and what does not fit is a
- * real call. A switch over the algorithms (Evaluator.consume1 and its decide1) cost 270 bytes of
- * that budget whichever algorithm ran; this dispatch costs about 35 (docs/benchmarks/memory.md).
- */
-export abstract class SingleTable extends Table<Slot> {
-  private readonly fresh: Slot;
-  /**
-   * The key of the last consume and its slot, which is in the young generation: a key decided
-   * again and again (a hot key, a flood from one client) skips the hash lookup. Forgotten on
-   * every change that could move or drop the slot (reset, sweep, turn).
-   */
-  private lastKey: string | undefined = undefined;
-  private lastSlot: Slot | undefined = undefined;
-  /** The limit, and the scratch outcome `decide` writes. */
-  protected readonly lim: ResolvedLimit;
-  private readonly out: Outcome = newOutcome();
-
-  constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
-    super(store, limits);
-    this.fresh = this.create();
-    this.lim = limits[0] as ResolvedLimit;
-  }
-
-  /** The algorithm's check-and-commit (its `consume`) into `out`, at `nowMs` after the base; each subclass calls one (see above). */
-  protected abstract decide(st: LimitState, nowMs: number, cost: number, out: Outcome, maxDelayMs: number | undefined): void;
-
-  consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
-    const now = nowMs ?? loopNowMs();
-    const rel = this.relOf(now); // before the key's slot: a rebase may drop slots
-    let e = this.lastSlot;
-    if (key !== this.lastKey || e === undefined) e = this.slotOf(key, now);
-    if (e.exp <= rel) clearState(e);
-    const out = this.out;
-    this.decide(e, rel, cost, out, maxDelayMs);
-    // With one limit, the states matter for the decision's resetAfterMs (Evaluator's ttlMs).
-    if (out.allowed) e.exp = Math.ceil(rel + out.resetAfterMs);
-    return newDecision(out, this.lim, 0, undefined);
-  }
-
-  /** The key's slot (young, else adopted), remembered as the last key's. */
-  private slotOf(key: string, now: number): Slot {
-    const e = this.young.get(key) ?? this.adopt(key, now);
-    this.lastKey = key;
-    this.lastSlot = e;
-    return e;
-  }
-
-  protected override changed(): void {
-    this.lastKey = undefined;
-    this.lastSlot = undefined;
-  }
-
-  /** Counts the bytes a slot's new ring added to the old one's (none when it had none): the sliding log's table (memory-kinds.ts). */
-  protected ringGrew(e: LimitState, old: Ring | null): void {
-    this.grew(ringBytes(e) - (old === null ? 0 : ringBytes({ a: 0, b: 0, ring: old })));
-  }
-
-  peek(key: string, cost: number, nowMs: number | undefined): Decision {
-    const now = nowMs ?? loopNowMs();
-    const rel = this.relOf(now);
-    return this.ev.peek1(this.live(key, now) ?? this.fresh, rel, cost);
-  }
-
-  refund(key: string, cost: number, nowMs: number | undefined): void {
-    const now = nowMs ?? loopNowMs();
-    const rel = this.relOf(now);
-    const e = this.live(key, now);
-    if (e !== undefined) {
-      this.ev.refund([e], rel, cost);
-      this.refunded(e);
-    }
-  }
-
-  /** Called after a refund changed a slot's state: the sliding tables forget its last denial (memory-kinds.ts). */
-  protected refunded(_e: Slot): void {}
-
-  protected create(): Slot {
-    return new Slot(this.ev.init1());
-  }
-
-  protected clear(e: Slot): void {
-    clearState(e);
-  }
-
-  protected bytesOf(key: string, e: Slot): number {
-    return SLOT_BYTES + keyBytes(key) + ringBytes(e);
   }
 }

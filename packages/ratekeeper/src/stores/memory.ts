@@ -70,8 +70,13 @@ export class MemoryStore implements Store, TableOwner {
   private timer: ReturnType<typeof setInterval> | undefined;
   /** The sweep's period; 0 once closed or when turned off. */
   private sweepMs: number;
-  /** Keys held now, over all tables. */
+  /** Keys held now, over all tables (pinned ones included). */
   size = 0;
+  /**
+   * @internal Keys pinned (stores/memory-pins.ts): held whatever the turns until released, on top
+   * of `maxKeys` and `maxBytes`; the Redis store's degraded policy pins the keys of its ledger.
+   */
+  pinned = 0;
   /** Keys in the young generations, over all tables. */
   young = 0;
   /** Estimated bytes of the keys held now, over all tables (see stores/memory-size.ts). */
@@ -116,6 +121,11 @@ export class MemoryStore implements Store, TableOwner {
    * algorithm is never read by another.
    */
   bind(limits: readonly ResolvedLimit[], namespace: string, options?: BindOptions): BoundStore {
+    return this.bindTable(limits, namespace, options);
+  }
+
+  /** @internal {@link MemoryStore.bind}, as the table itself: synchronous, with pins (the Redis store's degraded policy). */
+  bindTable(limits: readonly ResolvedLimit[], namespace: string, options?: BindOptions): Table<{ exp: number }> {
     const id = `${namespace}\u0000${policyId(limits)}`;
     let t = this.byNamespace.get(id);
     if (t === undefined) {

@@ -1,8 +1,14 @@
 import { newDecision, type Decision } from "../../core/decision.js";
 import { bucketRate, type ResolvedLimit } from "../../core/options.js";
-import type { BoundStore, ClockOptions, Store } from "../../store.js";
+import type { ClockOptions } from "../../store.js";
+import type { MemoryStore } from "../memory.js";
+import type { Table } from "../memory-table.js";
 
-/** Keys whose local admissions are remembered for reconciliation, per limiter; past it, admissions are not reconciled. */
+/**
+ * Keys whose local admissions are remembered for reconciliation, per limiter, counting those
+ * taken for a charge not answered yet; past it, admissions are not reconciled. Each such key is
+ * pinned in the local store, so this bounds the pins too.
+ */
 const MAX_LEDGER_KEYS = 100_000;
 /** What a denial says to retry after when a cost cannot fit the local share at all. */
 const NO_SHARE_RETRY_MS = 1_000;
@@ -43,9 +49,18 @@ export function shareOf(limits: readonly ResolvedLimit[], n: number): ResolvedLi
  * Worst case while Redis is down: what Redis had admitted before the outage, plus N local shares,
  * which add up to at most the limit (rounding down); N taken from the last heartbeat, so
  * instances started during the outage are not counted (see docs/redis.md).
+ *
+ * A key's local state must last while its admissions wait for Redis: dropped from the local
+ * store (bounded: a key left alone while 50,000-100,000 others arrive), its next request started
+ * a fresh share in the same outage, and a client with that many keys of its own could so give
+ * any key a fresh share again and again. So the key is pinned there (memory-pins.ts) from its
+ * first recorded admission until Redis took them (or a refund or reset emptied its entry): one
+ * pin per ledger entry and per entry taken for a charge, at most MAX_LEDGER_KEYS. Past that bound
+ * keys are still admitted at their share, unrecorded and unpinned (denying them would let that
+ * client shut every new client out during an outage).
  */
 export class DegradedLimiter {
-  private bound: { n: number; table: BoundStore; minCapacity: number } | undefined;
+  private bound: { n: number; table: Table<{ exp: number }>; minCapacity: number } | undefined;
   private readonly ledger = new Map<string, LedgerEntry>();
   /** Keys drained for a charge that Redis has not answered yet ({@link charged} or {@link restore}). */
   private charging = 0;
@@ -53,14 +68,14 @@ export class DegradedLimiter {
   unrecorded = 0;
 
   /**
-   * @param local where the shares live (one memory store per RedisStore, made on first need)
+   * @param local where the shares live (one memory store per RedisStore, made on first need, shared by its limiters)
    * @param instances N: the live instance count (or the `instances` option)
    * @param clock `{ injectedClock: true }` when the limiter injects its clock (the shares are bound with it)
    */
   constructor(
     private readonly limits: readonly ResolvedLimit[],
     private readonly namespace: string,
-    private readonly local: () => Store,
+    private readonly local: () => MemoryStore,
     private readonly instances: () => number,
     private readonly clock?: ClockOptions,
   ) {}
@@ -75,32 +90,37 @@ export class DegradedLimiter {
     return this.ledger.size > 0 || this.charging > 0;
   }
 
-  async consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Promise<Decision> {
+  consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Promise<Decision> {
     const b = this.table();
-    if (cost > b.minCapacity) return this.noShare();
-    const d = await b.table.consume(key, cost, nowMs, maxDelayMs);
+    if (cost > b.minCapacity) return Promise.resolve(this.noShare());
+    // The memory table decides synchronously: the admission and its pin in one step.
+    const d = b.table.consume(key, cost, nowMs, maxDelayMs);
     if (d.allowed) this.record(key, cost, nowMs);
-    return { ...d, reason: "degraded" };
+    return Promise.resolve({ ...d, reason: "degraded" });
   }
 
-  async peek(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
+  peek(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
     const b = this.table();
-    if (cost > b.minCapacity) return this.noShare();
-    return { ...(await b.table.peek(key, cost, nowMs)), reason: "degraded" };
+    if (cost > b.minCapacity) return Promise.resolve(this.noShare());
+    return Promise.resolve({ ...b.table.peek(key, cost, nowMs), reason: "degraded" });
   }
 
-  async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
+  refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
     const e = this.ledger.get(key);
+    const t = this.table().table;
     if (e !== undefined) {
       if (e.units > cost) e.units -= cost;
-      else this.ledger.delete(key);
+      else if (this.ledger.delete(key)) t.unpin(key);
     }
-    await this.table().table.refund(key, cost, nowMs);
+    t.refund(key, cost, nowMs);
+    return Promise.resolve();
   }
 
-  async reset(key: string): Promise<void> {
-    this.ledger.delete(key);
-    await this.table().table.reset(key);
+  reset(key: string): Promise<void> {
+    const t = this.table().table;
+    if (this.ledger.delete(key)) t.unpin(key);
+    t.reset(key);
+    return Promise.resolve();
   }
 
   /**
@@ -131,34 +151,42 @@ export class DegradedLimiter {
    * Redis does not count them, so the local state, which does, stays until it expires; forgotten,
    * the key got a fresh share at each later outage in the window, a whole limit more per flap.
    */
-  async charged(key: string, whole = true): Promise<void> {
+  charged(key: string, whole = true): Promise<void> {
     this.answered();
-    if (whole && this.bound !== undefined && !this.ledger.has(key)) await this.bound.table.reset(key);
+    const t = this.bound?.table;
+    if (t === undefined) return Promise.resolve();
+    t.unpin(key); // the drained entry's pin (a later entry of the key holds its own)
+    if (whole && !this.ledger.has(key)) t.reset(key);
+    return Promise.resolve();
   }
 
   /**
    * Puts drained units back in the ledger (a charge that Redis did not take), admitted at `nowMs`;
-   * the key's local state still counts them. Units admitted since the drain keep their later time.
+   * the key's local state still counts them, and stays pinned. Units admitted since the drain keep
+   * their later time. Always room: the ledger's bound counts the drained entries.
    */
   restore(key: string, units: number, nowMs: number | undefined): void {
     this.answered();
-    const later = this.ledger.get(key)?.nowMs;
-    this.record(key, units, nowMs);
     const e = this.ledger.get(key);
-    if (e !== undefined && later !== undefined) e.nowMs = later;
-  }
-
-  /** Adds units admitted locally at `nowMs` to the key's ledger entry. */
-  private record(key: string, units: number, nowMs: number | undefined): void {
-    const had = this.ledger.get(key);
-    if (had === undefined && this.ledger.size >= MAX_LEDGER_KEYS) {
-      this.unrecorded += units;
+    if (e === undefined) {
+      this.ledger.set(key, { units, nowMs }); // the drained entry's pin goes with it
       return;
     }
-    if (had === undefined) this.ledger.set(key, { units, nowMs });
-    else {
+    e.units += units;
+    e.nowMs ??= nowMs;
+    this.bound?.table.unpin(key); // one entry, one pin
+  }
+
+  /** Adds units admitted locally at `nowMs` to the key's ledger entry; a new entry pins the key. */
+  private record(key: string, units: number, nowMs: number | undefined): void {
+    const had = this.ledger.get(key);
+    if (had !== undefined) {
       had.units += units;
       had.nowMs = nowMs ?? had.nowMs;
+    } else if (this.ledger.size + this.charging >= MAX_LEDGER_KEYS) this.unrecorded += units;
+    else {
+      this.ledger.set(key, { units, nowMs });
+      this.bound?.table.pin(key);
     }
   }
 
@@ -175,14 +203,14 @@ export class DegradedLimiter {
    * stay at the N the admissions were counted at: stricter when N fell, and when N rose as loose
    * as instances started during an outage are anyway (they are not counted; docs/redis.md).
    */
-  private table(): { n: number; table: BoundStore; minCapacity: number } {
+  private table(): { n: number; table: Table<{ exp: number }>; minCapacity: number } {
     const n = Math.max(1, this.instances());
     const settled = this.ledger.size === 0 && this.charging === 0;
     if (this.bound === undefined || (this.bound.n !== n && settled)) {
       const limits = shareOf(this.limits, n);
       this.bound = {
         n,
-        table: this.local().bind(limits, this.namespace, this.clock),
+        table: this.local().bindTable(limits, this.namespace, this.clock),
         minCapacity: Math.min(...limits.map((l) => l.capacity)),
       };
     }

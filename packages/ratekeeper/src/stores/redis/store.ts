@@ -193,7 +193,7 @@ export class RedisStore implements Store {
   }
 
   /** @internal The memory store the `"degraded"` policy keeps its shares in (made on first need). */
-  localStore(): Store {
+  localStore(): MemoryStore {
     this.local ??= new MemoryStore({ maxKeys: 100_000 });
     return this.local;
   }
