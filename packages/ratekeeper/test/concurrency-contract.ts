@@ -140,6 +140,20 @@ export function concurrencyContract(target: ContractTarget): void {
       expect((await one.acquire("k")).acquired).toBe(true);
     });
 
+    it("limiters of different namespaces share no lease, whatever characters namespaces and keys hold", async () => {
+      const base = uniq();
+      const pool = (namespace: string) => new ConcurrencyLimiter({ limit: 1, leaseMs: 10_000, store: target.store(), namespace });
+      // In Redis a lease key is <prefix>{<namespace>:<key>}:c, so namespace "n" with key "b:x" and
+      // namespace "n:b" with key "x" must not meet in one key (a client choosing its key would
+      // take another pool's slots).
+      expect((await pool(base).acquire("b:x")).acquired).toBe(true);
+      expect((await pool(`${base}:b`).acquire("x")).acquired).toBe(true);
+      expect((await pool(`${base}%3Ab`).acquire("x")).acquired).toBe(true);
+      expect((await pool(`${base}:b:c`).acquire("d")).acquired).toBe(true);
+      expect((await pool(`${base}:b`).acquire("c:d")).acquired).toBe(true);
+      expect((await pool(`${base}:b`).acquire("x")).acquired).toBe(false); // the same pool and key still share
+    });
+
     it("refuses bad keys with a RangeError naming the key", async () => {
       const { pool } = setup(target, 1);
       await expect(pool.acquire("")).rejects.toThrow(/key: must be a non-empty string/);

@@ -12,7 +12,8 @@ type Op = "acquire" | "renew" | "release" | "count";
 
 /**
  * One concurrency limit's leases in Redis (scripts/concurrency.lua): one script call per acquire,
- * renew, release or count, on the key's own hash slot (`<prefix>{<namespace>:<key>}:c`).
+ * renew, release or count, on the key's own hash slot (`<prefix>{<namespace>:<key>}:c`, with `%` and
+ * `:` of the namespace written `%25` and `%3A`, see {@link keyPart}).
  *
  * While Redis does not answer, the store's failure policy does:
  * - `"throw"`: the call rejects with a `RateLimitStoreError`.
@@ -52,7 +53,7 @@ export class RedisLeases implements BoundLeases, Ledger {
     /** `{ injectedClock: true }` when the limiter injects its clock: the local lease table is bound with it. */
     private readonly clock?: ClockOptions,
   ) {
-    this.head = `${store.prefix}{${namespace}:`;
+    this.head = `${store.prefix}{${keyPart(namespace)}:`;
     this.limitArg = String(limit);
   }
 
@@ -256,6 +257,16 @@ export class RedisLeases implements BoundLeases, Ledger {
   private plain(ok: boolean, reason: LeaseReason, full = false): LeaseAnswer {
     return { ok, remaining: 0, retryAfterMs: full ? RETRY_WHEN_DOWN_MS : 0, reason };
   }
+}
+
+/**
+ * A namespace as it goes into a lease's Redis key, before the `:` that ends it: its own `:`
+ * written `%3A` (and `%` as `%25`), so that no namespace and key meet another's in one Redis key
+ * (namespace `n`, key `b:x` and namespace `n:b`, key `x` were both `{n:b:x}:c`: a client choosing
+ * its key took another pool's slots). Namespaces without `:` or `%` (the defaults) are unchanged.
+ */
+function keyPart(namespace: string): string {
+  return namespace.includes(":") || namespace.includes("%") ? namespace.replace(/%/g, "%25").replace(/:/g, "%3A") : namespace;
 }
 
 function isTimeout(e: unknown): boolean {
