@@ -135,4 +135,18 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
       [false, "limit"],
     ]);
   });
+
+  describe.each(["degraded", "closed", "open"] as const)("%s: a release Redis did not get", (failure) => {
+    it("is sent again once Redis answers: the slot comes back then, not when the lease expires", async () => {
+      const { p, ctl, zkey } = pool(1, failure);
+      const a = await p.acquire("k");
+      expect(a.acquired).toBe(true);
+      ctl.down = true;
+      await a.release(); // the policy answers: nothing reached Redis
+      expect(await admin.zcard(zkey("k"))).toBe(1);
+      ctl.down = false;
+      await until(async () => (await admin.zcard(zkey("k"))) === 0, "the release to reach Redis", 200, 10);
+      expect(await p.acquire("k")).toMatchObject({ acquired: true, reason: undefined });
+    });
+  });
 });

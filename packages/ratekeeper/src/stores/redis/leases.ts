@@ -3,7 +3,7 @@ import type { LeaseReason } from "../../core/lease-reason.js";
 import type { BoundLeases, ClockOptions, LeaseAnswer } from "../../store.js";
 import type { Lane } from "./lanes.js";
 import { leaseClock } from "../memory-leases.js";
-import { LocalLeases, type LocalLease } from "./local-leases.js";
+import { LocalLeases, OwedReleases, type LocalLease, type OwedRelease } from "./local-leases.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
 import { RETRY_WHEN_DOWN_MS } from "./without-redis.js";
 import type { Ledger, RedisStore } from "./store.js";
@@ -28,6 +28,8 @@ type Op = "acquire" | "renew" | "release" | "count";
  *   Once Redis answers again, the leases granted locally are handed to it
  *   ({@link RedisLeases.reconcile}): Redis then counts them, so it grants none of the slots they
  *   hold, and their renew and release go to Redis.
+ * A release of a Redis lease that the policy answered (any policy but "throw") is sent to Redis
+ * again when it answers, so the slot comes back then rather than when the lease expires.
  * An acquire whose reply did not come in time is released in the background: on the same
  * connection (the same slot's master, on a cluster) the release runs after the acquire, so a
  * slot taken too late is given back at once (unless the policy granted that lease locally: then
@@ -41,6 +43,8 @@ export class RedisLeases implements BoundLeases, Ledger {
   private local: { table: BoundLeases; n: number } | undefined;
   /** Leases the failure policy granted locally (local-leases.ts). */
   private readonly locals = new LocalLeases();
+  /** Releases of Redis leases that Redis did not get (local-leases.ts). */
+  private readonly owed = new OwedReleases();
   /** With an injected clock, its latest reading: the time a hand-over to Redis is made at. */
   private lastNowMs: number | undefined;
   /** Nothing is admitted here that could not be remembered ({@link Ledger}). */
@@ -108,8 +112,31 @@ export class RedisLeases implements BoundLeases, Ledger {
       if (left > 0) handing.push(this.handOver(id, l, redisKey, now, left, lane));
       else this.locals.drop(id, l); // expired: its table drops it too
     }
+    for (const [id, o] of this.owed.take((key) => this.store.lanes.of(this.keyOf(key)) === lane)) {
+      handing.push(this.releaseOwed(id, o, lane));
+    }
     await Promise.all(handing);
-    if (this.locals.held === 0) this.store.ledgerEmpty(this);
+    if (this.locals.held === 0 && this.owed.size === 0) this.store.ledgerEmpty(this);
+  }
+
+  /** Sends a release that did not reach Redis again; kept for the next reconciliation if it fails once more. */
+  private releaseOwed(id: string, o: OwedRelease, lane: Lane): Promise<void> {
+    const args = ["x", o.nowMs === undefined ? "" : String(o.nowMs), this.limitArg, id, "0", String(this.store.minTtlMs)];
+    return this.store.ask(this.script, [this.keyOf(o.key)], args).then(
+      () => undefined,
+      (e: unknown) => {
+        this.owed.add(id, o);
+        this.store.report(e, { op: "reconcile", key: o.key, timedOut: isTimeout(e) });
+        this.store.reconcileSoon(lane);
+      },
+    );
+  }
+
+  /** A release the failure policy answered: Redis gets it when it answers again. */
+  private owe(key: string, id: string, nowMs: number | undefined): void {
+    this.owed.add(id, { key, nowMs });
+    this.store.holdsLedger(this);
+    this.store.reconcileSoon(this.store.lanes.of(this.keyOf(key)));
   }
 
   /** One lease to Redis, for `leftMs` from `now` (the injected clock's, else Redis's time). */
@@ -196,7 +223,10 @@ export class RedisLeases implements BoundLeases, Ledger {
       if (op === "count") {
         return open ? { ok: false, remaining: this.limit, retryAfterMs: 0, reason: "store-error" } : this.plain(false, "store-error", true);
       }
-      if (op === "release") return this.plain(false, "store-error");
+      if (op === "release") {
+        this.owe(key, id, nowMs);
+        return this.plain(false, "store-error");
+      }
       return this.plain(open, "store-error", !open);
     }
     // A local lease table: the insurance store's, or this process's share.
@@ -218,6 +248,7 @@ export class RedisLeases implements BoundLeases, Ledger {
       case "renew":
         return this.plain(true, this.policyReason());
       case "release":
+        this.owe(key, id, nowMs);
         return this.plain(false, this.policyReason());
     }
   }

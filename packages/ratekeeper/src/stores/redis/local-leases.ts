@@ -1,6 +1,12 @@
 import type { BoundLeases } from "../../store.js";
 
-/** Leases granted locally (the failure policy) that are remembered, per limit: past it the oldest are forgotten. */
+/**
+ * What a concurrency limit's failure policy did while Redis did not answer that Redis must learn
+ * when it answers again (leases.ts): the leases it granted locally, and the releases of Redis
+ * leases that did not reach Redis.
+ */
+
+/** Leases granted locally (the failure policy), and releases owed, remembered per limit: past it the oldest are forgotten. */
 const MAX_LOCAL_IDS = 100_000;
 
 /** A lease the failure policy of a RedisStore granted while Redis did not answer. */
@@ -51,5 +57,43 @@ export class LocalLeases {
     for (const [id, l] of this.ids) {
       if (l.where !== "none" && l.handing === undefined) yield [id, l as LocalLease & { where: BoundLeases }];
     }
+  }
+}
+
+/** A release of a Redis lease that Redis did not get: its key, and the injected time it was made at (else undefined). */
+export interface OwedRelease {
+  readonly key: string;
+  readonly nowMs: number | undefined;
+}
+
+/**
+ * Releases of Redis leases that Redis did not get (the failure policy answered them), by lease
+ * id: sent again once Redis answers, so the slot comes back then rather than when the lease
+ * expires.
+ */
+export class OwedReleases {
+  private readonly ids = new Map<string, OwedRelease>();
+
+  get size(): number {
+    return this.ids.size;
+  }
+
+  add(id: string, o: OwedRelease): void {
+    if (this.ids.size >= MAX_LOCAL_IDS && !this.ids.has(id)) {
+      const first = this.ids.keys().next();
+      if (!first.done) this.ids.delete(first.value);
+    }
+    this.ids.set(id, o);
+  }
+
+  /** Takes out the releases owed on the keys that `mine` accepts. */
+  take(mine: (key: string) => boolean): [string, OwedRelease][] {
+    const out: [string, OwedRelease][] = [];
+    for (const [id, o] of this.ids) {
+      if (!mine(o.key)) continue;
+      this.ids.delete(id);
+      out.push([id, o]);
+    }
+    return out;
   }
 }
