@@ -101,6 +101,38 @@ describe("ConcurrencyLimiter on MemoryStore", () => {
     expect((await pool.acquire("e")).acquired).toBe(true);
   });
 
+  it("bounded by maxBytes too: hostile distinct keys (or many leases) are refused (overloaded) before the budget is passed, never a held lease dropped", async () => {
+    // A client of the service picks its keys (up to 512 characters) and holds each for leaseMs:
+    // about 500 bytes a key, so maxKeys alone (1,000,000) let leases take 500 MB and more.
+    const clock = { now: 1_000_000 };
+    const store = new MemoryStore({ maxBytes: 16_384, sweepIntervalMs: 0 });
+    const pool = new ConcurrencyLimiter({ limit: 1000, leaseMs: 1000, store, clock: () => clock.now });
+    const held = [];
+    for (let i = 0; i < 1000; i++) {
+      const lease = await pool.acquire(`tenant:${i}:${"x".repeat(500)}`);
+      if (!lease.acquired) {
+        expect(lease).toMatchObject({ reason: "overloaded", retryAfterMs: 1000 });
+        break;
+      }
+      held.push(lease);
+    }
+    expect(held.length).toBeGreaterThan(5); // about 16 KiB / (key + table + lease), 1 KiB a key
+    expect(held.length).toBeLessThan(30);
+    expect(await held[0]?.renew()).toBe(true); // held leases stay held and renewable
+    let more = 0; // further leases on a key held: what bytes are left, a few at most
+    while ((await pool.acquire(`tenant:0:${"x".repeat(500)}`)).acquired) more++;
+    expect(more).toBeLessThan(5);
+    // Many leases on one key count as well.
+    await Promise.all(held.map((l) => l.release()));
+    clock.now += 1000; // the extra leases on tenant:0 expire
+    let onOne = 0;
+    while ((await pool.acquire("one")).acquired) onOne++;
+    expect(onOne).toBeGreaterThan(20);
+    expect(onOne).toBeLessThan(100);
+    clock.now += 1000; // every lease expired: room again
+    expect((await pool.acquire(`tenant:new:${"x".repeat(500)}`)).acquired).toBe(true);
+  });
+
   it("holds exactly the limit under many concurrent holders in one process", async () => {
     const pool = new ConcurrencyLimiter({ limit: 5, leaseMs: 60_000 });
     let held = 0;

@@ -23,6 +23,11 @@ export class LeaseSet {
     return this.expiries.size;
   }
 
+  /** Whether `id` is in the table (held, or expired and not yet dropped). */
+  has(id: string): boolean {
+    return this.expiries.has(id);
+  }
+
   /** Leases held at `nowMs` (drops the expired ones). */
   held(nowMs: number): number {
     this.prune(nowMs);

@@ -2,7 +2,7 @@ import { describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue }
 import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
 import type { BindOptions, BoundLeases, BoundStore, ClockOptions, Store } from "../store.js";
-import { LeaseKeys, leaseClock, MemoryLeases } from "./memory-leases.js";
+import { LeaseBudget, LeaseKeys, leaseClock, MemoryLeases } from "./memory-leases.js";
 import { singleTable } from "./memory-kinds.js";
 import { MultiTable } from "./memory-multi.js";
 import type { Table, TableOwner } from "./memory-table.js";
@@ -67,6 +67,8 @@ export class MemoryStore implements Store, TableOwner {
   private readonly byNamespace = new Map<string, Table<{ exp: number }>>();
   /** Concurrency limits' leases, by namespace (every limit bound to a namespace shares them). */
   private readonly leasePools = new Map<string, LeaseKeys>();
+  /** The estimated bytes of every lease held, bounded by `maxBytes` (a budget of their own: leases are never dropped). */
+  private leaseBudget: LeaseBudget | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   /** The sweep's period; 0 once closed or when turned off. */
   private sweepMs: number;
@@ -140,12 +142,14 @@ export class MemoryStore implements Store, TableOwner {
   /**
    * Concurrency limits bound with the same namespace share their leases, whatever their limits,
    * as they do in Redis: each acquire is held to its own limiter's limit against every lease of
-   * the key. Keys holding leases are bounded by `maxKeys` per namespace (see memory-leases.ts).
+   * the key. Keys holding leases are bounded by `maxKeys` per namespace, and the leases' estimated
+   * bytes by `maxBytes` over all of them, beside the limiters' state (see memory-leases.ts).
    */
   bindLeases(limit: number, namespace: string, options?: ClockOptions): BoundLeases {
     let pool = this.leasePools.get(namespace);
     if (pool === undefined) {
-      pool = new LeaseKeys(this.maxKeys);
+      this.leaseBudget ??= new LeaseBudget(this.maxBytes);
+      pool = new LeaseKeys(this.maxKeys, this.leaseBudget);
       this.leasePools.set(namespace, pool);
     }
     if (options?.injectedClock === true) pool.injectedClock = true;
