@@ -136,6 +136,21 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
     ]);
   });
 
+  it('"open": a lease granted without Redis is handed to it too once it answers, so a holder that keeps renewing it is counted', async () => {
+    const { p, ctl, zkey } = pool(1, "open");
+    const a = await p.acquire("k");
+    ctl.down = true;
+    const b = await p.acquire("k");
+    expect(b).toMatchObject({ acquired: true, reason: "store-error" });
+    ctl.down = false;
+    await until(async () => (await admin.zcard(zkey("k"))) === 2, "the open lease to be handed to Redis", 200, 10);
+    await a.release();
+    expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });
+    expect(await b.renew()).toBe(true);
+    await b.release();
+    expect(await admin.zcard(zkey("k"))).toBe(0);
+  });
+
   describe.each(["degraded", "closed", "open"] as const)("%s: a release Redis did not get", (failure) => {
     it("is sent again once Redis answers: the slot comes back then, not when the lease expires", async () => {
       const { p, ctl, zkey } = pool(1, failure);

@@ -19,8 +19,9 @@ type Op = "acquire" | "renew" | "release" | "count";
  * - `"throw"`: the call rejects with a `RateLimitStoreError`.
  * - `"closed"`: acquires are refused (`reason: "store-error"`, `retryAfterMs: 1000`), renews say
  *   false (the holder should stop: its lease may expire unseen).
- * - `"open"`: acquires are granted without a lease (`reason: "store-error"`); their release and
- *   renew do nothing (renew says true).
+ * - `"open"`: acquires are granted without a lease (`reason: "store-error"`); while Redis is
+ *   down their release and renew do nothing (renew says true); once it answers they are handed
+ *   to Redis as the local leases below are.
  * - `{ insurance }`, and `"degraded"`: a local lease table answers (the insurance store's, at the
  *   full limit, `reason: "insurance"`; or this process's share, `floor(limit / N)`, for
  *   `"degraded"`, `reason: "degraded"`); those leases are released and renewed there. A renew of
@@ -71,7 +72,10 @@ export class RedisLeases implements BoundLeases, Ledger {
     const l = this.locals.of(key, id);
     if (l === undefined) return this.call("renew", key, id, leaseMs, nowMs);
     if (l.handing !== undefined) return l.handing.then(() => this.renew(key, id, leaseMs, nowMs));
-    if (l.where === "none") return Promise.resolve(this.plain(true, "store-error"));
+    if (l.where === "none") {
+      l.expiresAt = (nowMs ?? leaseClock()) + leaseMs;
+      return Promise.resolve(this.plain(true, "store-error"));
+    }
     return Promise.resolve(l.where.renew(key, id, leaseMs, nowMs)).then((a) => {
       if (a.ok) l.expiresAt = (nowMs ?? leaseClock()) + leaseMs;
       return this.tag(a);
@@ -84,10 +88,10 @@ export class RedisLeases implements BoundLeases, Ledger {
     if (l === undefined) return this.call("release", key, id, 0, nowMs);
     if (l.handing !== undefined) return l.handing.then(() => this.release(key, id, nowMs));
     this.locals.drop(id, l);
-    if (l.where === "none") return Promise.resolve(this.plain(true, "store-error"));
     // Redis may hold it too (an acquire it took too late, a hand-over whose reply was lost): out
     // there as well, best effort (nothing is sent while the breaker is open).
     this.giveBack(this.keyOf(key), id, nowMs === undefined ? "" : String(nowMs));
+    if (l.where === "none") return Promise.resolve(this.plain(true, "store-error"));
     return Promise.resolve(l.where.release(key, id, nowMs)).then((a) => this.tag(a));
   }
 
@@ -140,20 +144,13 @@ export class RedisLeases implements BoundLeases, Ledger {
   }
 
   /** One lease to Redis, for `leftMs` from `now` (the injected clock's, else Redis's time). */
-  private handOver(
-    id: string,
-    l: LocalLease & { where: BoundLeases },
-    redisKey: string,
-    now: number | undefined,
-    leftMs: number,
-    lane: Lane,
-  ): Promise<void> {
+  private handOver(id: string, l: LocalLease, redisKey: string, now: number | undefined, leftMs: number, lane: Lane): Promise<void> {
     const args = ["d", now === undefined ? "" : String(now), this.limitArg, id, String(leftMs), String(this.store.minTtlMs)];
     const done = this.store.ask(this.script, [redisKey], args).then(
       () => {
         l.handing = undefined;
         this.locals.drop(id, l);
-        void Promise.resolve(l.where.release(l.key, id, now)).catch(() => undefined);
+        if (l.where !== "none") void Promise.resolve(l.where.release(l.key, id, now)).catch(() => undefined);
       },
       (e: unknown) => {
         l.handing = undefined;
@@ -219,7 +216,13 @@ export class RedisLeases implements BoundLeases, Ledger {
     if (f === "throw") throw err;
     if (f === "open" || f === "closed") {
       const open = f === "open";
-      if (op === "acquire" && open) this.locals.add(key, id, "none", 0);
+      if (op === "acquire" && open) {
+        // Granted without a lease: handed to Redis as well when it answers, so that a holder that
+        // goes on renewing it is counted there.
+        this.locals.add(key, id, "none", (nowMs ?? leaseClock()) + leaseMs);
+        this.store.holdsLedger(this);
+        this.store.reconcileSoon(this.store.lanes.of(this.keyOf(key)));
+      }
       if (op === "count") {
         return open ? { ok: false, remaining: this.limit, retryAfterMs: 0, reason: "store-error" } : this.plain(false, "store-error", true);
       }

@@ -27,7 +27,7 @@ export interface LocalLease {
  */
 export class LocalLeases {
   private readonly ids = new Map<string, LocalLease>();
-  /** Leases held in a local table (not `"none"`): those still to hand to Redis. */
+  /** Leases still to hand to Redis. */
   held = 0;
 
   /** The local lease `id` on `key`, if there is one. */
@@ -42,21 +42,19 @@ export class LocalLeases {
       if (!first.done) this.drop(first.value[0], first.value[1]);
     }
     this.ids.set(id, { key, where, expiresAt, handing: undefined });
-    if (where !== "none") this.held++;
+    this.held++;
   }
 
   /** Forgets `l` (released, expired, or handed to Redis), unless `id` is another lease by now. */
   drop(id: string, l: LocalLease): void {
     if (this.ids.get(id) !== l) return;
     this.ids.delete(id);
-    if (l.where !== "none") this.held--;
+    this.held--;
   }
 
-  /** The leases held in a local table and not being handed to Redis now. */
-  *toHand(): Generator<[string, LocalLease & { where: BoundLeases }]> {
-    for (const [id, l] of this.ids) {
-      if (l.where !== "none" && l.handing === undefined) yield [id, l as LocalLease & { where: BoundLeases }];
-    }
+  /** The leases not being handed to Redis now. */
+  *toHand(): Generator<[string, LocalLease]> {
+    for (const [id, l] of this.ids) if (l.handing === undefined) yield [id, l];
   }
 }
 
