@@ -15,7 +15,19 @@ import { helpOnRequest } from "./lib/usage.js";
 helpOnRequest(import.meta.url);
 
 /** The sections, in the order they run. */
-export const SECTIONS = ["memory", "redis", "redis-client", "overload", "lease", "http", "overhead", "service", "overrides", "dashboard"];
+export const SECTIONS = [
+  "memory",
+  "redis",
+  "redis-client",
+  "overload",
+  "outage",
+  "lease",
+  "http",
+  "overhead",
+  "service",
+  "overrides",
+  "dashboard",
+];
 
 const here = dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);

@@ -255,6 +255,6 @@ class HttpRedisTable implements BoundStore {
   private async failed(e: unknown, call: DecisionCall): Promise<Decision> {
     const err = this.store.report(e, call.op, call.key);
     const local = () => this.insuranceStore() as BoundStore;
-    return decideByPolicy(this.store.failure, err, this.limits, local, call);
+    return decideByPolicy(this.store.failure, () => err, this.limits, local, call);
   }
 }

@@ -2,7 +2,7 @@ import type { Decision } from "../../core/decision.js";
 import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { DegradedLimiter } from "./degraded.js";
-import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
+import { redisDown, RedisTimeoutError, type Lane } from "./lanes.js";
 import { ScriptFormat } from "./script-format.js";
 import type { RedisTable } from "./table.js";
 
@@ -99,7 +99,7 @@ export class Reconciler {
     const store = this.table.store;
     const f = (this.alone as ScriptFormat[])[i] as ScriptFormat;
     const lane = store.lanes.of(keys[0] as string);
-    if (lane.breaker.state !== "closed") throw new RedisDownError();
+    if (lane.breaker.state !== "closed") throw redisDown();
     const args = [...f.head, mode, nowMs === undefined ? "" : String(nowMs), String(cost)];
     if ((this.limits[i] as ResolvedLimit).shape) args.push("");
     const late = (r: unknown) => {

@@ -48,6 +48,25 @@ export class RedisDownError extends Error {
   }
 }
 
+let down: RedisDownError | undefined;
+
+/**
+ * The one {@link RedisDownError} that every call refused by an open breaker is rejected with
+ * inside the store, made on first need. While Redis is down every decision is refused so, and
+ * an Error made per call (with its stack trace) cost about 5 times the failure policy's whole
+ * answer; yet no one sees it unless the policy is `"throw"`, whose caller gets a new
+ * RateLimitStoreError with it as `cause`. Shared, it was not thrown from any one place: its stack
+ * is its first line only; and frozen, so that whoever holds it cannot change it for the others.
+ */
+export function redisDown(): RedisDownError {
+  if (down === undefined) {
+    const e = new RedisDownError();
+    e.stack = `${e.name}: ${e.message}`;
+    down = Object.freeze(e);
+  }
+  return down;
+}
+
 /** No reply on the lane for `ms` while calls waited. */
 export class RedisTimeoutError extends Error {
   override readonly name = "RedisTimeoutError";

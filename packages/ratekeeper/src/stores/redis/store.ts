@@ -13,7 +13,7 @@ import { MemoryStore } from "../memory.js";
 import { isNoScript, type RedisShim } from "./client.js";
 import { InstanceRegistry } from "./instances.js";
 import { Breakers, PROBE } from "./breakers.js";
-import { RedisDownError, RedisTimeoutError, type Lane, type Lanes } from "./lanes.js";
+import { RedisDownError, redisDown, RedisTimeoutError, type Lane, type Lanes } from "./lanes.js";
 import { RedisBlockSource } from "./lease-source.js";
 import { RedisLeases } from "./leases.js";
 import {
@@ -293,7 +293,7 @@ export class RedisStore implements Store {
    */
   ask(script: LoadedScript, keys: string[], args: string[], onLate?: (reply: unknown) => void): Promise<unknown> {
     const lane = this.lanes.of(keys[0] as string);
-    if (lane.breaker.state !== "closed") return Promise.reject(new RedisDownError());
+    if (lane.breaker.state !== "closed") return Promise.reject(redisDown());
     lane.probeKey = keys[0] as string;
     return this.exchange(lane, () => this.run(lane, script, keys, args), 1, onLate);
   }

@@ -57,8 +57,7 @@ export class TableFallback {
 
   /** A consume or peek that Redis did not answer: the failure policy decides. */
   async decision(e: unknown, call: DecisionCall): Promise<Decision> {
-    // While the breaker is open no call is made; the change of state was reported once.
-    const err = e instanceof RedisDownError ? new RateLimitStoreError(e.message, { cause: e }) : this.report(e, call.op, call.key);
+    const err = this.failure(e, call.op, call.key);
     const local = () => this.local() as BoundStore | DegradedLimiter;
     const d = await decideByPolicy(this.store.failure, err, this.limits, local, call);
     // What the degraded limiter admitted is charged to Redis once it answers again.
@@ -71,8 +70,7 @@ export class TableFallback {
 
   /** A refund or reset that Redis did not take: report; a local store applies it; "throw" rejects. */
   async write(e: unknown, op: "refund" | "reset", key: string, local: () => void | Promise<void> | undefined): Promise<void> {
-    const err = e instanceof RedisDownError ? new RateLimitStoreError(e.message, { cause: e }) : this.report(e, op, key);
-    if (this.store.failure === "throw") throw err;
+    if (this.store.failure === "throw") throw this.failure(e, op, key)();
     await local();
   }
 
@@ -82,7 +80,15 @@ export class TableFallback {
     await this.degraded?.reset(key);
   }
 
-  private report(e: unknown, op: "consume" | "peek" | "refund" | "reset", key: string): RateLimitStoreError {
-    return this.store.report(e, { op, key, timedOut: e instanceof RedisTimeoutError });
+  /**
+   * The error of a call Redis did not take, for a `"throw"` caller. A call that failed is
+   * reported now (`onError`), and its error is made for that. While the breaker is open no call
+   * is made, and nothing is reported (the breaker's opening was, once): only a `"throw"` caller
+   * sees an error then, so it is made only for them, a new one for each.
+   */
+  private failure(e: unknown, op: "consume" | "peek" | "refund" | "reset", key: string): () => RateLimitStoreError {
+    if (e instanceof RedisDownError) return () => new RateLimitStoreError(e.message, { cause: e });
+    const err = this.store.report(e, { op, key, timedOut: e instanceof RedisTimeoutError });
+    return () => err;
   }
 }

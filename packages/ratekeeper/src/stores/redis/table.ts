@@ -8,7 +8,7 @@ import { DenialCache } from "./denial-cache.js";
 import { FastCall, fastConsts, type FastItem } from "./fast-call.js";
 import { FastOp } from "./fast-op.js";
 import { QueuedDecision, type QueuedOwner } from "./queued-decision.js";
-import { RedisDownError, RedisTimeoutError, type Lane } from "./lanes.js";
+import { redisDown, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
 import { ScriptFormat } from "./script-format.js";
 import { TableFallback } from "./table-fallback.js";
@@ -79,7 +79,7 @@ export class RedisTable implements BoundStore, QueuedOwner {
         max,
         (batch) => this.send(batch),
         () => lane.breaker.state !== "closed",
-        () => new RedisDownError(),
+        redisDown,
       );
       batchers.set(lane, b);
     }
@@ -208,7 +208,7 @@ export class RedisTable implements BoundStore, QueuedOwner {
     for (const p of batch) for (const k of this.keysOf(p.key)) keys.push(k);
     const lane = this.store.lanes.of(keys[0] as string);
     if (lane.breaker.state !== "closed") {
-      const err = new RedisDownError();
+      const err = redisDown();
       for (const p of batch) p.reject(err);
       return;
     }

@@ -32,18 +32,19 @@ export interface DecisionCall {
 type LocalStore = Pick<BoundStore, "consume" | "peek">;
 
 /**
- * The failure policy's decision: `"throw"` rejects with `err`; `"open"`/`"closed"` admit/deny
+ * The failure policy's decision: `"throw"` rejects with `err()` (made only then: see
+ * table-fallback.ts); `"open"`/`"closed"` admit/deny
  * with `reason: "store-error"`; otherwise `local()` decides (an insurance store's decisions get
  * `reason: "insurance"`; the degraded limiter names its own reason).
  */
 export async function decideByPolicy(
   failure: "throw" | "open" | "closed" | "degraded" | object,
-  err: RateLimitStoreError,
+  err: () => RateLimitStoreError,
   limits: readonly ResolvedLimit[],
   local: () => LocalStore,
   call: DecisionCall,
 ): Promise<Decision> {
-  if (failure === "throw") throw err;
+  if (failure === "throw") throw err();
   if (failure === "open" || failure === "closed") return withoutRedis(limits, "store-error", failure === "open");
   const { op, key, cost, nowMs, maxDelayMs } = call;
   const store = local();
