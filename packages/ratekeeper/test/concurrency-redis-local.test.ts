@@ -151,6 +151,47 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
     expect(await admin.zcard(zkey("k"))).toBe(0);
   });
 
+  describe.each(["degraded", "open"] as const)("%s: a renew the policy said true to", (failure) => {
+    function clocked() {
+      const ctl = { down: false };
+      const store = new RedisStore({ client: outageClient(io, ctl).client, failure, timeoutMs: 5_000, instances: 1 });
+      const clock = { now: 1_763_740_800_000 };
+      const namespace = `loc${process.pid}-${++seq}`;
+      const p = new ConcurrencyLimiter({ limit: 1, leaseMs: 10_000, store, namespace, clock: () => clock.now });
+      return { p, ctl, clock, zkey: `${store.prefix}{${namespace}:k}:c` };
+    }
+
+    it("is made in Redis once it answers: the slot is not granted again while the holder still holds it", async () => {
+      const { p, ctl, clock, zkey } = clocked();
+      const t0 = clock.now;
+      const a = await p.acquire("k"); // held in Redis until t0 + 10 s
+      ctl.down = true;
+      clock.now = t0 + 8_000;
+      expect(await a.renew()).toBe(true); // the policy answers: the holder goes on until t0 + 18 s
+      ctl.down = false;
+      await until(async () => Number(await admin.zscore(zkey, a.id)) === t0 + 18_000, "the renew to reach Redis", 200, 10);
+      clock.now = t0 + 13_000;
+      expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });
+      expect(await a.renew()).toBe(true);
+      await a.release();
+      expect((await p.acquire("k")).acquired).toBe(true);
+    });
+
+    it("a lease that expired in Redis meanwhile is taken again if its slot is free", async () => {
+      const { p, ctl, clock, zkey } = clocked();
+      const t0 = clock.now;
+      const a = await p.acquire("k");
+      ctl.down = true;
+      clock.now = t0 + 8_000;
+      expect(await a.renew()).toBe(true);
+      clock.now = t0 + 12_000;
+      await p.peek("k"); // the latest reading: the time Redis is told of the renew at
+      ctl.down = false;
+      await until(async () => Number(await admin.zscore(zkey, a.id)) === t0 + 18_000, "the renew to reach Redis", 200, 10);
+      expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });
+    });
+  });
+
   describe.each(["degraded", "closed", "open"] as const)("%s: a release Redis did not get", (failure) => {
     it("is sent again once Redis answers: the slot comes back then, not when the lease expires", async () => {
       const { p, ctl, zkey } = pool(1, failure);

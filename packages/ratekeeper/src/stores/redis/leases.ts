@@ -25,7 +25,7 @@ type Op = "acquire" | "renew" | "release" | "count";
  * - `{ insurance }`, and `"degraded"`: a local lease table answers (the insurance store's, at the
  *   full limit, `reason: "insurance"`; or this process's share, `floor(limit / N)`, for
  *   `"degraded"`, `reason: "degraded"`); those leases are released and renewed there. A renew of
- *   a lease held in Redis says true (the holder goes on; the lease may expire in Redis meanwhile).
+ *   a lease held in Redis says true (the holder goes on), and Redis is told of it when it answers.
  *   Once Redis answers again, the leases granted locally are handed to it
  *   ({@link RedisLeases.reconcile}): Redis then counts them, so it grants none of the slots they
  *   hold, and their renew and release go to Redis.
@@ -72,9 +72,9 @@ export class RedisLeases implements BoundLeases, Ledger {
     const l = this.locals.of(key, id);
     if (l === undefined) return this.call("renew", key, id, leaseMs, nowMs);
     if (l.handing !== undefined) return l.handing.then(() => this.renew(key, id, leaseMs, nowMs));
-    if (l.where === "none") {
+    if (l.where === "none" || l.where === "redis") {
       l.expiresAt = (nowMs ?? leaseClock()) + leaseMs;
-      return Promise.resolve(this.plain(true, "store-error"));
+      return Promise.resolve(this.plain(true, this.store.failure === "open" ? "store-error" : this.policyReason()));
     }
     return Promise.resolve(l.where.renew(key, id, leaseMs, nowMs)).then((a) => {
       if (a.ok) l.expiresAt = (nowMs ?? leaseClock()) + leaseMs;
@@ -88,14 +88,16 @@ export class RedisLeases implements BoundLeases, Ledger {
     if (l === undefined) return this.call("release", key, id, 0, nowMs);
     if (l.handing !== undefined) return l.handing.then(() => this.release(key, id, nowMs));
     this.locals.drop(id, l);
-    // Redis may hold it too (an acquire it took too late, a hand-over whose reply was lost): out
-    // there as well, best effort (nothing is sent while the breaker is open).
-    this.giveBack(this.keyOf(key), id, nowMs === undefined ? "" : String(nowMs));
+    // Redis may hold it too (a Redis lease renewed here, an acquire it took too late, a hand-over
+    // whose reply was lost): released there as well, now or when Redis answers again.
+    this.releaseInRedis(key, id, nowMs);
+    if (l.where === "redis") return Promise.resolve(this.plain(true, this.store.failure === "open" ? "store-error" : this.policyReason()));
     if (l.where === "none") return Promise.resolve(this.plain(true, "store-error"));
     return Promise.resolve(l.where.release(key, id, nowMs)).then((a) => this.tag(a));
   }
 
   count(key: string, nowMs: number | undefined): Promise<LeaseAnswer> {
+    if (nowMs !== undefined) this.lastNowMs = nowMs;
     return this.call("count", key, "", 0, nowMs);
   }
 
@@ -136,6 +138,23 @@ export class RedisLeases implements BoundLeases, Ledger {
     );
   }
 
+  /**
+   * The policy told the holder of a Redis lease it was renewed: remembered, so that Redis is told
+   * so when it answers again (else the lease may expire there while its holder goes on, and its
+   * slot be granted again).
+   */
+  private renewedHere(key: string, id: string, leaseMs: number, nowMs: number | undefined): void {
+    this.locals.add(key, id, "redis", (nowMs ?? leaseClock()) + leaseMs);
+    this.store.holdsLedger(this);
+    this.store.reconcileSoon(this.store.lanes.of(this.keyOf(key)));
+  }
+
+  /** Releases `id` in Redis now; if that fails, when Redis answers again. */
+  private releaseInRedis(key: string, id: string, nowMs: number | undefined): void {
+    const args = ["x", nowMs === undefined ? "" : String(nowMs), this.limitArg, id, "0", String(this.store.minTtlMs)];
+    this.store.ask(this.script, [this.keyOf(key)], args).catch(() => this.owe(key, id, nowMs));
+  }
+
   /** A release the failure policy answered: Redis gets it when it answers again. */
   private owe(key: string, id: string, nowMs: number | undefined): void {
     this.owed.add(id, { key, nowMs });
@@ -145,12 +164,15 @@ export class RedisLeases implements BoundLeases, Ledger {
 
   /** One lease to Redis, for `leftMs` from `now` (the injected clock's, else Redis's time). */
   private handOver(id: string, l: LocalLease, redisKey: string, now: number | undefined, leftMs: number, lane: Lane): Promise<void> {
-    const args = ["d", now === undefined ? "" : String(now), this.limitArg, id, String(leftMs), String(this.store.minTtlMs)];
+    // A Redis lease renewed here: made so again if it expired and its slot is free ("e"); the
+    // others: added whatever the count ("d").
+    const mode = l.where === "redis" ? "e" : "d";
+    const args = [mode, now === undefined ? "" : String(now), this.limitArg, id, String(leftMs), String(this.store.minTtlMs)];
     const done = this.store.ask(this.script, [redisKey], args).then(
       () => {
         l.handing = undefined;
         this.locals.drop(id, l);
-        if (l.where !== "none") void Promise.resolve(l.where.release(l.key, id, now)).catch(() => undefined);
+        if (typeof l.where === "object") void Promise.resolve(l.where.release(l.key, id, now)).catch(() => undefined);
       },
       (e: unknown) => {
         l.handing = undefined;
@@ -230,6 +252,7 @@ export class RedisLeases implements BoundLeases, Ledger {
         this.owe(key, id, nowMs);
         return this.plain(false, "store-error");
       }
+      if (op === "renew" && open) this.renewedHere(key, id, leaseMs, nowMs);
       return this.plain(open, "store-error", !open);
     }
     // A local lease table: the insurance store's, or this process's share.
@@ -249,6 +272,7 @@ export class RedisLeases implements BoundLeases, Ledger {
       case "count":
         return local === undefined ? this.plain(false, "degraded", true) : this.tag(await local.count(key, nowMs));
       case "renew":
+        this.renewedHere(key, id, leaseMs, nowMs);
         return this.plain(true, this.policyReason());
       case "release":
         this.owe(key, id, nowMs);

@@ -12,8 +12,11 @@ const MAX_LOCAL_IDS = 100_000;
 /** A lease the failure policy of a RedisStore granted while Redis did not answer. */
 export interface LocalLease {
   readonly key: string;
-  /** The local table holding it, or `"none"` (policy `"open"`: granted without any lease). */
-  readonly where: BoundLeases | "none";
+  /**
+   * The local table holding it; `"none"` (policy `"open"`: granted without any lease); or
+   * `"redis"`: a lease held in Redis that the policy said was renewed (Redis did not hear of it).
+   */
+  readonly where: BoundLeases | "none" | "redis";
   /** When it expires (ms, on the clock it was granted on: the injected one, else the memory store's `leaseClock()`). */
   expiresAt: number;
   /** Its hand-over to Redis, while one is under way (renews and releases wait for it). */
@@ -21,7 +24,8 @@ export interface LocalLease {
 }
 
 /**
- * The leases one concurrency limit's failure policy granted locally, by id. Their renew and
+ * The leases one concurrency limit's failure policy granted locally (or renewed, for a Redis
+ * lease), by id. Their renew and
  * release on the same key stay where they were granted (an id named with another key is not
  * that lease), until the lease is handed to Redis once it answers again (leases.ts).
  */
@@ -36,7 +40,7 @@ export class LocalLeases {
     return l !== undefined && l.key === key ? l : undefined;
   }
 
-  add(key: string, id: string, where: BoundLeases | "none", expiresAt: number): void {
+  add(key: string, id: string, where: LocalLease["where"], expiresAt: number): void {
     if (this.ids.size >= MAX_LOCAL_IDS) {
       const first = this.ids.entries().next();
       if (!first.done) this.drop(first.value[0], first.value[1]);

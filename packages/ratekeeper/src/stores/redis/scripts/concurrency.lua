@@ -13,10 +13,12 @@ ARGV[1]  mode: "a" acquire (take a slot when fewer than limit are held; an id al
          "d" hand over a lease granted while Redis did not answer (add it whatever the count, as
          its holder has it already; an id held keeps the later of the two expiries). "d" alone
          has no twin in core/leases.ts: only a store that can fail hands leases over.
+         "e" a renew made while Redis did not answer: an id held is extended (to the later of
+         the two expiries); one no longer held is taken again when fewer than limit are held
 ARGV[2]  nowMs: integer ms since the epoch, or "" for the server's clock (TIME)
 ARGV[3]  limit: integer, the most leases held at once
-ARGV[4]  lease id (a, r, x, d): a string unique over every process (the caller makes it)
-ARGV[5]  leaseMs: integer ms a lease lives after its acquire or renew (a, r), or has left (d)
+ARGV[4]  lease id (a, r, x, d, e): a string unique over every process (the caller makes it)
+ARGV[5]  leaseMs: integer ms a lease lives after its acquire or renew (a, r), or has left (d, e)
 ARGV[6]  minTtlMs: integer ms, the least PEXPIRE given to the set (0: exactly until its last lease expires)
 Reply    4 integers: ok (1: acquired / renewed / released; 0: not, and always 0 for a count),
          remaining (slots free after the call), retryAfterMs (when every slot is held and the
@@ -68,6 +70,14 @@ elseif mode == "d" then
     redis.call("ZADD", key, at, id)
   end
   ok, wrote = 1, true
+elseif mode == "e" then
+  local has = redis.call("ZSCORE", key, id)
+  local at = now + tonumber(ARGV[5])
+  if has or held < limit then
+    if not has then held = held + 1 end
+    if not has or tonumber(has) < at then redis.call("ZADD", key, at, id) end
+    ok, wrote = 1, true
+  end
 end
 
 if wrote then
@@ -83,7 +93,7 @@ end
 local remaining = limit - held
 if remaining < 0 then remaining = 0 end
 local retry = 0
-if held >= limit and held > 0 and not ((mode == "a" or mode == "d") and ok == 1) then
+if held >= limit and held > 0 and not ((mode == "a" or mode == "d" or mode == "e") and ok == 1) then
   local first = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
   retry = tonumber(first[2]) - now
 end
