@@ -6,8 +6,9 @@ import { refusal, type RateLimitResult } from "./result.js";
 /**
  * The middleware's `concurrency` option: a request the rate limit admitted takes a lease on its
  * key; the lease goes back when the response finishes or the client leaves (`Shaper.settle` /
- * `Shaper.release`, called by the adapters). A request that finds every slot held is refused
- * with 429 and its rate-limit charge is given back: it was never served.
+ * `Shaper.release`, called by the adapters), and is kept alive until then (see
+ * {@link keptAlive}). A request that finds every slot held is refused with 429 and its
+ * rate-limit charge is given back: it was never served.
  */
 export class LeaseGate<Req> {
   constructor(
@@ -29,7 +30,7 @@ export class LeaseGate<Req> {
       this.refund(r, req);
       return refusal(unavailable(), []);
     }
-    if (lease.acquired) return { ...r, settles: true, lease };
+    if (lease.acquired) return { ...r, settles: true, lease: keptAlive(lease, this.pool.leaseMs, (e) => this.report(e, req)) };
     // Shadow mode reports and never blocks: the request goes on, without a lease.
     if (this.shadow) return r;
     this.refund(r, req);
@@ -41,4 +42,45 @@ export class LeaseGate<Req> {
     if (this.limiter === undefined || r.key === undefined || r.cost === 0 || r.decision === undefined) return;
     this.limiter.refund(r.key, r.cost).catch((e: unknown) => this.report(e, req));
   }
+}
+
+/**
+ * `lease`, renewed every third of `leaseMs` until it is released: a request in flight longer
+ * than its lease (a long download, a slow upstream) would otherwise lose its slot to the next
+ * request while it still runs, and more than `limit` would be in flight. A renew that says the
+ * lease was lost (it expired unseen, as a store's failure policy may let happen) stops the
+ * renewing and is reported; one that fails is reported and tried again at the next turn. The
+ * timer never keeps the process alive.
+ */
+function keptAlive(lease: Lease, leaseMs: number, report: (error: unknown) => void): Lease {
+  const timer = setInterval(
+    () => {
+      lease.renew().then(
+        (held) => {
+          if (held) return;
+          clearInterval(timer);
+          report(
+            new Error(`concurrency: the lease of a request in flight on "${lease.key}" was lost (it expired): its slot may be another's`),
+          );
+        },
+        (e: unknown) => report(e),
+      );
+    },
+    Math.max(1, Math.floor(leaseMs / 3)),
+  );
+  (timer as { unref?: () => void }).unref?.();
+  return {
+    acquired: lease.acquired,
+    limit: lease.limit,
+    remaining: lease.remaining,
+    retryAfterMs: lease.retryAfterMs,
+    reason: lease.reason,
+    key: lease.key,
+    id: lease.id,
+    release: () => {
+      clearInterval(timer);
+      return lease.release();
+    },
+    renew: () => lease.renew(),
+  };
 }

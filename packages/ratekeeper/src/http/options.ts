@@ -38,8 +38,10 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
   /**
    * At most `limit` requests of a key in flight at once (over every process sharing its store):
    * a {@link ConcurrencyLimiter} or its options. A request admitted by the rate limit (if any)
-   * takes a lease, released when the response finishes or the client goes away; a request that
-   * finds every slot held gets a 429 (its rate-limit charge given back), with `Retry-After: 1`.
+   * takes a lease, released when the response finishes or the client goes away and renewed
+   * every third of `leaseMs` until then (a request longer than `leaseMs` keeps its slot); a
+   * request that finds every slot held gets a 429 (its rate-limit charge given back), with
+   * `Retry-After: 1`.
    * @example concurrency: { limit: 10, leaseMs: "2m", store }
    */
   concurrency?: ConcurrencyLimiter | ConcurrencyLimiterOptions;
