@@ -67,7 +67,7 @@ export class Reconciler {
     }
     // Redis holds the key again: its local state goes now, not at the drain (a failed charge
     // keeps it); unless Redis had no room for some of the units (degraded.ts `charged`).
-    await d.charged(key, whole);
+    await d.charged(key, whole, nowMs);
   }
 
   /**

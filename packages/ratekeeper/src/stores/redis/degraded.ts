@@ -3,11 +3,13 @@ import { bucketRate, type ResolvedLimit } from "../../core/options.js";
 import type { ClockOptions } from "../../store.js";
 import type { MemoryStore } from "../memory.js";
 import type { Table } from "../memory-table.js";
+import { KeptKeys } from "./degraded-kept.js";
 
 /**
  * Keys whose local admissions are remembered for reconciliation, per limiter, counting those
  * taken for a charge not answered yet; past it, admissions are not reconciled. Each such key is
- * pinned in the local store, so this bounds the pins too.
+ * pinned in the local store, so this bounds those pins; the keys kept after a partial charge
+ * have a bound of their own (degraded-kept.ts).
  */
 const MAX_LEDGER_KEYS = 100_000;
 /** What a denial says to retry after when a cost cannot fit the local share at all. */
@@ -66,6 +68,8 @@ export class DegradedLimiter {
   private charging = 0;
   /** Units admitted locally that the ledger could not hold (more than MAX_LEDGER_KEYS keys). */
   unrecorded = 0;
+  /** Keys whose local state stays pinned after Redis only partly took their units, until it expires. */
+  private readonly kept = new KeptKeys((key) => this.bound?.table.unpin(key));
 
   /**
    * @param local where the shares live (one memory store per RedisStore, made on first need, shared by its limiters)
@@ -119,6 +123,7 @@ export class DegradedLimiter {
   reset(key: string): Promise<void> {
     const t = this.table().table;
     if (this.ledger.delete(key)) t.unpin(key);
+    this.kept.release(key);
     t.reset(key);
     return Promise.resolve();
   }
@@ -148,15 +153,26 @@ export class DegradedLimiter {
    * meanwhile): those units wait in the ledger for the next charge, and the local state, which
    * counts them, stays until then (counting the charged units too: stricter than needed for that
    * moment, never looser). And unless Redis had no room for some (the key used up there too):
-   * Redis does not count them, so the local state, which does, stays until it expires; forgotten,
-   * the key got a fresh share at each later outage in the window, a whole limit more per flap.
+   * Redis does not count them, so the local state, which does, stays pinned until it expires
+   * (degraded-kept.ts); forgotten, the key got a fresh share at each later outage in the window,
+   * a whole limit more per flap.
+   * @param nowMs the injected time the units were admitted at (else the local store's own clock)
    */
-  charged(key: string, whole = true): Promise<void> {
+  charged(key: string, whole = true, nowMs?: number): Promise<void> {
     this.answered();
     const t = this.bound?.table;
     if (t === undefined) return Promise.resolve();
-    t.unpin(key); // the drained entry's pin (a later entry of the key holds its own)
-    if (whole && !this.ledger.has(key)) t.reset(key);
+    if (whole) {
+      t.unpin(key); // the drained entry's pin (a later entry of the key holds its own)
+      this.kept.release(key);
+      if (!this.ledger.has(key)) t.reset(key);
+      return Promise.resolve();
+    }
+    // How long until the local state is back to a full share: it is kept that long (from now:
+    // on an injected clock, measured from the admissions' time, so at least as long as needed).
+    const lifeMs = t.peek(key, 1, nowMs).resetAfterMs;
+    // The drained entry's pin becomes the kept key's, unless the key is kept already (or need not be).
+    if (lifeMs <= 0 || !this.kept.keep(key, Date.now() + lifeMs)) t.unpin(key);
     return Promise.resolve();
   }
 
@@ -207,6 +223,8 @@ export class DegradedLimiter {
     const n = Math.max(1, this.instances());
     const settled = this.ledger.size === 0 && this.charging === 0;
     if (this.bound === undefined || (this.bound.n !== n && settled)) {
+      // The new shares start every key afresh: the old shares' states no longer count.
+      this.kept.releaseAll();
       const limits = shareOf(this.limits, n);
       this.bound = {
         n,
