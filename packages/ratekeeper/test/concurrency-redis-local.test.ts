@@ -192,6 +192,25 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
     });
   });
 
+  it("a lease granted locally is renewed and released by id through another limiter of its namespace (a service reload's new limiter)", async () => {
+    const ctl = { down: false };
+    const store = new RedisStore({ client: outageClient(io, ctl).client, failure: "degraded", timeoutMs: 5_000, instances: 1 });
+    const namespace = `loc${process.pid}-${++seq}`;
+    const before = new ConcurrencyLimiter({ limit: 1, leaseMs: 3_600_000, store, namespace });
+    const after = new ConcurrencyLimiter({ limit: 2, leaseMs: 3_600_000, store, namespace }); // the limit raised by a reload
+    await before.peek("warm");
+    ctl.down = true;
+    const a = await before.acquire("k");
+    expect(a).toMatchObject({ acquired: true, reason: "degraded" });
+    expect(await after.renew("k", a.id)).toBe(true);
+    expect(await after.release("k", a.id)).toBe(true);
+    expect(await before.acquire("k")).toMatchObject({ acquired: true, reason: "degraded" }); // the slot is free again
+    ctl.down = false;
+    const zkey = `${store.prefix}{${namespace}:k}:c`;
+    await until(async () => (await admin.zcard(zkey)) === 1, "the remaining local lease to be handed to Redis", 200, 10);
+    expect(await admin.zscore(zkey, a.id)).toBeNull(); // the released one is not brought back
+  });
+
   describe.each(["degraded", "closed", "open"] as const)("%s: a release Redis did not get", (failure) => {
     it("is sent again once Redis answers: the slot comes back then, not when the lease expires", async () => {
       const { p, ctl, zkey } = pool(1, failure);

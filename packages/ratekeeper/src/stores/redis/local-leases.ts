@@ -1,12 +1,12 @@
 import type { BoundLeases } from "../../store.js";
 
 /**
- * What a concurrency limit's failure policy did while Redis did not answer that Redis must learn
- * when it answers again (leases.ts): the leases it granted locally, and the releases of Redis
- * leases that did not reach Redis.
+ * What the failure policy of a namespace's concurrency limits did while Redis did not answer,
+ * that Redis must learn when it answers again (lease-ledger.ts hands it over): the leases it
+ * granted locally, and the releases of Redis leases that did not reach Redis.
  */
 
-/** Leases granted locally (the failure policy), and releases owed, remembered per limit: past it the oldest are forgotten. */
+/** Leases granted locally (the failure policy), and releases owed, remembered per namespace: past it the oldest are forgotten. */
 const MAX_LOCAL_IDS = 100_000;
 
 /** A lease the failure policy of a RedisStore granted while Redis did not answer. */
@@ -19,6 +19,10 @@ export interface LocalLease {
   readonly where: BoundLeases | "none" | "redis";
   /** When it expires (ms, on the clock it was granted on: the injected one, else the memory store's `leaseClock()`). */
   expiresAt: number;
+  /** Whether `expiresAt` is on the limiter's injected clock. */
+  readonly injected: boolean;
+  /** The limit of the limiter that answered (a Redis lease taken again needs a free slot under it). */
+  readonly limit: number;
   /** Its hand-over to Redis, while one is under way (renews and releases wait for it). */
   handing: Promise<void> | undefined;
 }
@@ -40,12 +44,12 @@ export class LocalLeases {
     return l !== undefined && l.key === key ? l : undefined;
   }
 
-  add(key: string, id: string, where: LocalLease["where"], expiresAt: number): void {
+  add(key: string, id: string, l: Omit<LocalLease, "key" | "handing">): void {
     if (this.ids.size >= MAX_LOCAL_IDS) {
       const first = this.ids.entries().next();
       if (!first.done) this.drop(first.value[0], first.value[1]);
     }
-    this.ids.set(id, { key, where, expiresAt, handing: undefined });
+    this.ids.set(id, { ...l, key, handing: undefined });
     this.held++;
   }
 

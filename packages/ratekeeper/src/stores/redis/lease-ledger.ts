@@ -1,0 +1,148 @@
+import { leaseClock } from "../memory-leases.js";
+import type { Lane } from "./lanes.js";
+import { LocalLeases, OwedReleases, type LocalLease, type OwedRelease } from "./local-leases.js";
+import { loadScript, type LoadedScript } from "./scripts.js";
+import type { Ledger, RedisStore } from "./store.js";
+
+/** The ledger of each namespace, per store: every ConcurrencyLimiter of a namespace shares it. */
+const LEDGERS = new WeakMap<RedisStore, Map<string, LeaseLedger>>();
+
+/**
+ * What the failure policy of a RedisStore's concurrency limits did in one namespace while Redis
+ * did not answer, and its hand-over to Redis when Redis answers again (a store {@link Ledger}):
+ * the leases granted locally (or granted without a lease, `"open"`), the renews of Redis leases
+ * it said true to, and the releases Redis did not get (local-leases.ts). One per store and
+ * namespace, shared by every limiter of the namespace whatever its limit, so that a lease granted
+ * through one limiter is renewed and released through another (a service's pool limiter made
+ * anew by a reload, a by-id release), as it would be in Redis.
+ */
+export class LeaseLedger implements Ledger {
+  readonly locals = new LocalLeases();
+  private readonly owed = new OwedReleases();
+  private readonly script: LoadedScript = loadScript("concurrency", []);
+  private readonly head: string;
+  /** With an injected clock, its latest reading: the time a hand-over to Redis is made at. */
+  lastNowMs: number | undefined;
+  /** Nothing is admitted here that could not be remembered ({@link Ledger}). */
+  readonly unrecorded = 0;
+
+  private constructor(
+    private readonly store: RedisStore,
+    namespace: string,
+  ) {
+    this.head = `${store.prefix}{${keyPart(namespace)}:`;
+  }
+
+  /** The ledger of `namespace` on `store`. */
+  static of(store: RedisStore, namespace: string): LeaseLedger {
+    let byNamespace = LEDGERS.get(store);
+    if (byNamespace === undefined) LEDGERS.set(store, (byNamespace = new Map<string, LeaseLedger>()));
+    let ledger = byNamespace.get(namespace);
+    if (ledger === undefined) byNamespace.set(namespace, (ledger = new LeaseLedger(store, namespace)));
+    return ledger;
+  }
+
+  /**
+   * The Redis key of `key`'s leases: `<prefix>{<namespace>:<key>}:c`, the namespace written as
+   * {@link keyPart} writes it.
+   */
+  keyOf(key: string): string {
+    return `${this.head}${key}}:c`;
+  }
+
+  /** A lease the policy granted (or, `where: "redis"`, said was renewed): Redis learns of it when it answers. */
+  local(key: string, id: string, l: Omit<LocalLease, "key" | "handing">): void {
+    this.locals.add(key, id, l);
+    this.store.holdsLedger(this);
+    this.store.reconcileSoon(this.store.lanes.of(this.keyOf(key)));
+  }
+
+  /** Releases `id` in Redis now; if that fails, when Redis answers again. */
+  releaseInRedis(key: string, id: string, nowMs: number | undefined): void {
+    this.store.ask(this.script, [this.keyOf(key)], releaseArgs(id, nowMs)).catch(() => this.owe(key, id, nowMs));
+  }
+
+  /** A release the failure policy answered: Redis gets it when it answers again. */
+  owe(key: string, id: string, nowMs: number | undefined): void {
+    this.owed.add(id, { key, nowMs });
+    this.store.holdsLedger(this);
+    this.store.reconcileSoon(this.store.lanes.of(this.keyOf(key)));
+  }
+
+  /**
+   * Hands what was done on `lane`'s keys to Redis (its breaker closed, or a call that failed
+   * without opening it). A lease granted locally is added to its key's set for what is left of
+   * its life, whatever the count (its holder has it already: `"d"`), and leaves the local table;
+   * a Redis lease the policy said was renewed is extended, or taken again if it expired and its
+   * key has a free slot (`"e"`); a release is sent again. What fails is tried again at the next
+   * reconciliation.
+   */
+  async reconcile(lane: Lane): Promise<void> {
+    const handing: Promise<void>[] = [];
+    for (const [id, l] of this.locals.toHand()) {
+      const redisKey = this.keyOf(l.key);
+      if (this.store.lanes.of(redisKey) !== lane) continue;
+      const now = l.injected ? this.lastNowMs : undefined;
+      const left = l.expiresAt - (now ?? leaseClock());
+      if (left > 0) handing.push(this.handOver(id, l, redisKey, now, left, lane));
+      else this.locals.drop(id, l); // expired: its table drops it too
+    }
+    for (const [id, o] of this.owed.take((key) => this.store.lanes.of(this.keyOf(key)) === lane)) {
+      handing.push(this.releaseOwed(id, o, lane));
+    }
+    await Promise.all(handing);
+    if (this.locals.held === 0 && this.owed.size === 0) this.store.ledgerEmpty(this);
+  }
+
+  /** One lease to Redis, for `leftMs` from `now` (the injected clock's, else Redis's time). */
+  private handOver(id: string, l: LocalLease, redisKey: string, now: number | undefined, leftMs: number, lane: Lane): Promise<void> {
+    const mode = l.where === "redis" ? "e" : "d";
+    const args = [mode, now === undefined ? "" : String(now), String(l.limit), id, String(leftMs), String(this.store.minTtlMs)];
+    const done = this.store.ask(this.script, [redisKey], args).then(
+      () => {
+        l.handing = undefined;
+        this.locals.drop(id, l);
+        if (typeof l.where === "object") void Promise.resolve(l.where.release(l.key, id, now)).catch(() => undefined);
+      },
+      (e: unknown) => {
+        l.handing = undefined;
+        this.store.report(e, { op: "reconcile", key: l.key, timedOut: isTimeout(e) });
+        this.store.reconcileSoon(lane);
+      },
+    );
+    l.handing = done;
+    return done;
+  }
+
+  /** Sends a release that did not reach Redis again; kept for the next reconciliation if it fails once more. */
+  private releaseOwed(id: string, o: OwedRelease, lane: Lane): Promise<void> {
+    return this.store.ask(this.script, [this.keyOf(o.key)], releaseArgs(id, o.nowMs)).then(
+      () => undefined,
+      (e: unknown) => {
+        this.owed.add(id, o);
+        this.store.report(e, { op: "reconcile", key: o.key, timedOut: isTimeout(e) });
+        this.store.reconcileSoon(lane);
+      },
+    );
+  }
+}
+
+/** concurrency.lua's arguments for a release of `id` at `nowMs` (the limit is not read). */
+function releaseArgs(id: string, nowMs: number | undefined): string[] {
+  return ["x", nowMs === undefined ? "" : String(nowMs), "1", id, "0", "0"];
+}
+
+/**
+ * A namespace as it goes into a lease's Redis key, before the `:` that ends it: its own `:`
+ * written `%3A` (and `%` as `%25`), so that no namespace and key meet another's in one Redis key
+ * (namespace `n`, key `b:x` and namespace `n:b`, key `x` were both `{n:b:x}:c`: a client choosing
+ * its key took another pool's slots). Namespaces without `:` or `%` (the defaults) are unchanged.
+ */
+function keyPart(namespace: string): string {
+  return namespace.includes(":") || namespace.includes("%") ? namespace.replace(/%/g, "%25").replace(/:/g, "%3A") : namespace;
+}
+
+/** Whether a failure was Redis's silence (the watchdog's timeout) rather than an error. */
+export function isTimeout(e: unknown): boolean {
+  return e instanceof Error && /timeout|no reply/i.test(`${e.name} ${e.message}`);
+}
