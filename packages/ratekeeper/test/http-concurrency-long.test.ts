@@ -8,10 +8,14 @@
 import { once } from "node:events";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { Redis } from "ioredis";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { ConcurrencyLimiter, MemoryStore } from "ratekeeper";
+import { RedisStore } from "ratekeeper/redis";
+import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { until } from "../../../test-support/process.js";
 import { httpRequest } from "./http-support.js";
+import { outageClient } from "./redis-store-support.js";
 
 class Gate {
   holding = 0;
@@ -95,6 +99,58 @@ describe.each(Object.keys(FRAMEWORKS))("%s: concurrency, a request longer than i
       expect(vi.getTimerCount()).toBe(0);
       expect((await httpRequest(url, { path: "/" })).status).toBe(200);
     } finally {
+      gate.open();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});
+
+describeRedis("concurrency on Redis, a request longer than its lease across an outage", () => {
+  let redis: RedisHandle;
+  let io: Redis;
+  beforeAll(async () => {
+    redis = await startRedis();
+    io = new Redis(redis.port, redis.host);
+  });
+  afterAll(async () => {
+    io?.disconnect();
+    await redis?.stop();
+  });
+
+  it('"closed": a renew refused while Redis is down does not stop the renewing: the lease is kept once Redis answers', async () => {
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    const gate = new Gate();
+    const ctl = { down: false };
+    const clock = { now: 1_763_740_800_000 };
+    const store = new RedisStore({ client: outageClient(io, ctl).client, failure: "closed", timeoutMs: 5_000, instances: 1 });
+    const pool = new ConcurrencyLimiter({ limit: 1, leaseMs: 30_000, store, clock: () => clock.now, namespace: `long${process.pid}` });
+    const errors: unknown[] = [];
+    const server = await (FRAMEWORKS.node as (typeof FRAMEWORKS)[string])(
+      { concurrency: pool, onError: (e: unknown) => errors.push(e) },
+      gate,
+    );
+    const url = await listen(server);
+    try {
+      const long = httpRequest(url, { path: "/hold" });
+      long.catch(() => undefined);
+      await until(() => gate.holding === 1, "the request in flight", 400, 5);
+      const step = async (down: boolean) => {
+        ctl.down = down;
+        clock.now += 10_000;
+        vi.advanceTimersByTime(10_000); // the keep-alive's renew is sent now, at clock.now
+        await new Promise((r) => setImmediate(r));
+      };
+      await step(true); // the renew fails: "closed" says false
+      await step(false);
+      await step(false);
+      await step(false); // 40 s after the acquire, 30 s after the last renew that Redis saw before
+      expect(errors.length).toBeGreaterThan(0); // the refused renew was reported
+      expect((await httpRequest(url, { path: "/" })).status).toBe(429);
+      gate.open();
+      expect((await long).status).toBe(200);
+    } finally {
+      ctl.down = false;
       gate.open();
       server.closeAllConnections();
       server.close();

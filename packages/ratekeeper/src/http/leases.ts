@@ -48,19 +48,26 @@ export class LeaseGate<Req> {
  * `lease`, renewed every third of `leaseMs` until it is released: a request in flight longer
  * than its lease (a long download, a slow upstream) would otherwise lose its slot to the next
  * request while it still runs, and more than `limit` would be in flight. A renew that says the
- * lease was lost (it expired unseen, as a store's failure policy may let happen) stops the
- * renewing and is reported; one that fails is reported and tried again at the next turn. The
- * timer never keeps the process alive.
+ * lease is not held is reported (once in a row) and the renewing goes on: a store whose Redis is
+ * down says so under the `"closed"` policy while the lease is still held there, and the next
+ * renew once Redis answers keeps it. A renew that fails is reported and tried again at the next
+ * turn. The timer never keeps the process alive.
  */
 function keptAlive(lease: Lease, leaseMs: number, report: (error: unknown) => void): Lease {
+  let lost = false;
   const timer = setInterval(
     () => {
       lease.renew().then(
         (held) => {
-          if (held) return;
-          clearInterval(timer);
+          if (held || lost) {
+            lost = !held;
+            return;
+          }
+          lost = true;
           report(
-            new Error(`concurrency: the lease of a request in flight on "${lease.key}" was lost (it expired): its slot may be another's`),
+            new Error(
+              `concurrency: a renew of the lease of a request in flight on "${lease.key}" found it not held: its slot may be another's`,
+            ),
           );
         },
         (e: unknown) => report(e),
