@@ -40,6 +40,11 @@ export class Batcher {
     private readonly downError: () => Error,
   ) {}
 
+  /** Whether no decision waits here for a script call. */
+  get idle(): boolean {
+    return this.queue.length === 0;
+  }
+
   submit(p: Pending): void {
     this.queue.push(p);
     this.flush();

@@ -137,8 +137,24 @@ export class RedisTable implements BoundStore, QueuedOwner {
   private decide(call: DecisionCall): Promise<Decision> {
     this.store.checkConnection();
     if (!this.store.enter()) return Promise.resolve(withoutRedis(this.limits, "overloaded", false));
+    const down = this.whileDown(call);
+    if (down !== undefined) return down;
     // Unbatched, by the fast path when it can go that way now; else queued (queued-decision.ts).
     return (this.batchers === undefined ? this.decideFast(call) : undefined) ?? new QueuedDecision(this, call).start();
+  }
+
+  /**
+   * While the breaker of the call's lane is open, the failure policy's decision at once, without
+   * queueing it for a script call that would only be refused; undefined when the lane is up, or
+   * when decisions wait in its batch (queued before the breaker opened): queued behind them, this
+   * one's refusal answers them too (batcher.ts).
+   */
+  private whileDown(call: DecisionCall): Promise<Decision> | undefined {
+    if (this.store.breakers.state === "closed") return undefined; // every lane is up: no lane to find
+    const lane = this.store.lanes.of(this.store.opts.shim.isCluster ? (this.keysOf(call.key)[0] as string) : "");
+    if (lane.breaker.state === "closed" || (this.batchers !== undefined && this.batchers.get(lane)?.idle === false)) return undefined;
+    this.store.leave();
+    return this.fallback.decision(redisDown(), call);
   }
 
   /** @internal {@link QueuedOwner}: a decision's slice of a general reply. */
