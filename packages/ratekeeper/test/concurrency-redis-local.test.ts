@@ -36,7 +36,7 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
     const store = new RedisStore({ client, failure, timeoutMs, instances });
     const namespace = `loc${process.pid}-${++seq}`;
     const p = new ConcurrencyLimiter({ limit, leaseMs: 3_600_000, store, namespace });
-    return { p, ctl, store, zkey: (key: string) => `${store.prefix}{${namespace}:${key}}:c` };
+    return { p, ctl, store, namespace, zkey: (key: string) => `${store.prefix}{${namespace}:${key}}:c` };
   }
 
   describe.each(["degraded", "insurance"] as const)("%s", (policy) => {
@@ -75,6 +75,20 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
       await a.release();
     });
 
+    it("an acquire on a key with a lease granted locally hands that lease to Redis first: no slot it holds is granted in between", async () => {
+      const { p, ctl, zkey } = pool(1, failure());
+      await p.peek("warm");
+      ctl.down = true;
+      const a = await p.acquire("k"); // one failed call: the breaker stays closed
+      expect(a).toMatchObject({ acquired: true, reason: policy });
+      ctl.down = false;
+      // Redis answers again at once; the hand-over would come a moment later.
+      expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });
+      expect(await admin.zscore(zkey("k"), a.id)).not.toBeNull();
+      await a.release();
+      expect((await p.acquire("k")).acquired).toBe(true);
+    });
+
     it("an acquire Redis took too late, after the policy granted the same lease locally, ends up held once, in Redis", async () => {
       const { p, zkey } = pool(1, failure(), 200);
       await p.peek("warm"); // loads the script
@@ -98,12 +112,19 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
     });
 
     it("a lease handed to Redis keeps what was left of its life, even past the limit", async () => {
-      const { p, ctl, zkey } = pool(1, failure());
+      const { p, ctl, namespace, zkey } = pool(1, failure());
       await p.peek("warm");
       ctl.down = true;
       const b = await p.acquire("k"); // local: Redis does not know of it
       ctl.down = false;
-      const a = await p.acquire("k"); // Redis: an empty key, so granted (the outage's worst case)
+      // Another process, which Redis answered all along: an empty key, so granted (the outage's worst case).
+      const elsewhere = new ConcurrencyLimiter({
+        limit: 1,
+        leaseMs: 3_600_000,
+        namespace,
+        store: new RedisStore({ client: io, failure: "throw", instances: 1 }),
+      });
+      const a = await elsewhere.acquire("k");
       expect([a.acquired, b.acquired]).toEqual([true, true]);
       await until(async () => (await admin.zcard(zkey("k"))) === 2, "the local lease to be handed to Redis", 200, 10);
       // Both are held: nothing more is granted until both are gone.

@@ -82,16 +82,37 @@ export class LeaseLedger implements Ledger {
     for (const [id, l] of this.locals.toHand()) {
       const redisKey = this.keyOf(l.key);
       if (this.store.lanes.of(redisKey) !== lane) continue;
-      const now = l.injected ? this.lastNowMs : undefined;
-      const left = l.expiresAt - (now ?? leaseClock());
-      if (left > 0) handing.push(this.handOver(id, l, redisKey, now, left, lane));
-      else this.locals.drop(id, l); // expired: its table drops it too
+      const h = this.handOne(id, l, redisKey, lane);
+      if (h !== undefined) handing.push(h);
     }
     for (const [id, o] of this.owed.take((key) => this.store.lanes.of(this.keyOf(key)) === lane)) {
       handing.push(this.releaseOwed(id, o, lane));
     }
     await Promise.all(handing);
     if (this.locals.held === 0 && this.owed.size === 0) this.store.ledgerEmpty(this);
+  }
+
+  /**
+   * Before a call on `key` that Redis counts from (an acquire): hands the key's local entries to
+   * Redis first, on the same connection, so Redis runs them before that call. Else, between Redis
+   * answering again and the reconciliation (up to 100 ms after a lone failed call), Redis would
+   * grant the slots they hold (a limit of 1: a second holder). Nothing while the lane is down.
+   */
+  handKey(key: string): void {
+    if (!this.locals.has(key)) return;
+    const redisKey = this.keyOf(key);
+    const lane = this.store.lanes.of(redisKey);
+    if (lane.breaker.state !== "closed") return;
+    for (const [id, l] of this.locals.toHand(key)) void this.handOne(id, l, redisKey, lane);
+  }
+
+  /** Hands `l` over for what is left of its life, or drops it when nothing is. */
+  private handOne(id: string, l: LocalLease, redisKey: string, lane: Lane): Promise<void> | undefined {
+    const now = l.injected ? this.lastNowMs : undefined;
+    const left = l.expiresAt - (now ?? leaseClock());
+    if (left > 0) return this.handOver(id, l, redisKey, now, left, lane);
+    this.locals.drop(id, l); // expired: its table drops it too
+    return undefined;
   }
 
   /** One lease to Redis, for `leftMs` from `now` (the injected clock's, else Redis's time). */

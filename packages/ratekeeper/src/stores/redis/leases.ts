@@ -57,6 +57,7 @@ export class RedisLeases implements BoundLeases {
 
   acquire(key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
     if (nowMs !== undefined) this.ledger.lastNowMs = nowMs;
+    this.ledger.handKey(key); // Redis first learns of the key's local leases, if it has any
     return this.call("acquire", key, id, leaseMs, nowMs);
   }
 

@@ -35,6 +35,8 @@ export interface LocalLease {
  */
 export class LocalLeases {
   private readonly ids = new Map<string, LocalLease>();
+  /** The ids of each key's entries. */
+  private readonly byKey = new Map<string, Set<string>>();
   /** Leases still to hand to Redis. */
   held = 0;
 
@@ -50,6 +52,9 @@ export class LocalLeases {
       if (!first.done) this.drop(first.value[0], first.value[1]);
     }
     this.ids.set(id, { ...l, key, handing: undefined });
+    let ids = this.byKey.get(key);
+    if (ids === undefined) this.byKey.set(key, (ids = new Set()));
+    ids.add(id);
     this.held++;
   }
 
@@ -57,12 +62,27 @@ export class LocalLeases {
   drop(id: string, l: LocalLease): void {
     if (this.ids.get(id) !== l) return;
     this.ids.delete(id);
+    const ids = this.byKey.get(l.key);
+    ids?.delete(id);
+    if (ids?.size === 0) this.byKey.delete(l.key);
     this.held--;
   }
 
-  /** The leases not being handed to Redis now. */
-  *toHand(): Generator<[string, LocalLease]> {
-    for (const [id, l] of this.ids) if (l.handing === undefined) yield [id, l];
+  /** The leases not being handed to Redis now (of `key` only, when given). */
+  *toHand(key?: string): Generator<[string, LocalLease]> {
+    if (key === undefined) {
+      for (const [id, l] of this.ids) if (l.handing === undefined) yield [id, l];
+      return;
+    }
+    for (const id of [...(this.byKey.get(key) ?? [])]) {
+      const l = this.ids.get(id);
+      if (l !== undefined && l.handing === undefined) yield [id, l];
+    }
+  }
+
+  /** Whether `key` has entries. */
+  has(key: string): boolean {
+    return this.byKey.has(key);
   }
 }
 
