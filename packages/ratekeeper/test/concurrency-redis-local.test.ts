@@ -245,4 +245,47 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
       expect(await p.acquire("k")).toMatchObject({ acquired: true, reason: undefined });
     });
   });
+
+  it("random acquires and releases with lone failed calls among them: Redis never grants a lease while this process holds the limit", async () => {
+    // One process, limit 3 on two keys, "degraded" at the full limit (one instance). Calls fail
+    // one or two at a time (the breaker stays closed), so leases are granted locally now and
+    // then and handed over in the background or by the next acquire on their key. Whatever the
+    // interleaving, a lease Redis grants (reason undefined) must find fewer than 3 held.
+    const { p, ctl } = pool(3, "degraded");
+    await p.peek("warm");
+    let seed = 7;
+    const rnd = () => (seed = (seed * 16_807) % 2_147_483_647) / 2_147_483_647;
+    const held = new Map<string, Awaited<ReturnType<ConcurrencyLimiter["acquire"]>>[]>([
+      ["a", []],
+      ["b", []],
+    ]);
+    let redisGrants = 0;
+    let localGrants = 0;
+    for (let i = 0; i < 400; i++) {
+      const key = rnd() < 0.5 ? "a" : "b";
+      const mine = held.get(key) as Awaited<ReturnType<ConcurrencyLimiter["acquire"]>>[];
+      const r = rnd();
+      ctl.down = r < 0.12; // this call fails (at most one in a row but for the next turn's)
+      if (r < 0.6) {
+        const before = mine.length;
+        const lease = await p.acquire(key);
+        if (lease.acquired) {
+          if (lease.reason === undefined) {
+            expect(before, `Redis granted a lease on "${key}" with ${before} held (step ${i})`).toBeLessThan(3);
+            redisGrants++;
+          } else localGrants++;
+          mine.push(lease);
+        }
+      } else if (mine.length > 0) {
+        const lease = mine.splice(Math.floor(rnd() * mine.length), 1)[0];
+        await lease?.release();
+      }
+      ctl.down = false;
+      if (rnd() < 0.05)
+        await new Promise((r) => setTimeout(r, 120)); // a background reconciliation may run
+      else await new Promise((r) => setImmediate(r));
+    }
+    expect(redisGrants).toBeGreaterThan(20);
+    expect(localGrants).toBeGreaterThan(3);
+  });
 });
