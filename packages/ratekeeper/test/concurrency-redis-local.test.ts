@@ -83,6 +83,7 @@ describeRedis("ConcurrencyLimiter: leases granted locally while Redis was down",
       expect(a).toMatchObject({ acquired: true, reason: policy });
       ctl.down = false;
       // Redis answers again at once; the hand-over would come a moment later.
+      expect(await p.peek("k")).toMatchObject({ remaining: 0, reason: undefined }); // what an acquire would say
       expect(await p.acquire("k")).toMatchObject({ acquired: false, reason: "limit" });
       expect(await admin.zscore(zkey("k"), a.id)).not.toBeNull();
       await a.release();

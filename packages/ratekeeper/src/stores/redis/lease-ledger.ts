@@ -93,10 +93,11 @@ export class LeaseLedger implements Ledger {
   }
 
   /**
-   * Before a call on `key` that Redis counts from (an acquire): hands the key's local entries to
-   * Redis first, on the same connection, so Redis runs them before that call. Else, between Redis
-   * answering again and the reconciliation (up to 100 ms after a lone failed call), Redis would
-   * grant the slots they hold (a limit of 1: a second holder). Nothing while the lane is down.
+   * Before a call on `key` that Redis counts from (an acquire, a count): hands the key's local
+   * entries to Redis first, on the same connection, so Redis runs them before that call. Else,
+   * between Redis answering again and the reconciliation (up to 100 ms after a lone failed call),
+   * Redis would grant the slots they hold (a limit of 1: a second holder). Nothing while the lane
+   * is down.
    */
   handKey(key: string): void {
     if (!this.locals.has(key)) return;

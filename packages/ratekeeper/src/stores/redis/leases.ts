@@ -92,6 +92,7 @@ export class RedisLeases implements BoundLeases {
 
   count(key: string, nowMs: number | undefined): Promise<LeaseAnswer> {
     if (nowMs !== undefined) this.ledger.lastNowMs = nowMs;
+    this.ledger.handKey(key); // as for an acquire: a count says what an acquire would
     return this.call("count", key, "", 0, nowMs);
   }
 
