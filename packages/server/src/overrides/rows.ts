@@ -57,7 +57,9 @@ export function encodeCursor(domain: string, key: string): string {
 export function decodeCursor(cursor: string): [string, string] {
   try {
     const v: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
-    if (Array.isArray(v) && v.length === 2 && typeof v[0] === "string" && typeof v[1] === "string") return [v[0], v[1]];
+    // A forged cursor holding U+0000 would fail PostgreSQL's query as a database error; no key holds it.
+    if (Array.isArray(v) && v.length === 2 && typeof v[0] === "string" && typeof v[1] === "string" && !`${v[0]}${v[1]}`.includes("\u0000"))
+      return [v[0], v[1]];
   } catch {
     // fall through to the error below
   }

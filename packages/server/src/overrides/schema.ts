@@ -12,11 +12,20 @@ export const MAX_KEY_LENGTH = 2048;
 /** Longest note accepted, in characters. */
 export const MAX_NOTE_LENGTH = 1024;
 
-// PostgreSQL text cannot hold U+0000, and the cache joins nothing with it, but forbid it so both
-// backends accept exactly the same keys.
-const noNul = (s: string) => !s.includes("\u0000");
+/**
+ * Text both backends store exactly as sent: PostgreSQL text cannot hold U+0000 (the write would
+ * fail as a database error), and both drivers send strings as UTF-8, where a lone surrogate
+ * becomes U+FFFD, so an override would be stored (and applied) under another key than the one
+ * the answer names. The library refuses such limiter keys for the same reason (ratekeeper's key.ts).
+ */
+export function storable(s: string): boolean {
+  return !s.includes("\u0000") && !/\p{Cs}/u.test(s);
+}
+const STORABLE = "must not contain U+0000 or a lone surrogate";
 const text = (max: number) =>
-  z.string().min(1, "must not be empty").max(max, `must be at most ${max} characters`).refine(noNul, "must not contain U+0000");
+  z.string().min(1, "must not be empty").max(max, `must be at most ${max} characters`).refine(storable, STORABLE);
+/** The latest expiry a date can hold (ECMAScript's time range: 8.64e15 ms after the epoch). */
+const MAX_EXPIRES_AT_MS = 8.64e15;
 
 /**
  * The JSON document of one override, as the admin API takes it and as `overrides import`
@@ -31,9 +40,9 @@ export const overrideDocumentSchema = z.strictObject({
   key: text(MAX_KEY_LENGTH).optional(),
   limits: z.array(z.unknown()).optional(),
   policy: z.enum(["blocked", "unlimited"]).optional(),
-  expiresAtMs: z.number().int("must be a whole number of ms since the epoch").positive().max(8.64e15).nullable().optional(),
+  expiresAtMs: z.number().int("must be a whole number of ms since the epoch").positive().max(MAX_EXPIRES_AT_MS).nullable().optional(),
   ttl: z.union([z.number(), z.string()]).optional(),
-  note: z.string().max(MAX_NOTE_LENGTH, `must be at most ${MAX_NOTE_LENGTH} characters`).nullable().optional(),
+  note: z.string().max(MAX_NOTE_LENGTH, `must be at most ${MAX_NOTE_LENGTH} characters`).refine(storable, STORABLE).nullable().optional(),
 });
 
 /** The shape accepted by {@link parseOverride}. */
@@ -94,7 +103,10 @@ export function parseOverride(input: unknown, ctx: ParseContext): ParseResult {
     } else {
       const ttl = doc.ttl;
       const ttlMs = collectIssues(issues, () => parseDuration(ttl, "ttl"));
-      if (ttlMs !== undefined) expiresAtMs = ctx.nowMs + ttlMs;
+      // A later expiry is no date: describing the override (explain.why) would throw on every check.
+      if (ttlMs !== undefined && ctx.nowMs + ttlMs > MAX_EXPIRES_AT_MS)
+        issues.push({ path: "ttl", message: `must end by ${new Date(MAX_EXPIRES_AT_MS).toISOString()} (got ${ttlMs} ms from now)` });
+      else if (ttlMs !== undefined) expiresAtMs = ctx.nowMs + ttlMs;
     }
   }
   if (issues.length > 0 || domain === undefined || key === undefined || policy === undefined) return { ok: false, issues };
@@ -107,8 +119,8 @@ function pick(field: "domain" | "key", inDoc: string | undefined, fixed: string 
     if (inDoc !== undefined && inDoc !== fixed)
       issues.push({ path: field, message: `must match the URL (${JSON.stringify(fixed)}) when given` });
     const max = field === "domain" ? MAX_DOMAIN_LENGTH : MAX_KEY_LENGTH;
-    if (fixed.length === 0 || fixed.length > max || !noNul(fixed))
-      issues.push({ path: field, message: `must be 1-${max} characters without U+0000` });
+    if (fixed.length === 0 || fixed.length > max || !storable(fixed))
+      issues.push({ path: field, message: `must be 1-${max} characters without U+0000 or a lone surrogate` });
     return fixed;
   }
   if (inDoc === undefined) issues.push({ path: field, message: "required" });

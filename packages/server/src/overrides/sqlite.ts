@@ -179,7 +179,8 @@ export class SqliteOverrideStore implements OverrideStore {
     if (options.keyPrefix !== undefined && options.keyPrefix !== "") {
       // The range keeps the primary key usable; substr checks the prefix exactly (BINARY collation).
       where.push("key >= ? AND substr(key, 1, ?) = ?");
-      args.push(options.keyPrefix, options.keyPrefix.length, options.keyPrefix);
+      // substr counts characters (code points), not UTF-16 units: an emoji is 1 there, 2 in .length.
+      args.push(options.keyPrefix, Array.from(options.keyPrefix).length, options.keyPrefix);
     }
     if (options.liveAtMs !== undefined) {
       where.push("(expires_at_ms IS NULL OR expires_at_ms > ?)");

@@ -58,11 +58,20 @@ export async function listOverrides({ admin, res, url }: AdminCall): Promise<voi
   if (expired !== null && expired !== "true" && expired !== "false") {
     throw new HttpError("bad_request", `expired: must be true or false (got ${JSON.stringify(expired)})`);
   }
+  const domain = q.get("domain") ?? undefined;
+  const keyPrefix = q.get("prefix") ?? undefined;
+  for (const [name, value] of [
+    ["domain", domain],
+    ["prefix", keyPrefix],
+  ] as const) {
+    // No override holds it, and PostgreSQL would fail the query as a database error (503).
+    if (value?.includes("\u0000")) throw new HttpError("bad_request", `${name}: must not contain U+0000`);
+  }
   let page;
   try {
     page = await needStore(admin).list({
-      domain: q.get("domain") ?? undefined,
-      keyPrefix: q.get("prefix") ?? undefined,
+      domain,
+      keyPrefix,
       cursor: q.get("cursor") ?? undefined,
       limit,
       liveAtMs: expired === "true" ? undefined : admin.clock(),

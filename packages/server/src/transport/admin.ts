@@ -106,12 +106,17 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
   };
 
   return async function adminHandler(req, res) {
-    const url = new URL(req.url ?? "/", "http://admin.invalid");
-    if (!url.pathname.startsWith(ADMIN_PREFIX)) return false;
+    const target = req.url ?? "/";
+    const url = new URL(target, "http://admin.invalid");
+    // The path as sent, not url.pathname: the URL parser resolves "." and ".." segments, and
+    // "%2E%2E" as "..", so the key ".." (or a domain ".") could not be addressed at all.
+    const q = target.indexOf("?");
+    const path = q === -1 ? target : target.slice(0, q);
+    if (!path.startsWith(ADMIN_PREFIX)) return false;
     try {
       if (!authInTransport && !expected) throw new HttpError("not_found", "the admin API is off (no admin token is configured)");
       if (expected && !expected.matches(req.headers.authorization)) throw unauthorized();
-      const { methods, domain, key } = match(admin, url);
+      const { methods, domain, key } = match(admin, url, path);
       const method = req.method ?? "GET";
       const route = Object.hasOwn(methods, method) ? methods[method] : undefined;
       if (!route) throw methodNotAllowed(Object.keys(methods).join(", "));
@@ -138,9 +143,9 @@ const KEY_ACTIONS: ReadonlyMap<string, Methods> = new Map([
 /** An unknown action under a key: every action is a POST, so other methods answer 405 first. */
 const UNKNOWN_KEY_ACTION: Methods = { POST: ({ url }) => Promise.reject(notFound(url)) };
 
-/** Finds the path's routes in the table, with the `{domain}` and `{key}` it names. */
-function match(admin: Admin, url: URL): { methods: Methods; domain: string; key: string } {
-  const parts = url.pathname.slice(ADMIN_PREFIX.length).split("/").map(decodePart);
+/** Finds the routes of `path` (the request's path as sent) in the table, with the `{domain}` and `{key}` it names. */
+function match(admin: Admin, url: URL, path: string): { methods: Methods; domain: string; key: string } {
+  const parts = path.slice(ADMIN_PREFIX.length).split("/").map(decodePart);
   const [resource, domain = "", key, action, ...rest] = parts;
   if (rest.length > 0) throw notFound(url);
   if (resource === "overrides") {
@@ -158,11 +163,15 @@ function match(admin: Admin, url: URL): { methods: Methods; domain: string; key:
 
 /** One path segment, percent-decoded (keys may contain `/`). */
 function decodePart(p: string): string {
+  let part: string;
   try {
-    return decodeURIComponent(p);
+    part = decodeURIComponent(p);
   } catch {
     throw new HttpError("bad_request", `path: bad percent-encoding in ${JSON.stringify(p)}`);
   }
+  // No override can hold it, and PostgreSQL would fail the query as a database error (503).
+  if (part.includes("\u0000")) throw new HttpError("bad_request", `path: must not contain U+0000 (got ${JSON.stringify(p)})`);
+  return part;
 }
 
 function isOverrideStore(x: unknown): x is OverrideStore {
