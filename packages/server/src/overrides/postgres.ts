@@ -40,7 +40,9 @@ export interface PostgresOverrideStoreOptions {
   /**
    * Longest a query may take, in ms (PostgreSQL's `statement_timeout`, and the client's own
    * timeout a little later for a server that does not answer at all). A hung query would
-   * otherwise stall the cache's catch-up, and every admin write waiting on it, for good.
+   * otherwise stall the cache's catch-up, and every admin write waiting on it, for good. Also
+   * how long a transaction may sit idle (`idle_in_transaction_session_timeout`) before
+   * PostgreSQL ends it, releasing the write lock a stalled instance held.
    * @default 30000
    */
   readonly queryTimeoutMs?: number;
@@ -79,6 +81,11 @@ export class PostgresOverrideStore implements OverrideStore {
       application_name: options.applicationName ?? "ratekeeper",
       keepAlive: true,
       statement_timeout: options.queryTimeoutMs ?? 30_000,
+      // Every write holds the one write lock (postgres-schema.ts) until COMMIT. An instance that
+      // stalls inside a write (stopped, paused, cut off without a FIN) would hold it, and stop
+      // every other instance's writes and purges, until TCP keepalive gave up on it (hours):
+      // PostgreSQL ends a transaction left idle this long, which releases the lock.
+      idle_in_transaction_session_timeout: options.queryTimeoutMs ?? 30_000,
       query_timeout: (options.queryTimeoutMs ?? 30_000) + 5_000,
       connectionTimeoutMillis: 10_000,
     });
