@@ -289,19 +289,20 @@ export class PostgresOverrideStore implements OverrideStore {
     return { changes: rows.map((r) => rowToChange(r, this.policies)), horizon: Number(h.rows[0]?.value ?? 0) };
   }
 
+  /** At the earlier of `nowMs` and the database's clock: one instance's fast clock must not end overrides for all. */
   purge(nowMs: number, tombstoneRetentionMs: number): Promise<{ expired: number; tombstones: number }> {
     return this.write(async (c) => {
-      const exp = await c.query<{ v: string | null; n: string }>(
-        `WITH x AS (
+      const exp = await c.query<{ v: string | null; n: string; at: string }>(
+        `WITH t AS (SELECT least($1::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ms), x AS (
            UPDATE ratekeeper_overrides SET deleted = true, version = nextval('ratekeeper_overrides_version_seq'), updated_at_ms = $2
-           WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= $1 AND NOT deleted RETURNING version)
-         SELECT max(version) AS v, count(*) AS n FROM x`,
+           WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= (SELECT ms FROM t) AND NOT deleted RETURNING version)
+         SELECT max(version) AS v, count(*) AS n, (SELECT ms FROM t) AS at FROM x`,
         [nowMs, this.clock()],
       );
       const tomb = await c.query<{ v: string | null; n: string }>(
         `WITH x AS (DELETE FROM ratekeeper_overrides WHERE deleted AND updated_at_ms < $1 RETURNING version)
          SELECT max(version) AS v, count(*) AS n FROM x`,
-        [nowMs - tombstoneRetentionMs],
+        [Number(exp.rows[0]?.at ?? nowMs) - tombstoneRetentionMs],
       );
       const tv = tomb.rows[0]?.v;
       if (tv !== null && tv !== undefined) {
