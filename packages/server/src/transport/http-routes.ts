@@ -66,6 +66,17 @@ async function leases({ ctx, req, res, method, path }: HttpCall): Promise<void> 
   const body = await readJson(req, ctx.maxBody);
   if (op === "acquire") {
     const grant = await ctx.leases.acquire(body);
+    // Only this answer carries the lease's id: a client gone before it is out (it left while the
+    // lease was being acquired, or before the answer was written) can never release the lease,
+    // which would hold its slot until it expires. Given back instead.
+    if (grant.acquired && grant.id !== undefined) {
+      const id = grant.id;
+      const giveBack = (): void => void ctx.leases.release({ pool: grant.pool, key: grant.key, id }).catch(() => undefined);
+      if (res.closed) return giveBack();
+      res.once("close", () => {
+        if (!res.writableFinished) giveBack();
+      });
+    }
     const headers = grant.acquired ? undefined : { "retry-after": String(Math.max(1, Math.ceil(grant.retryAfterMs / 1000))) };
     return sendJson(res, grant.acquired ? 200 : 429, grant, headers);
   }
