@@ -231,6 +231,20 @@ export function parseJsonText(text: string, optional: boolean): unknown {
 /** The shortest admin token accepted (16 characters: 96 bits or more from a random generator). */
 export const MIN_ADMIN_TOKEN_CHARS = 16;
 
+/**
+ * Why `token` cannot be an admin token, or undefined when it can. `Bearer <token>` carries one
+ * run of visible ASCII ({@link SCHEME}; node reads header bytes as Latin-1): a token with a
+ * space, a newline (an environment variable set from a file) or a non-ASCII character could
+ * never be presented, and every request would be a 401.
+ */
+export function adminTokenProblem(token: string): string | undefined {
+  if (token.length < MIN_ADMIN_TOKEN_CHARS) return `at least ${MIN_ADMIN_TOKEN_CHARS} characters (got ${token.length})`;
+  const at = token.search(/[^\x21-\x7e]/);
+  if (at === -1) return undefined;
+  const unit = token.charCodeAt(at).toString(16).toUpperCase().padStart(4, "0");
+  return `visible ASCII only, no spaces or line ends (got U+${unit} at index ${at})`;
+}
+
 /** `Bearer <token>` (the scheme in any case, RFC 9110 section 11.1) or `Basic base64(user:password)`. */
 const SCHEME = /^(bearer|basic)[ \t]+(\S+)[ \t]*$/i;
 
@@ -242,11 +256,11 @@ export class TokenCheck {
   private readonly digest: Buffer;
   /**
    * @param token the admin token
-   * @throws Error when it is shorter than {@link MIN_ADMIN_TOKEN_CHARS}
+   * @throws Error when it is shorter than {@link MIN_ADMIN_TOKEN_CHARS} or not visible ASCII ({@link adminTokenProblem})
    */
   constructor(token: string) {
-    if (token.length < MIN_ADMIN_TOKEN_CHARS)
-      throw new Error(`adminToken: at least ${MIN_ADMIN_TOKEN_CHARS} characters (got ${token.length})`);
+    const problem = adminTokenProblem(token);
+    if (problem !== undefined) throw new Error(`adminToken: ${problem}`);
     this.digest = sha256(token);
   }
 

@@ -4,7 +4,7 @@
  * (`--admin-token-file`, as Kubernetes mounts a secret) or the environment is preferred.
  */
 import { readFileSync, statSync } from "node:fs";
-import { MIN_ADMIN_TOKEN_CHARS } from "../http-io.js";
+import { adminTokenProblem } from "../http-io.js";
 import { UsageError, str, type Values } from "./command.js";
 
 /** The token, and a warning to log when it came from the command line. */
@@ -34,10 +34,8 @@ export function chooseAdminToken(v: Values, env: NodeJS.ProcessEnv): AdminTokenC
 }
 
 function checked(token: string, source: string): string {
-  if (token.length < MIN_ADMIN_TOKEN_CHARS)
-    throw new UsageError(
-      `${source}: at least ${MIN_ADMIN_TOKEN_CHARS} characters (got ${token.length}); generate one with: openssl rand -base64 32`,
-    );
+  const problem = adminTokenProblem(token);
+  if (problem !== undefined) throw new UsageError(`${source}: ${problem}; generate one with: openssl rand -base64 32`);
   return token;
 }
 

@@ -8,6 +8,8 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { chooseAdminToken } from "../../src/cli/admin-token.js";
+import { TokenCheck } from "../../src/http-io.js";
 import { CLI, startServiceProcess, type ServiceProc } from "../support.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "rk-hostile-token-"));
@@ -73,6 +75,14 @@ describe("admin token", () => {
     running.push(argv);
     expect(await adminStatus(argv, GOOD)).toBe(200);
     expect(argv.lines.some((l) => l.includes("--admin-token") && l.includes("--admin-token-file"))).toBe(true);
+  });
+
+  it("a token no Authorization header can carry (a space, a newline, non-ASCII) is refused at start, naming its source", () => {
+    // `Bearer <token>` carries one run of visible ASCII: with such a token every request was a 401.
+    expect(() => chooseAdminToken({ "admin-token": `${GOOD} more words` }, {})).toThrow(/^--admin-token: .*U\+0020 at index 32/);
+    expect(() => chooseAdminToken({}, { RATEKEEPER_ADMIN_TOKEN: `${GOOD}\n` })).toThrow(/^RATEKEEPER_ADMIN_TOKEN: .*U\+000A/);
+    expect(() => chooseAdminToken({ "admin-token": `${GOOD}\u00e9` }, {})).toThrow(/^--admin-token: .*U\+00E9/);
+    expect(() => new TokenCheck(`${GOOD} x`)).toThrow(/^adminToken: /);
   });
 
   it("two sources at once is a usage error", () => {
