@@ -219,12 +219,12 @@ export class PostgresOverrideStore implements OverrideStore {
     });
   }
 
-  delete(domain: string, key: string): Promise<boolean> {
+  delete(domain: string, key: string, onlyPolicy?: "blocked" | "unlimited"): Promise<boolean> {
     return this.write(async (c) => {
       const { rows } = await c.query<{ version: string }>(
         `UPDATE ratekeeper_overrides SET deleted = true, version = nextval('ratekeeper_overrides_version_seq'), updated_at_ms = $3
-         WHERE domain = $1 AND key = $2 AND NOT deleted RETURNING version`,
-        [domain, key, this.clock()],
+         WHERE domain = $1 AND key = $2 AND NOT deleted AND ($4::text IS NULL OR policy = $4) RETURNING version`,
+        [domain, key, this.clock(), onlyPolicy ?? null],
       );
       const row = rows[0];
       return { result: row !== undefined, notify: row ? { v: Number(row.version), d: domain, k: key } : undefined };

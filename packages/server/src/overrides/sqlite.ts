@@ -151,10 +151,11 @@ export class SqliteOverrideStore implements OverrideStore {
     return overrides.length;
   }
 
-  async delete(domain: string, key: string): Promise<boolean> {
+  async delete(domain: string, key: string, onlyPolicy?: "blocked" | "unlimited"): Promise<boolean> {
     const version = this.db
       .transaction(() => {
-        if (!this.stmt.get.get(domain, key)) return 0;
+        const row = this.stmt.get.get(domain, key);
+        if (!row || (onlyPolicy !== undefined && row.policy !== onlyPolicy)) return 0;
         const v = this.nextVersion();
         this.stmt.tombstone.run(v, this.clock(), domain, key);
         return v;

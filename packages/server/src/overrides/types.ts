@@ -114,8 +114,11 @@ export interface OverrideStore {
   put(override: Override): Promise<StoredOverride>;
   /** Creates or replaces many in one transaction (bulk import); returns how many were written. */
   putMany(overrides: readonly Override[]): Promise<number>;
-  /** Deletes; false when there was none. */
-  delete(domain: string, key: string): Promise<boolean>;
+  /**
+   * Deletes; false when there was none. With `onlyPolicy`, only an override with that policy,
+   * checked in the same transaction (unblock: a block, not what another admin put in its place).
+   */
+  delete(domain: string, key: string, onlyPolicy?: "blocked" | "unlimited"): Promise<boolean>;
   /** A page of overrides, in a stable order (keyset paging: no row is skipped or repeated). */
   list(options?: ListOverridesOptions): Promise<OverridePage>;
   /** The highest version written so far (0 for an empty store). */

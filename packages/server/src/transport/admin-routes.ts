@@ -169,11 +169,11 @@ export async function unblockKey(call: AdminCall): Promise<void> {
   const { admin, res, domain, key } = call;
   const store = needStore(admin);
   await body(call, true);
+  const notBlocked = () => new HttpError("not_found", `${JSON.stringify(key)} in domain ${JSON.stringify(domain)} is not blocked`);
   const o = await store.get(domain, key);
-  if (!o || o.policy !== "blocked" || (o.expiresAtMs !== undefined && o.expiresAtMs <= admin.clock())) {
-    throw new HttpError("not_found", `${JSON.stringify(key)} in domain ${JSON.stringify(domain)} is not blocked`);
-  }
-  await store.delete(domain, key);
+  if (!o || o.policy !== "blocked" || (o.expiresAtMs !== undefined && o.expiresAtMs <= admin.clock())) throw notBlocked();
+  // Only a block: another admin may have put an override in its place since the read above.
+  if (!(await store.delete(domain, key, "blocked"))) throw notBlocked();
   await admin.refreshCache();
   admin.audit({ action: "unblock", domain, key });
   send(res, 200, { domain, key, blocked: false });
