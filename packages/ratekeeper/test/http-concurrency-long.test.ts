@@ -106,6 +106,31 @@ describe.each(Object.keys(FRAMEWORKS))("%s: concurrency, a request longer than i
   });
 });
 
+describe("concurrency, the keep-alive of a very long lease", () => {
+  it("never asks for an interval past what timers hold (2^31 - 1 ms): node would run it every millisecond", async () => {
+    const gate = new Gate();
+    const pool = new ConcurrencyLimiter({ limit: 1, leaseMs: "100d", store: new MemoryStore({ sweepIntervalMs: 0 }) });
+    const server = await (FRAMEWORKS.node as (typeof FRAMEWORKS)[string])({ concurrency: pool }, gate);
+    const url = await listen(server);
+    const spy = vi.spyOn(globalThis, "setInterval");
+    try {
+      const long = httpRequest(url, { path: "/hold" });
+      long.catch(() => undefined);
+      await until(() => gate.holding === 1, "the request in flight", 400, 5);
+      const delays = spy.mock.calls.map((c) => c[1] ?? 0);
+      expect(delays.length).toBeGreaterThan(0);
+      for (const d of delays) expect(d).toBeLessThanOrEqual(2_147_483_647);
+      gate.open();
+      expect((await long).status).toBe(200);
+    } finally {
+      spy.mockRestore();
+      gate.open();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});
+
 describeRedis("concurrency on Redis, a request longer than its lease across an outage", () => {
   let redis: RedisHandle;
   let io: Redis;

@@ -44,6 +44,9 @@ export class LeaseGate<Req> {
   }
 }
 
+/** The longest delay a timer holds (2^31 - 1 ms, about 24.8 days): node runs a longer one after 1 ms. */
+const MAX_TIMER_MS = 2_147_483_647;
+
 /**
  * `lease`, renewed every third of `leaseMs` until it is released: a request in flight longer
  * than its lease (a long download, a slow upstream) would otherwise lose its slot to the next
@@ -51,7 +54,8 @@ export class LeaseGate<Req> {
  * lease is not held is reported (once in a row) and the renewing goes on: a store whose Redis is
  * down says so under the `"closed"` policy while the lease is still held there, and the next
  * renew once Redis answers keeps it. A renew that fails is reported and tried again at the next
- * turn. The timer never keeps the process alive.
+ * turn. The timer never keeps the process alive; a lease longer than about 74 days is renewed
+ * every 24.8 days, the longest a timer waits.
  */
 function keptAlive(lease: Lease, leaseMs: number, report: (error: unknown) => void): Lease {
   let lost = false;
@@ -73,7 +77,7 @@ function keptAlive(lease: Lease, leaseMs: number, report: (error: unknown) => vo
         (e: unknown) => report(e),
       );
     },
-    Math.max(1, Math.floor(leaseMs / 3)),
+    Math.min(MAX_TIMER_MS, Math.max(1, Math.floor(leaseMs / 3))),
   );
   (timer as { unref?: () => void }).unref?.();
   return {
