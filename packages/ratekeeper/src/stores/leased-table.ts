@@ -271,7 +271,8 @@ export class LeasedTable implements BoundStore {
   /** Every `blockMs`: expired blocks give their unused units back; idle keys are forgotten. */
   private startSweep(): void {
     if (this.sweeper !== undefined || this.lastNowMs !== undefined) return;
-    this.sweeper = setInterval(() => this.sweep(), this.lease.blockMs);
+    // At most what a timer holds (2^31 - 1 ms): node runs a longer interval every millisecond.
+    this.sweeper = setInterval(() => this.sweep(), Math.min(this.lease.blockMs, 2_147_483_647));
     this.sweeper.unref?.();
   }
 
