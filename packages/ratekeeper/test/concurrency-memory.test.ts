@@ -90,6 +90,21 @@ describe("ConcurrencyLimiter on MemoryStore", () => {
     }
   });
 
+  it("a sweep interval past what timers hold (2^31 - 1 ms) is capped: node would sweep every millisecond", async () => {
+    const spy = vi.spyOn(globalThis, "setInterval");
+    try {
+      const store = new MemoryStore({ sweepIntervalMs: 30 * 86_400_000 }); // 30 days
+      expect((await new ConcurrencyLimiter({ limit: 1, store }).acquire("k")).acquired).toBe(true);
+      await new RateLimiter({ algorithm: "gcra", limit: 5, window: "1s", store }).consume("x"); // starts the timer
+      const delays = spy.mock.calls.map((c) => c[1] ?? 0);
+      expect(delays.length).toBe(1);
+      for (const ms of delays) expect(ms).toBeLessThanOrEqual(2_147_483_647);
+      store.close();
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it("bounded: with maxKeys keys holding live leases, a new key is refused (overloaded), never a held key forgotten", async () => {
     const clock = { now: 1_000_000 };
     const store = new MemoryStore({ maxKeys: 4, sweepIntervalMs: 0 });

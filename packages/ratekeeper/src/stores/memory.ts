@@ -173,7 +173,8 @@ export class MemoryStore implements Store, TableOwner {
 
   /** Starts the sweep timer; called with the first key, inside a request on every runtime. */
   private startSweep(): void {
-    this.timer = setInterval(() => this.sweepOnOwnClock(Date.now()), this.sweepMs);
+    // At most what a timer holds (2^31 - 1 ms): node runs a longer interval every millisecond.
+    this.timer = setInterval(() => this.sweepOnOwnClock(Date.now()), Math.min(this.sweepMs, 2_147_483_647));
     this.timer.unref?.();
   }
 
