@@ -48,7 +48,12 @@ export async function inWriteTransaction<T>(pool: pg.Pool, fn: (c: pg.PoolClient
     await client.query("COMMIT");
     return result;
   } catch (e) {
-    await client.query("ROLLBACK").catch((r: unknown) => (broken = r));
+    // A statement that got no answer in time (pg's client-side "Query read timeout": the server
+    // is stopped or cut off) leaves the connection with nothing more to say: a ROLLBACK would
+    // wait behind it a whole second timeout before the caller heard anything. The connection is
+    // discarded instead, and PostgreSQL rolls back a transaction whose connection is gone.
+    if (e instanceof Error && e.message === "Query read timeout") broken = e;
+    else await client.query("ROLLBACK").catch((r: unknown) => (broken = r));
     throw e;
   } finally {
     client.release(broken === undefined ? undefined : toError(broken));

@@ -6,7 +6,8 @@
  * until TCP keepalive gives up on the stalled client (two hours by default).
  */
 import net from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { PostgresOverrideStore } from "../../src/overrides/postgres.js";
 import { createTestDatabase, postgresTestMode, type TestDatabase } from "../overrides-support.js";
 
@@ -16,7 +17,12 @@ const pgMode = await postgresTestMode();
  * A TCP proxy in front of PostgreSQL that, once a client sends bytes containing `freezeOn`, drops
  * everything that client sends or receives from then on, sockets left open: a stalled client.
  */
-async function stallingProxy(target: URL, freezeOn: string): Promise<{ url: string; frozen(): boolean; close(): Promise<void> }> {
+async function stallingProxy(
+  target: URL,
+  freezeOn: string,
+  /** Once stalled, leave the client's socket open even when the server closes its end: a stopped server. */
+  serverStopped = false,
+): Promise<{ url: string; frozen(): boolean; close(): Promise<void> }> {
   const sockets = new Set<net.Socket>();
   let frozen = false;
   const server = net.createServer((client) => {
@@ -33,7 +39,9 @@ async function stallingProxy(target: URL, freezeOn: string): Promise<{ url: stri
     });
     upstream.on("data", (d: Buffer) => void (stalled || client.write(d)));
     client.on("close", () => upstream.destroy());
-    upstream.on("close", () => client.destroy());
+    upstream.on("close", () => {
+      if (!(stalled && serverStopped)) client.destroy();
+    });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const url = new URL(target);
@@ -82,6 +90,29 @@ describe.skipIf(pgMode === "skip")("PostgreSQL overrides: an instance stalled in
     } finally {
       await proxy.close();
       await b.close();
+      await a.close().catch(() => undefined);
+    }
+  });
+
+  it("a write whose statement got no answer fails after one query timeout: no ROLLBACK waiting behind it", async () => {
+    // The whole server stalls at the write's INSERT (SIGSTOP). A ROLLBACK sent on that connection
+    // would wait a second query timeout for an answer that cannot come (70 s with the defaults,
+    // past a proxy's 60 s), then the 503.
+    const proxy = await stallingProxy(new URL(db.url), "INSERT INTO ratekeeper_overrides", true);
+    const a = await PostgresOverrideStore.open({ connectionString: proxy.url, queryTimeoutMs: 200 });
+    // Calls through: only records the statements sent.
+    const spy = vi.spyOn(pg.Client.prototype, "query");
+    try {
+      const r = await a.put({ domain: "api", key: "user_id=frozen", policy: "blocked" }).then(
+        () => "written",
+        (e: unknown) => `failed: ${(e as Error).message}`,
+      );
+      expect(r).toBe("failed: Query read timeout");
+      // pg queues a query behind the one in flight, so it would not even reach the socket.
+      expect(spy.mock.calls.filter((args) => args[0] === "ROLLBACK")).toEqual([]);
+    } finally {
+      spy.mockRestore();
+      await proxy.close();
       await a.close().catch(() => undefined);
     }
   });
