@@ -172,6 +172,30 @@ export function storeContract(target: ContractTarget): void {
       await a.consume("k", 4);
       expect((await b.consume("k", 4)).allowed).toBe(true);
     });
+
+    it("different namespaces never share state, whatever characters namespaces and keys hold", async () => {
+      const base = uniq("colon").slice(0, 50);
+      const clock = { now: 1_763_740_800_000 };
+      const mk = (namespace: string, spec: LimitSpec | { limits: LimitSpec[] } = { algorithm: "fixed-window", limit: 1, window: 60_000 }) =>
+        new RateLimiter({ ...spec, store: target.store(), clock: () => clock.now, namespace });
+      // In Redis a key is <prefix>{<namespace>:<key>}, so namespace "n" with key "b:x" and
+      // namespace "n:b" with key "x" must not meet in one key (a client choosing its key, an API
+      // key or a header value, would spend another limiter's allowance).
+      expect((await mk(base).consume("b:x")).allowed).toBe(true);
+      expect((await mk(`${base}:b`).consume("x")).allowed).toBe(true);
+      expect((await mk(`${base}%3Ab`).consume("x")).allowed).toBe(true);
+      expect((await mk(`${base}:b:c`).consume("d")).allowed).toBe(true);
+      expect((await mk(`${base}:b`).consume("c:d")).allowed).toBe(true);
+      const two: { limits: LimitSpec[] } = {
+        limits: [
+          { algorithm: "fixed-window", limit: 1, window: 60_000 },
+          { algorithm: "sliding-log", limit: 1, window: 60_000 },
+        ],
+      };
+      expect((await mk(`${base}2`, two).consume("b:x")).allowed).toBe(true);
+      expect((await mk(`${base}2:b`, two).consume("x")).allowed).toBe(true);
+      expect((await mk(`${base}:b`).consume("x")).allowed).toBe(false); // the same namespace and key still share
+    });
   });
 
   describe("several limits on one key", () => {

@@ -41,6 +41,20 @@ describeRedis("RedisStore", () => {
       if (slots[0] !== null) expect(new Set(slots).size).toBe(1);
     });
 
+    it("a namespace's ':' and '%' are written %3A and %25 in its keys; a namespace without them keeps its keys byte for byte", async () => {
+      const spec = { algorithm: "fixed-window", limit: 5, window: 60_000 } as const;
+      const base = fx.ns();
+      await mk(spec, {}, undefined, base).consume("b:x");
+      await mk(spec, {}, undefined, `${base}:b`).consume("x");
+      await mk(spec, {}, undefined, `${base}%:b`).consume("x");
+      await mk({ limits: [spec, spec] }, {}, undefined, `${base}.m:b`).consume("x");
+      const keys = (await fx.admin.keys(`rk:{${base}[:%.]*`)).sort();
+      // The first is the layout every existing deployment's default namespaces (policy ids) use.
+      expect(keys).toEqual(
+        [`rk:{${base}%25%3Ab:x}`, `rk:{${base}%3Ab:x}`, `rk:{${base}.m%3Ab:x}:0`, `rk:{${base}.m%3Ab:x}:1`, `rk:{${base}:b:x}`].sort(),
+      );
+    });
+
     it("by default a decision whose time reading lags Redis (a queued call, another process's clock) is still charged to its window", async () => {
       // The window ends 200 ms after the first decision by the injected clock; that clock then
       // stands still for 400 ms of real time, as a decision's reading does while it waits in a

@@ -1,6 +1,7 @@
 import { leaseClock } from "../memory-leases.js";
 import type { Lane } from "./lanes.js";
 import { LocalLeases, OwedReleases, type LocalLease, type OwedRelease } from "./local-leases.js";
+import { keyPart } from "./key-part.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
 import type { Ledger, RedisStore } from "./store.js";
 
@@ -152,16 +153,6 @@ export class LeaseLedger implements Ledger {
 /** concurrency.lua's arguments for a release of `id` at `nowMs` (the limit is not read). */
 function releaseArgs(id: string, nowMs: number | undefined): string[] {
   return ["x", nowMs === undefined ? "" : String(nowMs), "1", id, "0", "0"];
-}
-
-/**
- * A namespace as it goes into a lease's Redis key, before the `:` that ends it: its own `:`
- * written `%3A` (and `%` as `%25`), so that no namespace and key meet another's in one Redis key
- * (namespace `n`, key `b:x` and namespace `n:b`, key `x` were both `{n:b:x}:c`: a client choosing
- * its key took another pool's slots). Namespaces without `:` or `%` (the defaults) are unchanged.
- */
-function keyPart(namespace: string): string {
-  return namespace.includes(":") || namespace.includes("%") ? namespace.replace(/%/g, "%25").replace(/:/g, "%3A") : namespace;
 }
 
 /** Whether a failure was Redis's silence (the watchdog's timeout) rather than an error. */

@@ -4,6 +4,7 @@ import type { ResolvedLease } from "../../core/lease-options.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BlockSource } from "../leased-table.js";
 import { counterFits } from "./counter.js";
+import { keyPart } from "./key-part.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
 import type { RedisStore } from "./store.js";
 
@@ -31,7 +32,8 @@ export class RedisBlockSource implements BlockSource {
     namespace: string,
     lease: ResolvedLease,
   ) {
-    this.head = `${store.prefix}{${namespace}:`;
+    // The key of the limit's state as ratekeeper.lua writes it (script-format.ts), so both share it.
+    this.head = `${store.prefix}{${keyPart(namespace)}:`;
     const kind = lim.algorithm !== "fixed-window" ? "b" : lim.alignFirst ? "F" : counterFits(lim, store.minTtlMs) ? "n" : "f";
     this.tail = [kind, String(lim.limit), String(lim.windowMs), String(lim.capacity), String(store.minTtlMs)];
     this.horizon = String(LESSEE_BLOCKS * lease.blockMs);

@@ -2,6 +2,7 @@ import { newDecision, type Decision, type Outcome } from "../../core/decision.js
 import { Evaluator } from "../../core/evaluate.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import { counterFits } from "./counter.js";
+import { keyPart } from "./key-part.js";
 
 /**
  * The least TTL a written key gets by default (the stores' `minTtlMs`). A key whose TTL were
@@ -53,7 +54,7 @@ export class ScriptFormat {
         l.shape ? "1" : "0",
       );
     }
-    this.keyHead = `${prefix}{${namespace}:`;
+    this.keyHead = `${prefix}{${keyPart(namespace)}:`;
   }
 
   /** The lane key of this limiter (its keys' common beginning). */
@@ -62,7 +63,8 @@ export class ScriptFormat {
   }
 
   /**
-   * The Redis keys of `key`, one per limit, all with the hash tag `{<namespace>:<key>}`: a
+   * The Redis keys of `key`, one per limit, all with the hash tag `{<namespace>:<key>}` (the
+   * namespace's `:` and `%` written `%3A` and `%25`, see {@link keyPart}): a
    * one-limit policy's key is `<prefix>{<namespace>:<key>}` (no suffix: every byte of a key name
    * is Redis memory), several limits' keys end in `:<index>`.
    */

@@ -68,7 +68,8 @@ const RECONCILE_SOON_MS = 100;
  * and a probe every 100-500 ms closes the breaker as soon as Redis answers again. A reply that
  * comes back after the policy answered is given back (refunded), so nothing is counted twice.
  *
- * Keys: `<prefix>{<namespace>:<key>}:<limit index>`; the braces are a Redis Cluster hash tag, so
+ * Keys: `<prefix>{<namespace>:<key>}:<limit index>` (a namespace's `:` and `%` written `%3A`, `%25`:
+ * key-part.ts); the braces are a Redis Cluster hash tag, so
  * every key of one decision sits in one slot. Every key written gets a TTL.
  * @example
  * import { Redis } from "ioredis";
