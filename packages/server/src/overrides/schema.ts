@@ -5,10 +5,12 @@ import type { Override, StoredOverride } from "./types.js";
 /** Longest domain accepted, in characters. */
 export const MAX_DOMAIN_LENGTH = 256;
 /**
- * Longest key accepted, in characters. Keeps a PostgreSQL NOTIFY payload naming the key well
- * under its 8000-byte limit (https://www.postgresql.org/docs/current/sql-notify.html).
+ * Longest key accepted, in characters: the longest key a check can carry (a descriptor's
+ * canonical key or a plain key, service/decide.ts), so no override is accepted that could never
+ * apply. Also keeps a PostgreSQL NOTIFY payload naming the key well under its 8000-byte limit
+ * (https://www.postgresql.org/docs/current/sql-notify.html).
  */
-export const MAX_KEY_LENGTH = 2048;
+export const MAX_KEY_LENGTH = 512;
 /** Longest note accepted, in characters. */
 export const MAX_NOTE_LENGTH = 1024;
 

@@ -121,6 +121,16 @@ function backend(name: string, url: () => Promise<{ url: string; teardown(): Pro
       }
     });
 
+    it("a key longer than any check can carry (512 characters) is a 400, not an override that never applies", async () => {
+      const longest = `user_id=${"v".repeat(504)}`;
+      expect((await send("POST", "/v1/admin/overrides", { domain: "api", key: longest, policy: "blocked" })).status).toBe(201);
+      const check = await send("POST", "/v1/check", { domain: "api", descriptors: [[{ key: "user_id", value: "v".repeat(504) }]] });
+      expect([check.status, check.body?.allowed, check.body?.statuses?.[0]?.explain?.source]).toEqual([200, false, "override"]);
+      const r = await send("POST", "/v1/admin/overrides", { domain: "api", key: `${longest}v`, policy: "blocked" });
+      expect([r.status, r.body?.message]).toEqual([400, expect.stringMatching(/^key: must be at most 512 characters/)]);
+      expect((await send("DELETE", `/v1/admin/overrides/api/${longest}`)).status).toBe(204);
+    });
+
     it("lists by a prefix holding characters outside the BMP", async () => {
       for (const key of ["\u{1F600}a", "\u{1F600}b", "\u{1F601}"]) {
         expect((await send("PUT", `/v1/admin/overrides/emoji/${encodeURIComponent(key)}`, { policy: "blocked" })).status).toBe(201);
