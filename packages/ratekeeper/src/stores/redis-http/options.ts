@@ -46,7 +46,8 @@ export interface HttpRedisStoreOptions {
   /**
    * How long a call may wait for its reply before the failure policy answers it, in ms; `0`
    * waits as long as the client does (`@upstash/redis` retries a failed fetch 5 times by default,
-   * about 4 s). A reply that comes later and admitted is given back (refunded).
+   * about 4 s). A reply that comes later and admitted is given back (refunded). More than
+   * 2^31 - 1 ms (about 24.8 days, what a timer holds) waits that long.
    * @default 1000
    */
   timeoutMs?: number;

@@ -1,5 +1,6 @@
 import type { Decision } from "../../core/decision.js";
 import { describeValue, RateLimitConfigError, RateLimitStoreError } from "../../core/errors.js";
+import { MAX_TIMER_MS } from "../../core/max-timer.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BindOptions, BoundStore, ClockOptions, Store } from "../../store.js";
 import { ScriptFormat } from "../redis/script-format.js";
@@ -101,10 +102,14 @@ export class HttpRedisStore implements Store {
     if (ms === 0) return send();
     return new Promise((resolve, reject) => {
       let answered = false;
-      const timer = setTimeout(() => {
-        answered = true;
-        reject(new HttpRedisTimeoutError(ms));
-      }, ms);
+      // At most what a timer holds (about 24.8 days): a longer one would fire after 1 ms.
+      const timer = setTimeout(
+        () => {
+          answered = true;
+          reject(new HttpRedisTimeoutError(ms));
+        },
+        Math.min(ms, MAX_TIMER_MS),
+      );
       send().then(
         (reply) => {
           clearTimeout(timer);

@@ -1,3 +1,4 @@
+import { MAX_TIMER_MS } from "../../core/max-timer.js";
 import { Breaker } from "./breaker.js";
 import { hashSlot } from "./slot.js";
 
@@ -175,8 +176,10 @@ export class Lanes {
   }
 
   private start(): void {
-    // A quarter of the timeout between checks: a stall is seen within 1.25 x timeoutMs of its start.
-    this.timer = setInterval(() => setImmediate(() => this.check()), Math.max(1, Math.floor(this.timeoutMs / 4)));
+    // A quarter of the timeout between checks: a stall is seen within 1.25 x timeoutMs of its start
+    // (capped at what a timer holds: with a timeoutMs over about 99 days, it would run every ms).
+    const every = Math.min(MAX_TIMER_MS, Math.max(1, Math.floor(this.timeoutMs / 4)));
+    this.timer = setInterval(() => setImmediate(() => this.check()), every);
     this.timer.unref?.();
   }
 
