@@ -1,6 +1,7 @@
 import { RateLimiter, resolveLimits, type LimitSpec, type Store } from "ratekeeper";
 import type { CompiledPolicy } from "../config/rules.js";
 import type { Override } from "../overrides/types.js";
+import { MAX_CALLER_LIMITS } from "./request-caps.js";
 import { CheckError, type CallerLimit } from "./types.js";
 
 /**
@@ -61,7 +62,7 @@ export class LimiterCache {
    * descriptor skips rule matching, is never in shadow mode, is counted per clock-aligned unit (a
    * fixed window), and 0 requests per unit puts every request over the limit. Its id derives from
    * the limit, so a changed limit starts afresh.
-   * @throws CheckError for a limit that is negative or not whole
+   * @throws CheckError for a limit that is negative or not whole, or a new one past {@link MAX_CALLER_LIMITS}
    */
   callerPolicy({ requestsPerUnit: rpu, unitMs }: CallerLimit): CompiledPolicy {
     if (!Number.isSafeInteger(rpu) || rpu < 0 || !Number.isSafeInteger(unitMs) || unitMs <= 0) {
@@ -70,6 +71,11 @@ export class LimiterCache {
     const id = `caller:${rpu}:${unitMs}`;
     let p = this.callerPolicies.get(id);
     if (p === undefined) {
+      if (this.callerPolicies.size >= MAX_CALLER_LIMITS) {
+        throw new CheckError(
+          `limit.requests_per_unit: more than ${MAX_CALLER_LIMITS} distinct limits sent with descriptors since the service started (each holds a limiter for the process's life); send the limits your proxy's config names, or put them in the rules file`,
+        );
+      }
       const name = `${rpu}-per-${unitMs}ms`;
       if (rpu === 0) p = { specs: [], limits: [], policyId: id, cost: 1, shadow: false, denyAll: { windowMs: unitMs, name }, rlsName: "" };
       else {

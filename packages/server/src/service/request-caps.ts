@@ -23,6 +23,16 @@ export const REQUEST_CAPS = {
   grpcMessageBytes: 1024 * 1024,
 } as const;
 
+/**
+ * Distinct limits sent with descriptors (requests_per_unit and unit: Envoy's per-route limit
+ * override) that the service takes over its life. Each is decided by a limiter of its own, held
+ * for the process's life (a memory store table of ~2.4 KB, outside its byte bound); a proxy sends
+ * the few its config names (or one per tenant, from metadata), while a caller choosing a new
+ * requests_per_unit per request would grow the process without end. Past the cap a new limit is
+ * refused (INVALID_ARGUMENT / 400) and the ones taken keep working. docs/security.md lists it.
+ */
+export const MAX_CALLER_LIMITS = 10_000;
+
 interface Entryish {
   readonly key?: unknown;
   readonly value?: unknown;
