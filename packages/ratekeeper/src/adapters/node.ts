@@ -70,12 +70,15 @@ export interface NodeRateLimit {
 }
 
 /**
- * Waits out a shaping delay on a `node:http` response; a client that disconnects meanwhile gives
- * its place back. Resolves whether to go on.
+ * Waits out a shaping delay on a `node:http` response; a client that disconnects meanwhile (or
+ * already did) gives its place back. Resolves whether to go on.
  */
 export async function holdNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitResult, req: Req, res: ServerResponse): Promise<boolean> {
   if (result.delayMs <= 0) return true;
   const ac = new AbortController();
+  // The client left while the verdict was being made (a slow store): the response has closed
+  // already and no `close` comes again, so the place is given back now, not after the delay.
+  if (res.closed) ac.abort();
   const onClose = (): void => ac.abort();
   res.once("close", onClose);
   const ok = await core.hold(result, ac.signal, req);
