@@ -76,7 +76,11 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
   shadow?: boolean;
   /** Header styles to send, or `false` for none. @default "ietf" */
   headers?: HeaderStyle | readonly HeaderStyle[] | false;
-  /** Shaping (leaky-bucket `mode: "shape"`): the longest a request is held; a longer wait is a 429. @default 30_000 */
+  /**
+   * Shaping (leaky-bucket `mode: "shape"`): the longest a request is held; a longer wait is a 429.
+   * At most 2^31 - 1 ms (about 24.8 days, what a timer holds): a larger value acts as that.
+   * @default 30_000
+   */
   maxDelayMs?: number;
   /**
    * When the store rejects a decision (a `RedisStore` with `failure: "throw"`, or a store of your

@@ -4,6 +4,7 @@
  * the options of other limiters), the limiter built from its spec when not given.
  */
 import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
+import { MAX_TIMER_MS } from "../core/max-timer.js";
 import type { LimitSpec } from "../core/options.js";
 import { ConcurrencyLimiter, type ConcurrencyLimiterOptions } from "../concurrency.js";
 import { RateLimiter, type RateLimiterOptions } from "../limiter.js";
@@ -186,7 +187,9 @@ function checkBehaviour<Req>(o: RateLimitOptions<Req>, issues: ConfigIssue[]): {
   if (o.noAddress !== undefined && o.noAddress !== "deny" && o.noAddress !== "allow") {
     issues.push({ path: "noAddress", message: `must be "deny" or "allow" (got ${describeValue(o.noAddress)})` });
   }
-  return { styles, maxDelayMs };
+  // A hold is one timer, which holds at most 2^31 - 1 ms (about 24.8 days; node runs a longer
+  // one after 1 ms): a longer wait is refused like any queue longer than maxDelayMs.
+  return { styles, maxDelayMs: Math.min(maxDelayMs, MAX_TIMER_MS) };
 }
 
 /** The policy: a limiter given, built from its options, or built from `limits` + `store` + `clock`. */
