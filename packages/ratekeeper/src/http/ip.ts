@@ -1,5 +1,5 @@
 import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
-import { ipVersion, parseIpv4, parseIpv6 } from "./ip-parse.js";
+import { parseIpv4, parseIpv6 } from "./ip-parse.js";
 
 /**
  * Client addresses, resolved safely.
@@ -23,37 +23,27 @@ const PRESETS: Readonly<Record<string, readonly string[]>> = {
 };
 
 /**
- * Normalises an address: strips an IPv6 zone (`fe80::1%eth0`), unwraps IPv4-mapped IPv6
- * (`::ffff:1.2.3.4` -> `1.2.3.4`) and lower-cases IPv6. Returns `undefined` for anything that is
- * not an IP address.
+ * Normalises an address to one text per address, so that no spelling of it gets a key (or a
+ * trust or allow/deny answer) of its own: strips an IPv6 zone (`fe80::1%eth0`), unwraps every
+ * spelling of IPv4-mapped IPv6 (`::ffff:1.2.3.4`, `0:0:0:0:0:ffff:1.2.3.4`, `::ffff:102:304` ->
+ * `1.2.3.4`) and prints other IPv6 in RFC 5952 form (`2001:DB8:0:0::0001` -> `2001:db8::1`).
+ * Returns `undefined` for anything that is not an IP address.
  * @example normalizeIp("::ffff:10.0.0.1") // "10.0.0.1"
  */
 export function normalizeIp(address: string | undefined): string | undefined {
   if (address === undefined || address.length === 0) return undefined;
-  let a = address;
-  const zone = a.indexOf("%");
-  if (zone >= 0) {
-    // A zone (RFC 4007) names the local interface, not the host: only valid on IPv6.
-    a = a.slice(0, zone);
-    if (ipVersion(a) !== 6) return undefined;
-  } else {
-    const v = ipVersion(a);
-    if (v === 4) return a;
-    if (v === 0) return undefined;
+  const zone = address.indexOf("%");
+  // A zone (RFC 4007) names the local interface, not the host: only valid on IPv6.
+  if (zone < 0 && parseIpv4(address) !== undefined) return address;
+  const g = parseIpv6(zone < 0 ? address : address.slice(0, zone));
+  if (g === undefined) return undefined;
+  // IPv4-mapped (RFC 4291 section 2.5.5.2): ::ffff:a.b.c.d, however it is written.
+  if (g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff) {
+    const hi = g[6] as number;
+    const lo = g[7] as number;
+    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
   }
-  a = a.toLowerCase();
-  // IPv4-mapped: ::ffff:a.b.c.d, or its hex form ::ffff:0a00:0001 (as some stacks print it).
-  if (a.startsWith("::ffff:")) {
-    const tail = a.slice(7);
-    if (ipVersion(tail) === 4) return tail;
-    const m = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(tail);
-    if (m) {
-      const hi = parseInt(m[1] as string, 16);
-      const lo = parseInt(m[2] as string, 16);
-      return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-    }
-  }
-  return a;
+  return compressIpv6(g);
 }
 
 /**
