@@ -1,5 +1,6 @@
 import { newDecision, type Decision, type Outcome } from "../core/decision.js";
 import type { BlockOutcome } from "../core/lease-block.js";
+import { MAX_TIMER_MS } from "../core/max-timer.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { BoundStore, ResolvedLease } from "../store.js";
 
@@ -272,7 +273,7 @@ export class LeasedTable implements BoundStore {
   private startSweep(): void {
     if (this.sweeper !== undefined || this.lastNowMs !== undefined) return;
     // At most what a timer holds (2^31 - 1 ms): node runs a longer interval every millisecond.
-    this.sweeper = setInterval(() => this.sweep(), Math.min(this.lease.blockMs, 2_147_483_647));
+    this.sweeper = setInterval(() => this.sweep(), Math.min(this.lease.blockMs, MAX_TIMER_MS));
     this.sweeper.unref?.();
   }
 

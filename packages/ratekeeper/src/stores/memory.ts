@@ -1,4 +1,5 @@
 import { describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue } from "../core/errors.js";
+import { MAX_TIMER_MS } from "../core/max-timer.js";
 import type { ResolvedLimit } from "../core/options.js";
 import { policyId } from "../core/policy-id.js";
 import type { BindOptions, BoundLeases, BoundStore, ClockOptions, Store } from "../store.js";
@@ -174,7 +175,7 @@ export class MemoryStore implements Store, TableOwner {
   /** Starts the sweep timer; called with the first key, inside a request on every runtime. */
   private startSweep(): void {
     // At most what a timer holds (2^31 - 1 ms): node runs a longer interval every millisecond.
-    this.timer = setInterval(() => this.sweepOnOwnClock(Date.now()), Math.min(this.sweepMs, 2_147_483_647));
+    this.timer = setInterval(() => this.sweepOnOwnClock(Date.now()), Math.min(this.sweepMs, MAX_TIMER_MS));
     this.timer.unref?.();
   }
 
