@@ -152,6 +152,15 @@ export class AddressSet {
     return true;
   }
 
+  /**
+   * Whether the set holds every IPv4 address (`0.0.0.0/0`, or an IPv6 range holding all of
+   * `::ffff:0:0/96`, as `::/0`) or every IPv6 one (`::/0`). As trusted proxies, such a set lets any client choose its own address.
+   */
+  get coversAllOfAFamily(): boolean {
+    const mapped = [0, 0, 0, 0, 0, 0xffff, 0, 0];
+    return this.v4.some((r) => r.bits === 0) || this.v6.some((r) => r.bits <= 96 && sameV6Prefix(mapped, r.groups, r.bits));
+  }
+
   /** Whether a normalised address (see {@link normalizeIp}) is in the set. */
   has(address: string): boolean {
     if (!address.includes(":")) {
@@ -282,6 +291,11 @@ export class ClientIpResolver {
     this.trusted = trusted !== undefined && trusted.size > 0 ? trusted : undefined;
     this.header = header;
     this.ipv6Subnet = subnet;
+  }
+
+  /** Whether `trustedProxies` holds every IPv4 or every IPv6 address: any client then picks its own. */
+  get trustsEveryone(): boolean {
+    return this.trusted !== undefined && this.trusted.coversAllOfAFamily;
   }
 
   /** Whether any proxy is trusted (so the forwarding header needs reading). */

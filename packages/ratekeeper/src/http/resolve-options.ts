@@ -13,7 +13,7 @@ import { HEADER_STYLES, HeaderWriter, type HeaderStyle } from "./headers.js";
 import { AddressSet, ClientIpResolver } from "./ip.js";
 import { KeyBuilder, type RequestAccess } from "./keys.js";
 import type { RateLimitOptions, ResolvedHttpOptions } from "./options.js";
-import { resolveValidate, Validations } from "./validations.js";
+import { resolveValidate, trustValidations } from "./validations.js";
 
 const KNOWN_OPTIONS = new Set([
   "limiter",
@@ -138,7 +138,7 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
     onError: o.onError,
     onDecision: o.onDecision,
     clock: clock ?? Date.now,
-    validations: new Validations(checks, o.onWarning),
+    validations: trustValidations(checks, o.onWarning, ips, o.trustedProxies),
     ownTrust: o.trustedProxies !== undefined,
   };
 }

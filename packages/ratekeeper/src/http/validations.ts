@@ -1,4 +1,5 @@
 import { describeValue, type ConfigIssue } from "../core/errors.js";
+import type { ClientIpResolver } from "./ip.js";
 
 /**
  * Checks the middleware makes on live requests, about how the client address is found, each
@@ -10,7 +11,8 @@ import { describeValue, type ConfigIssue } from "../core/errors.js";
  *   `X-Forwarded-For` or `Forwarded` while no proxy is trusted. Behind a proxy every client then
  *   has the proxy's address: one bucket for everybody.
  * - `RK_PERMISSIVE_TRUST_PROXY` (`validate.trustProxy`): the framework trusts every hop
- *   (Express `app.set("trust proxy", true)`, `Fastify({ trustProxy: true })`), so any client
+ *   (Express `app.set("trust proxy", true)`, `Fastify({ trustProxy: true })`), or
+ *   `trustedProxies` holds every IPv4 or IPv6 address (`0.0.0.0/0`, `::/0`), so any client
  *   picks its own key by writing `X-Forwarded-For`.
  * - `RK_TRUST_PROXY_OVERRIDDEN` (`validate.trustProxy`): `trustedProxies` and the framework's
  *   own setting found different clients for a request; `trustedProxies` wins.
@@ -104,6 +106,17 @@ export class Validations {
     );
   }
 
+  /** `trustedProxies` holds every IPv4 or every IPv6 address (told once, when the middleware is built). */
+  wideTrustedProxies(entries: unknown): void {
+    this.warn(
+      "RK_PERMISSIVE_TRUST_PROXY",
+      `trustedProxies: ${JSON.stringify(entries)} trusts every address of a family, so any client can choose its ` +
+        `rate-limit key by sending X-Forwarded-For: <any address> and never be limited. Name only the proxies in ` +
+        `front of the app (e.g. ["10.0.0.0/8"] or ["loopback"]). If you accept the risk, turn this check off with ` +
+        `validate: { trustProxy: false }.`,
+    );
+  }
+
   /** `trustedProxies` and the framework's setting disagree about a request's client. */
   overridden(t: FrameworkTrust, ours: string | undefined, theirs: string | undefined): void {
     this.watchTrust = false;
@@ -127,4 +140,16 @@ export class Validations {
       }
     } else console.warn(message);
   }
+}
+
+/** The middleware's {@link Validations}, having warned already when `trustedProxies` trusts everyone. */
+export function trustValidations(
+  checks: { forwardedHeader: boolean; trustProxy: boolean },
+  onWarning: ((w: RateLimitWarning) => void) | undefined,
+  ips: ClientIpResolver,
+  trustedProxies: unknown,
+): Validations {
+  const v = new Validations(checks, onWarning);
+  if (checks.trustProxy && ips.trustsEveryone) v.wideTrustedProxies(trustedProxies);
+  return v;
 }
