@@ -5,9 +5,9 @@ import type { KeyInfo } from "./keys.js";
 export type CostOption<Req> = number | Readonly<Record<string, number>> | ((req: Req, info: KeyInfo) => number);
 
 /**
- * The cost of a request, from the `cost` option. A table is matched on `"METHOD route"`, then
- * `"route"`; unmatched requests cost 1. `needsInfo` says whether it reads the request's
- * method and route (a fixed cost does not, so the common path builds no {@link KeyInfo}).
+ * The cost of a request, from the `cost` option. A table is matched on `"METHOD route"` (for
+ * HEAD, then `"GET route"`), then `"route"`; unmatched requests cost 1. `needsInfo` says whether
+ * it reads the request's method and route (a fixed cost does not, so the common path builds no {@link KeyInfo}).
  */
 export interface CostRule<Req> {
   readonly needsInfo: boolean;
@@ -37,7 +37,9 @@ export function compileCost<Req>(cost: CostOption<Req> | undefined, issues: Conf
       needsInfo: true,
       of: (_req, info) => {
         const i = info as KeyInfo;
-        return table[`${i.method} ${i.route}`] ?? table[i.route] ?? 1;
+        // HEAD runs the GET handler (Express, Fastify, Hono: only the body is dropped), so it pays the GET's price.
+        const head = i.method === "HEAD" ? table[`GET ${i.route}`] : undefined;
+        return table[`${i.method} ${i.route}`] ?? head ?? table[i.route] ?? 1;
       },
     };
   }

@@ -57,7 +57,7 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
   key?: KeyPart<Req> | readonly KeyPart<Req>[];
   /** Prepended to every key, to give middlewares that share a limiter separate buckets. @default "" */
   keyPrefix?: string;
-  /** Cost units per request. A table is matched on `"METHOD route"`, then `"route"`; unmatched requests cost 1. @default 1 */
+  /** Cost units per request. A table is matched on `"METHOD route"` (HEAD, which runs the GET handler, then on `"GET route"`), then `"route"`; unmatched requests cost 1. @default 1 */
   cost?: CostOption<Req>;
   /** Requests for which this returns true are not limited and get no headers. */
   skip?: (req: Req) => boolean | Promise<boolean>;
