@@ -5,9 +5,13 @@ import { nodeAccess, rawForwarded } from "./node.js";
 /** How the core reads an Express request (shared by the middleware and its express-rate-limit mapping). */
 export const expressAccess: RequestAccess<Request> = {
   method: (req) => req.method,
-  path: (req) => req.path,
-  // Set when the middleware is mounted on a route (`app.post("/user", limit, handler)`).
-  route: (req) => (req.route !== undefined ? `${req.baseUrl}${(req.route as { path: string }).path}` : undefined),
+  path: (req) => routedPath(req.app as TrustApp | undefined, req.path),
+  // Set when the middleware is mounted on a route (`app.post("/user", limit, handler)`); the mount
+  // path is the request's own spelling of it, so it is folded like the path.
+  route: (req) =>
+    req.route !== undefined
+      ? `${routedPath(req.app as TrustApp | undefined, req.baseUrl)}${(req.route as { path: string }).path}`
+      : undefined,
   remoteAddress: (req) => req.socket.remoteAddress,
   header: (req, name) => nodeAccess.header(req, name),
   frameworkTrust: (req) => expressTrust(req.app as TrustApp | undefined),
@@ -15,9 +19,22 @@ export const expressAccess: RequestAccess<Request> = {
   forwarded: (req) => rawForwarded(req),
 };
 
-/** The part of an Express app read for its `trust proxy` setting. */
+/** The part of an Express app read for its `trust proxy` and routing settings. */
 interface TrustApp {
-  get(setting: "trust proxy"): unknown;
+  get(setting: "trust proxy" | "case sensitive routing" | "strict routing"): unknown;
+}
+
+/**
+ * A path as the app's router matches it: Express routes `/login`, `/LOGIN` and `/login/` to one
+ * handler unless "case sensitive routing" / "strict routing" are set, so keys and cost tables
+ * see one spelling (lower case; no trailing slash) and a client cannot multiply its allowance or
+ * skip a price by respelling the path.
+ */
+function routedPath(app: TrustApp | undefined, path: string): string {
+  if (app === undefined || typeof app.get !== "function") return path;
+  let p = app.get("case sensitive routing") ? path : path.toLowerCase();
+  if (!app.get("strict routing") && p.length > 1 && p.endsWith("/")) p = p.slice(0, -1);
+  return p;
 }
 
 /** The app's `trust proxy` setting as ratekeeper reads it, by app and value (a setting changed later is seen). */
