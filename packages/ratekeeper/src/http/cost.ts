@@ -33,6 +33,9 @@ export function compileCost<Req>(cost: CostOption<Req> | undefined, issues: Conf
         issues.push({ path: `cost["${k}"]`, message: `must be a positive whole number (got ${describeValue(v)})` });
       table[normaliseRoute(k)] = v;
     }
+    // Express folds paths as its router matches them (lower case, no trailing slash: adapters/express-access.ts);
+    // an entry written otherwise also answers for its folded spelling, unless one is given.
+    for (const [k, v] of Object.entries(table)) table[foldRoute(k)] ??= v;
     return {
       needsInfo: true,
       of: (_req, info) => {
@@ -57,4 +60,11 @@ function normaliseRoute(k: string): string {
     .trim()
     .replace(/\s+/g, " ")
     .replace(/^[a-z]+ /, (m) => m.toUpperCase());
+}
+
+/** `"GET /Users/"` -> `"GET /users"`: the path part in lower case, without a trailing slash. */
+function foldRoute(k: string): string {
+  const space = k.indexOf(" ");
+  const path = k.slice(space + 1).toLowerCase();
+  return `${k.slice(0, space + 1)}${path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path}`;
 }

@@ -59,6 +59,12 @@ describe("Express: spellings the router treats as one path are one key and one p
     expect(s.seen.map((e) => e.cost)).toEqual([3, 2]);
   });
 
+  it("a cost-table entry written in mixed case or with a trailing slash still prices the route", async () => {
+    const s = await app({ limits: [{ algorithm: "fixed-window", limit: 100, window: "1h" }], cost: { "GET /Login/": 3, "/API/Users": 2 } });
+    for (const p of ["/login", "/LOGIN", "/api/users/"]) await httpRequest(s.url, { path: p });
+    expect(s.seen.map((e) => e.cost)).toEqual([3, 3, 2]);
+  });
+
   it('"case sensitive routing" and "strict routing" on: the spellings stay apart', async () => {
     const s = await app({ key: ["ip", "path"] }, (a) => {
       a.set("case sensitive routing", true);
