@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
 import { wireName } from "../http/headers.js";
 
@@ -88,7 +89,11 @@ export async function holdNode<Req>(core: HttpRateLimiter<Req>, result: RateLimi
 
 /**
  * After the response: gives the lease back (option `concurrency`) and, with `countOnly`, refunds
- * according to its status (a client gone first counts as failed).
+ * according to its status (a client gone first counts as failed). Also when the request's socket
+ * closes: a response not attached to it (express-ws routes a WebSocket upgrade through the app on
+ * a `new ServerResponse(req)` of its own) never finishes or closes, and the lease, renewed while
+ * the request is in flight, would be held for good; a socket taken over by an upgrade holds it
+ * until it closes.
  */
 export function settleNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitResult, req: Req, res: ServerResponse): void {
   if (!result.settles) return;
@@ -98,14 +103,22 @@ export function settleNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitRes
     core.settle(result, res.writableFinished ? res.statusCode : undefined, req);
     return;
   }
-  let finished = false;
-  res.once("finish", () => {
-    finished = true;
-    core.settle(result, res.statusCode, req);
-  });
-  res.once("close", () => {
-    if (!finished) core.settle(result, undefined, req);
-  });
+  const socket = (res.socket ?? (res.req as IncomingMessage | undefined)?.socket) as Socket | null | undefined;
+  let settled = false;
+  const settle = (status: number | undefined): void => {
+    if (settled) return;
+    settled = true;
+    socket?.off("close", gone);
+    core.settle(result, status, req);
+  };
+  const gone = (): void => settle(undefined);
+  if (socket?.destroyed === true && res.socket !== socket) {
+    settle(undefined);
+    return;
+  }
+  res.once("finish", () => settle(res.statusCode));
+  res.once("close", gone);
+  socket?.once("close", gone);
 }
 
 /**
@@ -153,7 +166,14 @@ export function applyNode<Req>(
     const done = refuse(result);
     return done instanceof Promise ? done.then(() => false) : false;
   }
-  writeNode(result, res);
+  try {
+    writeNode(result, res);
+  } catch (e) {
+    // Headers a middleware before this one already sent (setHeader throws): the request goes to
+    // the framework's error handling, and its lease and charge would never come back.
+    core.release(result, req);
+    throw e;
+  }
   if (result.delayMs > 0) {
     return holdNode(core, result, req, res).then((ok) => {
       if (ok) settleNode(core, result, req, res);
