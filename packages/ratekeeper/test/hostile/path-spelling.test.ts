@@ -2,7 +2,9 @@
  * What a request is charged must not depend on a spelling the client chooses while the app
  * answers it the same way. `HEAD` runs the `GET` handler in Express, Fastify, Hono and most
  * routers (the body is only dropped), so a cost table's `"GET /search": 5` applies to `HEAD
- * /search` too, unless the table names HEAD itself: else the handler's work costs 1 in five.
+ * /search` too, unless the table names HEAD itself: else the handler's work costs 1 in five. For
+ * the same reason the key part "method" is `GET` for HEAD: else alternating the two doubles a
+ * client's allowance.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -62,5 +64,22 @@ describe("HEAD is charged as the GET it runs", () => {
     expect((await httpRequest(url, { method: "HEAD", path: "/search" })).status).toBe(200);
     expect((await httpRequest(url, { method: "HEAD", path: "/search" })).status).toBe(429);
     expect(costs).toEqual([5, 5]);
+  });
+});
+
+describe('key part "method": HEAD is the GET it runs', () => {
+  it("alternating HEAD and GET does not double a client's allowance", async () => {
+    const keys: string[] = [];
+    const limit = nodeLimit({
+      limits: [{ algorithm: "fixed-window", limit: 1, window: "1h" }],
+      clock: () => 1_700_000_040_000,
+      key: ["ip", "method", "path"],
+      onDecision: (e: { key: string }) => keys.push(e.key),
+    });
+    const url = await listen(createServer((req, res) => void limit(req, res).then((ok) => ok && res.end("ok"))));
+    expect((await httpRequest(url, { method: "GET", path: "/search" })).status).toBe(200);
+    expect((await httpRequest(url, { method: "HEAD", path: "/search" })).status).toBe(429);
+    expect((await httpRequest(url, { method: "POST", path: "/search" })).status).toBe(200);
+    expect(keys).toEqual(["127.0.0.1|GET|/search", "127.0.0.1|GET|/search", "127.0.0.1|POST|/search"]);
   });
 });
