@@ -174,9 +174,11 @@ export class RedisStore implements Store {
 
   /**
    * Call when the process stops: gives back every unit held in leased blocks (RateLimiter option
-   * `lease`), stops the instance heartbeat and leaves the registry. Never closes the client.
+   * `lease`), stops the instance heartbeat and leaves the registry, and stops the sweep timer of
+   * the `"degraded"` policy's own memory store. Never closes the client.
    */
   async close(): Promise<void> {
+    this.local?.close();
     await Promise.all([...[...this.leased].map((t) => t.close()), this.registry?.close()]);
   }
 
