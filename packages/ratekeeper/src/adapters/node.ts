@@ -103,7 +103,9 @@ export function settleNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitRes
     core.settle(result, res.writableFinished ? res.statusCode : undefined, req);
     return;
   }
-  const socket = (res.socket ?? (res.req as IncomingMessage | undefined)?.socket) as Socket | null | undefined;
+  // A response on its socket closes with it (node emits its 'close'): only one not attached to
+  // a socket (yet) needs the socket's own event, so most requests add no listener to it.
+  const socket = res.socket === null ? ((res.req as IncomingMessage | undefined)?.socket as Socket | null | undefined) : undefined;
   let settled = false;
   const settle = (status: number | undefined): void => {
     if (settled) return;
@@ -112,7 +114,7 @@ export function settleNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitRes
     core.settle(result, status, req);
   };
   const gone = (): void => settle(undefined);
-  if (socket?.destroyed === true && res.socket !== socket) {
+  if (socket?.destroyed === true) {
     settle(undefined);
     return;
   }
