@@ -39,6 +39,19 @@ describe("ipVersion (no node:net)", () => {
     );
   });
 
+  it("parseIpv4 from an offset reads the tail as parseIpv4 reads it alone, and normalizeIp's '::ffff:' shortcut agrees with its full parse", () => {
+    fc.assert(
+      fc.property(fc.oneof(textArb, v4Arb), (tail) => {
+        expect(parseIpv4(`::ffff:${tail}`, 7)).toBe(parseIpv4(tail));
+        // An IPv4 tail: the shortcut answers the tail itself, as the full parse of the mapped address spelled out.
+        if (parseIpv4(tail) === undefined) return;
+        expect(normalizeIp(`::ffff:${tail}`)).toBe(tail);
+        expect(normalizeIp(`0:0:0:0:0:ffff:${tail}`)).toBe(tail);
+      }),
+      { numRuns: 20_000 },
+    );
+  });
+
   it("known cases", () => {
     const cases: [string, number][] = [
       ["1.2.3.4", 4],

@@ -35,6 +35,8 @@ export function normalizeIp(address: string | undefined): string | undefined {
   const zone = address.indexOf("%");
   // A zone (RFC 4007) names the local interface, not the host: only valid on IPv6.
   if (zone < 0 && parseIpv4(address) !== undefined) return address;
+  // The form node gives an IPv4 client of a dual-stack server: its tail, with no parse of the rest.
+  if (zone < 0 && address.startsWith("::ffff:") && parseIpv4(address, 7) !== undefined) return address.slice(7);
   const g = parseIpv6(zone < 0 ? address : address.slice(0, zone));
   if (g === undefined) return undefined;
   // IPv4-mapped (RFC 4291 section 2.5.5.2): ::ffff:a.b.c.d, however it is written.
