@@ -1,4 +1,5 @@
 import type { ConcurrencyLimiter, Lease } from "../concurrency.js";
+import { MAX_TIMER_MS } from "../core/max-timer.js";
 import type { RateLimiter } from "../limiter.js";
 import { tooManyInFlight, unavailable } from "./problem.js";
 import { refusal, type RateLimitResult } from "./result.js";
@@ -43,9 +44,6 @@ export class LeaseGate<Req> {
     this.limiter.refund(r.key, r.cost).catch((e: unknown) => this.report(e, req));
   }
 }
-
-/** The longest delay a timer holds (2^31 - 1 ms, about 24.8 days): node runs a longer one after 1 ms. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * `lease`, renewed every third of `leaseMs` until it is released: a request in flight longer
