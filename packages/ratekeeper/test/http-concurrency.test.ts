@@ -5,7 +5,6 @@
  * goes away mid-request (before the handler is done). Memory and Redis stores. No timings: the
  * handlers wait on the test's own gate.
  */
-import { once } from "node:events";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
@@ -14,6 +13,7 @@ import { ConcurrencyLimiter, MemoryStore, RateLimiter, type Store } from "rateke
 import { RedisStore } from "ratekeeper/redis";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { until } from "../../../test-support/process.js";
+import { closer, listen } from "./http-gone-support.js";
 import { httpAbandon, httpRequest } from "./http-support.js";
 
 /** Handlers of `/hold` wait here until the test opens the gate. */
@@ -37,19 +37,6 @@ interface App {
   close(): Promise<void>;
 }
 type Options = Record<string, unknown>;
-
-async function listen(server: http.Server): Promise<string> {
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-function closer(server: http.Server): () => Promise<void> {
-  return () =>
-    new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
-}
 
 const FRAMEWORKS: Record<string, (options: Options, gate: Gate) => Promise<App>> = {
   async express(options, gate) {

@@ -23,13 +23,15 @@ function watch(server: http.Server, url: string, served: () => number, close: ()
   return { url, closed: () => closed, served, close };
 }
 
-async function listen(server: http.Server): Promise<string> {
+/** Listens on a free loopback port; resolves with the base URL. */
+export async function listen(server: http.Server): Promise<string> {
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-function closer(server: http.Server): () => Promise<void> {
+/** Closes the server and every connection it holds. */
+export function closer(server: http.Server): () => Promise<void> {
   return () =>
     new Promise((resolve) => {
       server.closeAllConnections();
