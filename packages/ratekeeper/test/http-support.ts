@@ -4,7 +4,8 @@
  * (http-cases-*.ts) uses.
  */
 import http from "node:http";
-import { expect } from "vitest";
+import type { AddressInfo } from "node:net";
+import { afterEach, expect } from "vitest";
 import { RateLimiter, type LimitSpec, type Store } from "ratekeeper";
 import type { RateLimitEvent } from "ratekeeper/http";
 
@@ -170,5 +171,25 @@ export function realDriver(
         close: s.close,
       };
     },
+  };
+}
+
+/**
+ * A `listen(server)` for a test file: each server listens on a free loopback port (resolving with
+ * its base URL) and is closed, with its connections, after each test. Call once, at the top level.
+ * @example const listen = loopbackServers(); const url = await listen(createServer(handler));
+ */
+export function loopbackServers(): (server: http.Server) => Promise<string> {
+  const servers: http.Server[] = [];
+  afterEach(async () => {
+    for (const s of servers.splice(0)) {
+      s.closeAllConnections();
+      await new Promise((r) => s.close(r));
+    }
+  });
+  return async (server) => {
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   };
 }

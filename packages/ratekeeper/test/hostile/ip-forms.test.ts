@@ -7,28 +7,15 @@
  * depend on the spelling: else one client has as many allowances as spellings, a denied IPv4
  * client passes as `0:0:0:0:0:ffff:...`, and every such IPv4 client shares the bucket `::/64`.
  */
-import type { AddressInfo } from "node:net";
-import { createServer, type Server } from "node:http";
+import { createServer } from "node:http";
 import express from "express";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { rateLimit as expressLimit } from "../../src/adapters/express.js";
 import { rateLimit as nodeLimit } from "../../src/adapters/node.js";
 import { normalizeIp } from "../../src/http/ip.js";
-import { httpRequest } from "../http-support.js";
+import { httpRequest, loopbackServers } from "../http-support.js";
 
-const servers: Server[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    await new Promise((r) => s.close(r));
-  }
-});
-
-async function listen(server: Server): Promise<string> {
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+const listen = loopbackServers();
 
 /** A node:http server behind a trusted loopback proxy (the test client plays the proxy), recording keys. */
 async function behindProxy(extra: Record<string, unknown>): Promise<{ url: string; keys: string[] }> {

@@ -6,27 +6,14 @@
  * the same reason the key part "method" is `GET` for HEAD: else alternating the two doubles a
  * client's allowance.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer } from "node:http";
 import express from "express";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { rateLimit as expressLimit } from "../../src/adapters/express.js";
 import { rateLimit as nodeLimit } from "../../src/adapters/node.js";
-import { httpRequest } from "../http-support.js";
+import { httpRequest, loopbackServers } from "../http-support.js";
 
-const servers: Server[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    await new Promise((r) => s.close(r));
-  }
-});
-
-async function listen(server: Server): Promise<string> {
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+const listen = loopbackServers();
 
 function options(cost: Record<string, number>, costs: number[]) {
   return {
