@@ -29,6 +29,8 @@ export interface TableOwner {
   pinned: number;
   /** Called before a key joins a young generation and after a ring grew: turns every table when the young generations are full. */
   makeRoom(): void;
+  /** A table without keys takes one: the owner holds it (and sweeps and turns it) until it has none again. */
+  attach(t: Table<{ exp: number }>): void;
 }
 
 /**
@@ -73,6 +75,12 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   injectedClock = false;
   /** Keys held outside the generations until released (memory-pins.ts); made by the first pin. */
   private pins: PinnedKeys<E> | undefined = undefined;
+  /**
+   * The store holds this table (it has keys): set by the store's `attach`, cleared when a sweep or
+   * a turn leaves the table empty. A table without keys is held only by its limiters, so that it
+   * goes when they do (memory.ts).
+   */
+  attached = false;
 
   constructor(
     private readonly store: TableOwner,
@@ -141,6 +149,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     this.changed();
     let e = this.take(key);
     if (e === undefined) {
+      if (!this.attached) this.store.attach(this);
       e = this.create();
       this.store.size++;
       this.store.bytes += this.bytesOf(key, e);
@@ -157,7 +166,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     if (p.entries.size === 0) this.pins = undefined; // its index's memory goes too
     this.changed();
     this.store.pinned--;
-    this.store.makeRoom();
+    this.room();
     this.join(key, e);
   }
 
@@ -215,6 +224,16 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     this.store.makeRoom();
   }
 
+  /**
+   * Before a key joins the young generation: the store's turn if the young generations are full,
+   * then the store holds this table (a turn may have left it empty and let it go, the key in hand
+   * counted in no generation yet).
+   */
+  private room(): void {
+    this.store.makeRoom();
+    if (!this.attached) this.store.attach(this);
+  }
+
   /** Finds the key pinned, or in the old generation (moving it to the young one), or creates it. */
   protected adopt(key: string, now: number): E {
     const p = this.pinned(key);
@@ -226,9 +245,9 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
       b = this.bytesOf(key, e);
       this.oldBytes -= b;
       if (e.exp <= now - this.base) this.clear(e);
-      this.store.makeRoom();
+      this.room();
     } else {
-      this.store.makeRoom();
+      this.room();
       e = this.create();
       b = this.bytesOf(key, e);
       this.store.size++;
