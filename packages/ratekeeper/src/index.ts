@@ -14,6 +14,7 @@ export type { LeaseOptions, ResolvedLease } from "./core/lease-options.js";
 export type { Decision, DecisionReason, LimitOutcome, Outcome } from "./core/decision.js";
 export { collectIssues, RateLimitConfigError, RateLimitStoreError, type ConfigIssue } from "./core/errors.js";
 export { parseDuration, type Duration } from "./core/duration.js";
+export { MAX_TIMER_MS } from "./core/max-timer.js";
 export {
   ALGORITHMS,
   resolveLimit,

@@ -15,6 +15,7 @@ import { Metrics } from "./metrics.js";
 import { redisReady } from "./redis-client.js";
 import { describeRedis, parseRedisSettings, type RedisConnection } from "./redis-connection.js";
 import { openServiceRedis, type RedisFailureName, type ServiceRedis } from "./redis-store.js";
+import { checkServeOptions } from "./serve-options.js";
 import type { OverrideLookup, OverrideStore } from "./overrides/types.js";
 import { DecisionService } from "./service/decide.js";
 import { bindGrpc, createGrpcServer } from "./transport/grpc.js";
@@ -118,9 +119,11 @@ export interface RunningService {
 /**
  * Starts the decision service: rules (watched), the store, HTTP and gRPC.
  * @throws RulesError when the rules file is bad (the service never starts on bad rules)
+ * @throws RateLimitConfigError naming each bad option (serve-options.ts)
  * @example const svc = await startService({ configFile: "examples/rules.yaml", port: 0, grpcPort: 0 });
  */
 export async function startService(options: ServeOptions): Promise<RunningService> {
+  checkServeOptions(options);
   const logger = options.logger ?? createLogger();
   const metrics = new Metrics({ nearLimitRatio: options.nearLimitRatio, maxValuedKeys: options.maxDetailedMetricKeys });
   checkRulesSize(options.configFile, options.maxRulesBytes);

@@ -40,21 +40,23 @@ export function port(text: string | undefined, name: string, fallback: number): 
   return n;
 }
 
-/** A positive whole-number flag, or undefined when not given. */
-export function positive(text: string | undefined, name: string): number | undefined {
+/** A positive whole-number flag (at most `max`: a timer's 2^31 - 1 ms), or undefined when not given. */
+export function positive(text: string | undefined, name: string, max = Number.MAX_SAFE_INTEGER): number | undefined {
   if (text === undefined) return undefined;
   const n = DECIMAL.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n <= 0)
-    throw new UsageError(`${name}: must be a positive whole number in decimal digits (got ${JSON.stringify(text)})`);
+  if (!Number.isSafeInteger(n) || n <= 0 || n > max)
+    throw new UsageError(`${name}: must be a positive whole number in decimal digits${upTo(max)} (got ${JSON.stringify(text)})`);
   return n;
 }
 
+const upTo = (max: number) => (max < Number.MAX_SAFE_INTEGER ? `, at most ${max}` : "");
+
 /** A whole-number flag that may be 0 (e.g. a timeout, where 0 means none), or undefined when not given. */
-export function nonNegative(text: string | undefined, name: string): number | undefined {
+export function nonNegative(text: string | undefined, name: string, max = Number.MAX_SAFE_INTEGER): number | undefined {
   if (text === undefined) return undefined;
   const n = DECIMAL.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < 0)
-    throw new UsageError(`${name}: must be a whole number >= 0 in decimal digits (got ${JSON.stringify(text)})`);
+  if (!Number.isSafeInteger(n) || n < 0 || n > max)
+    throw new UsageError(`${name}: must be a whole number >= 0 in decimal digits${upTo(max)} (got ${JSON.stringify(text)})`);
   return n;
 }
 

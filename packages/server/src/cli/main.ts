@@ -4,6 +4,7 @@
  * the table.
  */
 import { parseArgs } from "node:util";
+import { RateLimitConfigError } from "ratekeeper";
 import { RulesError } from "../config/rules.js";
 import { UsageError, type Command } from "./command.js";
 import { CONFIG_CHECK_COMMAND } from "./config.js";
@@ -67,7 +68,13 @@ export async function main(argv: string[]): Promise<number> {
     return await command.run(values, positionals);
   } catch (e) {
     const err = e as Error & { code?: string };
-    if (e instanceof UsageError || e instanceof RulesError || e instanceof RangeError || err.code?.startsWith("ERR_PARSE_ARGS")) {
+    if (
+      e instanceof UsageError ||
+      e instanceof RulesError ||
+      e instanceof RateLimitConfigError ||
+      e instanceof RangeError ||
+      err.code?.startsWith("ERR_PARSE_ARGS")
+    ) {
       process.stderr.write(`ratekeeper ${command.words.join(" ")}: ${err.message}\n`);
       return 2;
     }

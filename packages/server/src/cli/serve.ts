@@ -1,4 +1,5 @@
 import { fileURLToPath } from "node:url";
+import { MAX_TIMER_MS } from "ratekeeper";
 import { HEADER_STYLES, type HeaderStyle } from "ratekeeper/http";
 import { createLogger, type Logger } from "../log.js";
 import { OverrideCache } from "../overrides/cache.js";
@@ -153,21 +154,21 @@ function serveOptions(v: Values, flags: CheckedFlags): ServeOptions {
     mergeDomains: process.env.MERGE_DOMAIN_CONFIG === "true",
     redisFailure: flags.redisFailure,
     port: port(str(v.port) ?? process.env.PORT, "--port", 8080),
-    redisTimeoutMs: nonNegative(str(v["redis-timeout"]), "--redis-timeout"),
+    redisTimeoutMs: nonNegative(str(v["redis-timeout"]), "--redis-timeout", MAX_TIMER_MS),
     grpcPort: port(str(v["grpc-port"]) ?? process.env.GRPC_PORT, "--grpc-port", 8081),
     host: str(v.host),
     grpcHost: str(v["grpc-host"]),
     globalShadowMode: v["global-shadow-mode"] === true,
-    grpcMaxConnectionAgeMs: positive(str(v["grpc-max-connection-age"]), "--grpc-max-connection-age"),
-    grpcMaxConnectionAgeGraceMs: nonNegative(str(v["grpc-max-connection-age-grace"]), "--grpc-max-connection-age-grace"),
+    grpcMaxConnectionAgeMs: positive(str(v["grpc-max-connection-age"]), "--grpc-max-connection-age", MAX_TIMER_MS),
+    grpcMaxConnectionAgeGraceMs: nonNegative(str(v["grpc-max-connection-age-grace"]), "--grpc-max-connection-age-grace", MAX_TIMER_MS),
     watch: flags.given !== undefined && v["no-watch"] !== true,
-    reloadSettleMs: positive(str(v["reload-settle"]), "--reload-settle"),
+    reloadSettleMs: positive(str(v["reload-settle"]), "--reload-settle", MAX_TIMER_MS),
     maxRulesBytes: positive(str(v["max-rules-bytes"]), "--max-rules-bytes"),
     allowEmptyRules: v["allow-empty-rules"] === true,
     memoryMaxBytes: flags.memoryMaxBytes,
     dashboard: v["no-dashboard"] !== true,
     headerStyles: flags.headerStyles,
-    requestTimeoutMs: positive(str(v["request-timeout"]), "--request-timeout"),
+    requestTimeoutMs: positive(str(v["request-timeout"]), "--request-timeout", MAX_TIMER_MS),
     maxBodyBytes: positive(str(v["max-body"]), "--max-body"),
     nearLimitRatio: ratio(str(v["near-limit-ratio"]), "--near-limit-ratio"),
     maxDetailedMetricKeys: positive(str(v["max-detailed-metric-keys"]), "--max-detailed-metric-keys"),

@@ -42,6 +42,12 @@ describe("serve flags", () => {
     ["--near-limit-ratio", "80%"],
     ["--max-detailed-metric-keys", "1e3"],
     ["--rls-headers", "fancy"],
+    // Timers past 2^31 - 1 ms fire after 1 ms in node: refused, not run at once.
+    ["--reload-settle", "99999999999"],
+    ["--grpc-max-connection-age", "2147483648"],
+    ["--grpc-max-connection-age-grace", "2147483648"],
+    ["--redis-timeout", "2147483648"],
+    ["--request-timeout", "2147483648"],
   ] as const) {
     it(`${flag} ${bad} is a usage error naming the flag`, () => {
       const r = serve([flag, bad]);
