@@ -144,6 +144,16 @@ describe("POST /json: hostile and bad bodies get its 400, never a 5xx or a pass"
     });
   }
 
+  it("a descriptor's own hitsAddend is a uint64: up to 18446744073709551615 it is OVER_LIMIT (429), beyond it 400", async () => {
+    for (const v of ['"18446744073709551615"', "18446744073709551615", '"9007199254740993"']) {
+      const r = await post(`{"domain": "j", "descriptors": [{"entries": [{"key": "user", "value": "huge"}], "hitsAddend": ${v}}]}`);
+      expect(r.status).toBe(429);
+      expect(r.json.statuses[0]).toMatchObject({ code: "OVER_LIMIT", currentLimit: { requestsPerUnit: 3, unit: "MINUTE" } });
+    }
+    const beyond = await post('{"domain": "j", "descriptors": [{"entries": [{"key": "user"}], "hitsAddend": "18446744073709551616"}]}');
+    expect({ status: beyond.status, text: beyond.text }).toEqual({ status: 400, text: "Bad Request\n" });
+  });
+
   it("deeply nested JSON is refused without a crash", async () => {
     const deep = `{"domain": "j", "descriptors": ${"[".repeat(1500)}${"]".repeat(1500)}}`;
     const r = await post(deep);

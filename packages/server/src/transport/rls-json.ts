@@ -55,7 +55,7 @@ function descriptor(d: unknown, i: number): RlsDescriptor {
   const m = message(d, DESCRIPTOR, at);
   const out: RlsDescriptor = {};
   if (m.entries != null) out.entries = list(m.entries, `${at}.entries`).map((e, j) => entry(e, `${at}.entries[${j}]`));
-  if (m.hits_addend != null) out.hits_addend = { value: uint(m.hits_addend, `${at}.hitsAddend`, Number.MAX_SAFE_INTEGER) };
+  if (m.hits_addend != null) out.hits_addend = { value: uint64(m.hits_addend, `${at}.hitsAddend`) };
   if (m.limit != null) {
     const l = message(m.limit, OVERRIDE, `${at}.limit`);
     out.limit = {
@@ -99,6 +99,18 @@ function uint(v: unknown, at: string, max: number): number {
   const n = typeof v === "number" ? v : typeof v === "string" && /^\d+$/.test(v) ? Number(v) : Number.NaN;
   if (!Number.isInteger(n) || n < 0 || n > max) throw new CheckError(`${at}: must be a whole number from 0 to ${max}`);
   return n;
+}
+
+/**
+ * A `UInt64Value` (0 to 2^64-1, a JSON number or a string holding one), as a number: exact up to
+ * 2^53, and above that only ever compared with a cost cap, so rounding cannot change a decision.
+ */
+function uint64(v: unknown, at: string): number {
+  const max = 18_446_744_073_709_551_615n;
+  // A JSON number was already read as a double: 18446744073709551615 is 2^64 by then.
+  if (typeof v === "number" && Number.isInteger(v) && v >= 0 && v <= 2 ** 64) return v;
+  if (typeof v === "string" && /^\d{1,20}$/.test(v) && BigInt(v) <= max) return Number(v);
+  throw new CheckError(`${at}: must be a whole number from 0 to ${max}`);
 }
 
 /** A `RateLimitUnit` by name, or by number. */

@@ -137,10 +137,15 @@ function callerLimit(limit: NonNullable<RlsDescriptor["limit"]>, i: number): Cal
   return { requestsPerUnit: rpu, unitMs };
 }
 
+/**
+ * A descriptor's own `hits_addend`, a uint64 (proto-loader gives it as a number, inexact above
+ * 2^53). Any value above MAX_COST is denied as MAX_COST would be: an error here would make Envoy
+ * apply `failure_mode_deny`, which lets the request through by default, where envoyproxy/ratelimit
+ * answers OVER_LIMIT.
+ */
 function ownCost(value: number | string | undefined, i: number): number {
   const n = Number(value ?? 0);
-  if (!Number.isSafeInteger(n) || n < 0)
-    throw new CheckError(`descriptors[${i}].hits_addend: must be a whole number (got ${String(value)})`);
+  if (!Number.isInteger(n) || n < 0) throw new CheckError(`descriptors[${i}].hits_addend: must be a whole number (got ${String(value)})`);
   return Math.min(n, MAX_COST);
 }
 

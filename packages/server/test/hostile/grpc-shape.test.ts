@@ -122,6 +122,18 @@ describe("gRPC ShouldRateLimit: request shapes are capped", () => {
     expect(after.statuses[0]).toMatchObject({ code: "OK", limit_remaining: 99 });
   });
 
+  it("a descriptor's own hits_addend up to 2^64-1 (a UInt64Value Envoy may fill from a header) is OVER_LIMIT, not an error", async () => {
+    // An error would make Envoy apply failure_mode_deny, which lets the request through by
+    // default: envoyproxy/ratelimit counts such a cost and answers OVER_LIMIT.
+    for (const value of ["18446744073709551615", "1152921504606846976", "9007199254740993"]) {
+      const r = await rls.shouldRateLimit({ domain: "d", descriptors: [{ ...one("own-huge"), hits_addend: { value } }] });
+      expect(r.overall_code).toBe("OVER_LIMIT");
+      expect(r.statuses[0]).toMatchObject({ code: "OVER_LIMIT", limit_remaining: 0 });
+    }
+    const after = await rls.shouldRateLimit({ domain: "d", descriptors: [one("own-huge")] });
+    expect(after.statuses[0]).toMatchObject({ code: "OK", limit_remaining: 99 });
+  });
+
   it("after all that, an ordinary request is answered", async () => {
     const r = await rls.shouldRateLimit({ domain: "d", descriptors: [one("fine")] });
     expect(r.overall_code).toBe("OK");
