@@ -108,7 +108,13 @@ const RateLimitBlock = z
       )
       .optional(),
     // 0 (or none) puts every request over the limit, as in envoyproxy/ratelimit.
-    requests_per_unit: z.number().int("must be a whole number").nonnegative("must be 0 or more").optional(),
+    // A uint32 there: a larger number is refused by its YAML decoder, as here.
+    requests_per_unit: z
+      .number()
+      .int("must be a whole number")
+      .nonnegative("must be 0 or more")
+      .max(4_294_967_295, "must be at most 4294967295 (a uint32, as in envoyproxy/ratelimit)")
+      .optional(),
     unlimited: z.boolean().optional(),
     name: z.string().optional(),
     replaces: z.array(z.strictObject({ name: z.string().nullish() })).optional(),

@@ -157,11 +157,14 @@ function ownCost(value: number | string | undefined, i: number): number {
 function currentLimit(s: DescriptorStatus): RlsStatus["current_limit"] {
   if (s.limit === null || s.windowMs === null) return undefined;
   const name = rlsName(s);
-  for (const [unit, ms] of RLS_UNIT_MS) if (s.windowMs === ms) return { name, requests_per_unit: s.limit, unit };
+  // requests_per_unit is a uint32: a larger limit (ratekeeper's own policies allow one) is
+  // reported as the largest it can carry, not wrapped around by the encoder.
+  const per = (n: number) => Math.min(UINT32_MAX, n);
+  for (const [unit, ms] of RLS_UNIT_MS) if (s.windowMs === ms) return { name, requests_per_unit: per(s.limit), unit };
   for (const [unit, ms] of RLS_UNIT_MS) {
-    if (s.windowMs % ms === 0) return { name, requests_per_unit: Math.max(1, Math.floor((s.limit * ms) / s.windowMs)), unit };
+    if (s.windowMs % ms === 0) return { name, requests_per_unit: per(Math.max(1, Math.floor((s.limit * ms) / s.windowMs))), unit };
   }
-  return { name, requests_per_unit: Math.max(1, Math.floor((s.limit * 1000) / s.windowMs)), unit: "SECOND" };
+  return { name, requests_per_unit: per(Math.max(1, Math.floor((s.limit * 1000) / s.windowMs))), unit: "SECOND" };
 }
 
 /**
