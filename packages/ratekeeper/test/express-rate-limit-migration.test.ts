@@ -156,10 +156,12 @@ describe("express-rate-limit's documented examples, only the import changed", ()
 });
 
 describe("express-rate-limit options that ratekeeper cannot take are refused, saying what to write", () => {
-  it("an express-rate-limit store, both skip*Requests, a bad limit", () => {
+  it("an express-rate-limit store, both skip*Requests, a bad limit, ipv6Subnet or logger", () => {
     const store = { increment: () => undefined, decrement: () => undefined, resetKey: () => undefined };
     expect(() => ours({ store } as never)).toThrow(/store: an express-rate-limit store; give a ratekeeper store instead: new MemoryStore/);
     expect(() => ours({ skipFailedRequests: true, skipSuccessfulRequests: true })).toThrow(/no request would count; use skip/);
-    expect(() => ours({ limit: 0 })).toThrow(/limit: must be a whole number >= 1/);
+    expect(() => ours({ limit: -1 })).toThrow(/limit: must be a whole number >= 0/);
+    expect(() => ours({ ipv6Subnet: 200 })).toThrow(/ipv6Subnet: must be a whole number from 1 to 128, false or a function/);
+    expect(() => ours({ logger: {} } as never)).toThrow(/logger: must be an object with error\(\) and warn\(\)/);
   });
 });

@@ -73,3 +73,4 @@ function ratekeeperLimit(options: ExpressRateLimitOptions): ExpressRateLimit {
 }
 
 export type { ExpressRateLimitCompatOptions, ExpressRateLimitCompat, RateLimitInfo } from "./express-compat.js";
+export { ipKeyGenerator } from "./express-compat.js";

@@ -70,8 +70,8 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
    * `"failed"`: only failed responses count (a login form); `"successful"`: only successful ones.
    */
   countOnly?: "failed" | "successful";
-  /** What counts as failed for `countOnly` (a client gone before the response counts as failed). @default status >= 400 */
-  isFailed?: (statusCode: number, req: Req) => boolean;
+  /** What counts as failed for `countOnly`; may answer with a promise (a client gone before the response counts as failed). @default status >= 400 */
+  isFailed?: (statusCode: number, req: Req) => boolean | Promise<boolean>;
   /** Decide, send headers and report, but never block or delay. @default false */
   shadow?: boolean;
   /** Header styles to send, or `false` for none. @default "ietf" */
@@ -129,7 +129,7 @@ export interface ResolvedHttpOptions<Req> {
   readonly allow: AddressSet | undefined;
   readonly deny: AddressSet | undefined;
   readonly countOnly: "failed" | "successful" | undefined;
-  readonly isFailed: (statusCode: number, req: Req) => boolean;
+  readonly isFailed: (statusCode: number, req: Req) => boolean | Promise<boolean>;
   readonly shadow: boolean;
   readonly headerWriter: HeaderWriter | undefined;
   readonly maxDelayMs: number;

@@ -19,7 +19,7 @@ export class Shaper<Req> {
   constructor(
     private readonly limiter: RateLimiter | undefined,
     private readonly countOnly: "failed" | "successful" | undefined,
-    private readonly isFailed: (statusCode: number, req: Req) => boolean,
+    private readonly isFailed: (statusCode: number, req: Req) => boolean | Promise<boolean>,
     private readonly report: (error: unknown, req: Req) => void,
   ) {}
 
@@ -80,6 +80,14 @@ export class Shaper<Req> {
     this.releaseLease(result, req);
     if (this.countOnly === undefined) return;
     const failed = statusCode === undefined || this.isFailed(statusCode, req);
+    if (failed instanceof Promise) {
+      // An async isFailed (express-rate-limit's requestWasSuccessful may be): refund when it answers.
+      failed.then(
+        (f) => ((this.countOnly === "failed") !== f ? this.release(result, req) : undefined),
+        (e: unknown) => this.report(e, req),
+      );
+      return;
+    }
     if ((this.countOnly === "failed") !== failed) this.release(result, req);
   }
 }

@@ -1,0 +1,193 @@
+import type { NextFunction, Request, Response } from "express";
+import type { RateLimitOptions } from "../http/core.js";
+
+/**
+ * express-rate-limit's options (v7/v8), accepted by `ratekeeper/express`'s `rateLimit` with the
+ * same meaning, as a mapping onto ratekeeper's middleware: not a second limiter. The decision is
+ * ratekeeper's (`fixed-window` with `align: "first-request"`, which is what express-rate-limit's
+ * MemoryStore does: each client's window opens at its first request); the headers, the 429 answer,
+ * `req.rateLimit`, `resetKey` and `getKey` are written in express-rate-limit's formats.
+ * docs/migrating-from-express-rate-limit.md has the table and the few differences.
+ */
+export interface ExpressRateLimitCompatOptions {
+  /** Window length in ms. @default 60_000 */
+  windowMs?: number;
+  /** Requests per window per client, or a function of the request; 0 refuses every request. @default 5 */
+  limit?: number | ((req: Request, res: Response) => number | Promise<number>);
+  /** Old name of `limit`. */
+  max?: number | ((req: Request, res: Response) => number | Promise<number>);
+  /** The 429's body (`res.send(message)`), or a function of the request. @default "Too many requests, please try again later." */
+  message?: unknown;
+  /** @default 429 */
+  statusCode?: number;
+  /** Sends the refusal. @default res.status(statusCode).send(message) */
+  handler?: (req: Request, res: Response, next: NextFunction, options: ResolvedCompat) => unknown;
+  /** The client's key. @default the client address (`req.ip`), IPv6 grouped by `ipv6Subnet` */
+  keyGenerator?: (req: Request, res: Response) => string | Promise<string>;
+  skip?: (req: Request, res: Response) => boolean | Promise<boolean>;
+  skipSuccessfulRequests?: boolean;
+  skipFailedRequests?: boolean;
+  /** @default res.statusCode < 400 */
+  requestWasSuccessful?: (req: Request, res: Response) => boolean | Promise<boolean>;
+  /** `true` is `"draft-6"`. @default false */
+  standardHeaders?: boolean | "draft-6" | "draft-7" | "draft-8";
+  /** X-RateLimit-Limit, -Remaining, -Reset. @default true */
+  legacyHeaders?: boolean;
+  /** The policy's name in draft-8 headers. @default "<limit>-in-<window>" ("100-in-15min") */
+  identifier?: string | ((req: Request, res: Response) => string | Promise<string>);
+  /** @default "rateLimit" */
+  requestPropertyName?: string;
+  /** `true`: a failing store lets requests through (ratekeeper's `failure: "open"`); `false`: 503 (`"closed"`). @default false */
+  passOnStoreError?: boolean;
+  /** express-rate-limit's validation switches; `trustProxy` and `xForwardedForHeader` map to ratekeeper's checks. */
+  validate?: boolean | Record<string, boolean>;
+  /** A ratekeeper store (`MemoryStore`, `RedisStore`). express-rate-limit's stores are not used. */
+  store?: RateLimitOptions<Request>["store"];
+  /**
+   * IPv6 clients are keyed by this prefix; `false` keys each address on its own; a function is
+   * asked per IPv6 request. @default 56
+   */
+  ipv6Subnet?: number | false | ((req: Request, res: Response) => number | Promise<number>);
+  /** Where store errors and warnings are told when `onError` / `onWarning` are not given (`error(e, text)`, `warn(w)`). */
+  logger?: { error(...args: unknown[]): void; warn(...args: unknown[]): void };
+  /** ratekeeper's own options may be added (`trustedProxies`, `onError`, `onDecision`, ...). */
+  trustedProxies?: readonly string[];
+  onError?: RateLimitOptions<Request>["onError"];
+  onDecision?: RateLimitOptions<Request>["onDecision"];
+  onWarning?: RateLimitOptions<Request>["onWarning"];
+  clock?: () => number;
+}
+
+/** What `req.rateLimit` holds, as in express-rate-limit. */
+export interface RateLimitInfo {
+  limit: number;
+  used: number;
+  remaining: number;
+  resetTime: Date | undefined;
+  key: string;
+}
+
+/** The options with their defaults, passed to `handler` as its fourth argument (as express-rate-limit does). */
+export type ResolvedCompat = Required<
+  Pick<ExpressRateLimitCompatOptions, "windowMs" | "message" | "statusCode" | "legacyHeaders" | "requestPropertyName">
+> & {
+  limit: NonNullable<ExpressRateLimitCompatOptions["limit"]>;
+  standardHeaders: false | "draft-6" | "draft-7" | "draft-8";
+};
+
+/** Options only express-rate-limit has: one of them (or no policy at all) selects this mapping. */
+const ERL_ONLY = [
+  "windowMs",
+  "max",
+  "message",
+  "statusCode",
+  "keyGenerator",
+  "skipSuccessfulRequests",
+  "skipFailedRequests",
+  "requestWasSuccessful",
+  "standardHeaders",
+  "legacyHeaders",
+  "identifier",
+  "requestPropertyName",
+  "passOnStoreError",
+  "logger",
+];
+const KNOWN = new Set([
+  ...ERL_ONLY,
+  "limit",
+  "handler",
+  "skip",
+  "validate",
+  "store",
+  "ipv6Subnet",
+  "trustedProxies",
+  "onError",
+  "onDecision",
+  "onWarning",
+  "clock",
+]);
+
+/** Whether options are express-rate-limit's: one of its own names, or a top-level `limit`, or no policy at all. */
+export function isExpressRateLimitOptions(o: object): o is ExpressRateLimitCompatOptions {
+  const r = o as Record<string, unknown>;
+  if (ERL_ONLY.some((k) => k in r) || "limit" in r) return true;
+  return r.limiter === undefined && r.limits === undefined && r.concurrency === undefined;
+}
+
+/** ratekeeper's validate option from express-rate-limit's. */
+export function mapValidate(v: ExpressRateLimitCompatOptions["validate"]): RateLimitOptions<Request>["validate"] {
+  if (v === undefined || typeof v === "boolean") return v;
+  const def = v.default !== false;
+  return { forwardedHeader: v.xForwardedForHeader ?? v.forwardedHeader ?? def, trustProxy: v.trustProxy ?? def };
+}
+
+/** express-rate-limit's default identifier: `100-in-15min`. */
+export function identifierOf(limit: number, windowMs: number): string {
+  const s = windowMs / 1000;
+  const m = s / 60;
+  const h = m / 60;
+  const d = h / 24;
+  const duration = s < 60 ? `${s}sec` : m < 60 ? `${m}min` : h < 24 ? `${h}hr${h > 1 ? "s" : ""}` : `${d}day${d > 1 ? "s" : ""}`;
+  return `${limit}-in-${duration}`;
+}
+
+/** Checks what ratekeeper's options do not (the rest is checked by the core), each naming the option and what to write. */
+export function check(o: ExpressRateLimitCompatOptions): void {
+  const problems: string[] = [];
+  for (const k of Object.keys(o)) if (!KNOWN.has(k)) problems.push(`${k}: unknown option (express-rate-limit's or ratekeeper's)`);
+  const w = o.windowMs;
+  if (w !== undefined && (typeof w !== "number" || !Number.isSafeInteger(w) || w < 1)) {
+    problems.push(`windowMs: must be a whole number of milliseconds >= 1 (got ${String(w)})`);
+  }
+  const l = o.limit ?? o.max;
+  if (l !== undefined && typeof l !== "function" && (typeof l !== "number" || !Number.isSafeInteger(l) || l < 0)) {
+    problems.push(`limit: must be a whole number >= 0 (0 refuses every request) or a function returning one (got ${String(l)})`);
+  }
+  const v6 = o.ipv6Subnet;
+  if (v6 !== undefined && v6 !== false && typeof v6 !== "function" && !isSubnet(v6)) {
+    problems.push(`ipv6Subnet: must be a whole number from 1 to 128, false or a function (got ${String(v6)})`);
+  }
+  const log = o.logger;
+  if (log !== undefined && (typeof log !== "object" || log === null || typeof log.error !== "function" || typeof log.warn !== "function")) {
+    problems.push("logger: must be an object with error() and warn() functions (console is one)");
+  }
+  const sh = o.standardHeaders;
+  if (sh !== undefined && typeof sh !== "boolean" && sh !== "draft-6" && sh !== "draft-7" && sh !== "draft-8") {
+    problems.push(`standardHeaders: must be true, false, "draft-6", "draft-7" or "draft-8" (got ${String(sh)})`);
+  }
+  if (o.skipFailedRequests === true && o.skipSuccessfulRequests === true) {
+    problems.push(
+      "skipFailedRequests and skipSuccessfulRequests: with both, no request would count; use skip: () => true to turn the limit off",
+    );
+  }
+  if (o.store !== undefined && typeof (o.store as { increment?: unknown }).increment === "function") {
+    problems.push(
+      "store: an express-rate-limit store; give a ratekeeper store instead: new MemoryStore() from 'ratekeeper' or new RedisStore({ client }) from 'ratekeeper/redis'",
+    );
+  }
+  if (problems.length > 0) throw new TypeError(`ratekeeper/express (express-rate-limit options): ${problems.join("; ")}`);
+}
+
+/** A value as an error message shows it: strings quoted, so "10" and 10 are told apart. */
+export function describeValue(v: unknown): string {
+  return typeof v === "string" ? JSON.stringify(v) : typeof v === "function" ? "a function" : String(v);
+}
+
+/** Whether `n` is an IPv6 prefix length. */
+export function isSubnet(n: unknown): n is number {
+  return typeof n === "number" && Number.isInteger(n) && n >= 1 && n <= 128;
+}
+
+/** The options with express-rate-limit's defaults: what its handler receives as `options`. */
+export function resolveCompat(o: ExpressRateLimitCompatOptions): ResolvedCompat {
+  return {
+    windowMs: o.windowMs ?? 60_000,
+    limit: o.limit ?? o.max ?? 5,
+    message: o.message ?? "Too many requests, please try again later.",
+    statusCode: o.statusCode ?? 429,
+    legacyHeaders: o.legacyHeaders ?? true,
+    // `true` means draft-6, as in express-rate-limit.
+    standardHeaders: o.standardHeaders === true ? "draft-6" : (o.standardHeaders ?? false),
+    requestPropertyName: o.requestPropertyName ?? "rateLimit",
+  };
+}

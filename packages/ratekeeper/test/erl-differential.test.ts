@@ -1,0 +1,192 @@
+/**
+ * express-rate-limit's options, adversarially: each case runs the same options and requests
+ * through express-rate-limit 8 itself and through `ratekeeper/express`, on real Express servers
+ * on a loopback port, and compares what a user would see (statuses, rate-limit headers, bodies,
+ * `req.rateLimit`). Where the two must differ (documented in
+ * docs/migrating-from-express-rate-limit.md), the case says so and checks ratekeeper's side.
+ */
+import type { AddressInfo } from "node:net";
+import { createServer, type Server } from "node:http";
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
+import { rateLimit as erl } from "express-rate-limit";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { rateLimit as ours } from "../src/adapters/express.js";
+import { httpRequest, type Send } from "./http-support.js";
+
+type Limiter = RequestHandler & { resetKey(key: string): unknown; getKey(key: string): unknown };
+type Factory = (options: Record<string, unknown>) => Limiter;
+
+const servers: Server[] = [];
+beforeAll(() => {
+  vi.useFakeTimers({ toFake: ["Date"], now: new Date("2026-11-24T12:00:00.250Z") });
+});
+afterAll(() => {
+  vi.useRealTimers();
+});
+afterEach(async () => {
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+});
+
+/** express-rate-limit's own logger, kept quiet and recorded (its validations print through it). */
+const quiet = () => ({ warn: vi.fn(), error: vi.fn() });
+
+/** An app with the limiter in front of routes that echo `req[prop]`; `/fail` answers 500; errors answer 500 with their message. */
+async function start(rateLimit: Factory, options: Record<string, unknown>, host = "127.0.0.1", prop = "rateLimit") {
+  const app = express();
+  const limiter = rateLimit(options);
+  app.use(limiter);
+  app.get("/fail", (req, res) => res.status(500).json((req as unknown as Record<string, unknown>)[prop] ?? null));
+  app.get("/{*any}", (req, res) => res.json((req as unknown as Record<string, unknown>)[prop] ?? null));
+  app.use((e: Error, _req: Request, res: Response, _next: NextFunction) => res.status(500).send(`error: ${e.message}`));
+  const server = createServer(app);
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, host, r));
+  const port = (server.address() as AddressInfo).port;
+  return { url: host.includes(":") ? `http://[${host}]:${port}` : `http://${host}:${port}`, limiter };
+}
+
+async function observe(url: string, send: Send) {
+  const r = await httpRequest(url, send);
+  const headers = Object.fromEntries(Object.entries(r.headers).filter(([k]) => /ratelimit|retry-after/.test(k)));
+  return { status: r.status, headers, body: r.body };
+}
+
+/** The same requests through both; express-rate-limit gets a quiet logger of its own. */
+async function both(options: Record<string, unknown>, requests: Send[], host?: string) {
+  const a = await start(erl as Factory, { logger: quiet(), ...options }, host);
+  const b = await start(ours as Factory, options, host);
+  const theirs = [];
+  const mine = [];
+  for (const r of requests) {
+    theirs.push(await observe(a.url, r));
+    mine.push(await observe(b.url, r));
+  }
+  return { theirs, mine, a: a.limiter, b: b.limiter };
+}
+
+const times = (n: number, send: Send = {}): Send[] => Array.from({ length: n }, () => send);
+const statuses = (rs: { status: number }[]) => rs.map((r) => r.status);
+
+describe("every standardHeaders value with and without legacyHeaders: byte for byte", () => {
+  for (const standardHeaders of [undefined, true, false, "draft-6", "draft-7", "draft-8"]) {
+    for (const legacyHeaders of [undefined, true, false]) {
+      it(`standardHeaders ${String(standardHeaders)}, legacyHeaders ${String(legacyHeaders)}`, async () => {
+        const { theirs, mine } = await both({ windowMs: 90_500, limit: 2, standardHeaders, legacyHeaders }, times(4));
+        expect(mine).toEqual(theirs);
+      });
+    }
+  }
+});
+
+describe("options of express-rate-limit's documented table", () => {
+  it("logger (a documented option) is accepted", async () => {
+    const { theirs, mine } = await both({ limit: 1, logger: quiet() }, times(2));
+    expect(mine).toEqual(theirs);
+  });
+
+  it("ipv6Subnet: false keys each IPv6 address on its own; a number groups; a function is asked", async () => {
+    for (const ipv6Subnet of [false, 64, () => 48]) {
+      const { theirs, mine } = await both({ limit: 1, ipv6Subnet, standardHeaders: "draft-8" }, times(2), "::1");
+      expect(mine).toEqual(theirs);
+    }
+  });
+
+  it("limit: 0 refuses every request, as express-rate-limit 7+ does", async () => {
+    const { theirs, mine } = await both({ limit: 0, standardHeaders: "draft-7" }, times(1));
+    expect(statuses(theirs)).toEqual([429]);
+    expect(mine).toEqual(theirs);
+  });
+
+  it("a limit function returning 0 for some clients refuses them (429), not a 500", async () => {
+    const limit = (req: Request) => (req.query.banned === "1" ? 0 : 2);
+    const { theirs, mine } = await both({ limit, standardHeaders: "draft-6" }, [{ path: "/?banned=1" }, {}]);
+    expect(statuses(theirs)).toEqual([429, 200]);
+    expect(mine[0]).toEqual(theirs[0]);
+    // Documented: each limit value keeps its own counters, so the refused request is not in the limit-2 count.
+    expect(statuses(mine)).toEqual(statuses(theirs));
+  });
+
+  it("an async requestWasSuccessful (its docs: every function option may be async) decides what counts", async () => {
+    const requestWasSuccessful = async (req: Request) => {
+      await new Promise((r) => setTimeout(r, 1));
+      return req.query.ok === "1";
+    };
+    const { theirs, mine } = await both({ limit: 1, skipFailedRequests: true, requestWasSuccessful }, [
+      { path: "/" },
+      { path: "/" },
+      { path: "/?ok=1" },
+      { path: "/" },
+    ]);
+    expect(statuses(theirs)).toEqual([200, 200, 200, 429]);
+    expect(statuses(mine)).toEqual(statuses(theirs));
+  });
+
+  it("message as an async function, an object; statusCode; an async identifier", async () => {
+    for (const message of [async (req: Request) => ({ m: req.path }), { error: "x" }, "plain"]) {
+      const identifier = async () => "api";
+      const { theirs, mine } = await both({ limit: 1, message, statusCode: 418, standardHeaders: "draft-8", identifier }, times(2));
+      expect(mine).toEqual(theirs);
+    }
+  });
+
+  it("getKey and resetKey", async () => {
+    const { a, b } = await both({ limit: 3 }, times(2));
+    expect(await b.getKey("127.0.0.1")).toEqual(await a.getKey("127.0.0.1"));
+    await a.resetKey("127.0.0.1");
+    await b.resetKey("127.0.0.1");
+    expect(await b.getKey("127.0.0.1")).toEqual(await a.getKey("127.0.0.1"));
+  });
+});
+
+describe("a throwing user function goes to Express's error handler, as in express-rate-limit", () => {
+  const boom = () => {
+    throw new Error("user bug");
+  };
+  for (const passOnStoreError of [false, true]) {
+    it(`keyGenerator, skip (passOnStoreError: ${String(passOnStoreError)})`, async () => {
+      for (const fn of ["keyGenerator", "skip"]) {
+        const { theirs, mine } = await both({ [fn]: boom, passOnStoreError }, times(1));
+        expect(theirs[0]).toMatchObject({ status: 500, body: "error: user bug" });
+        expect(mine).toEqual(theirs);
+      }
+    });
+  }
+});
+
+describe("a keyGenerator that returns no key", () => {
+  it("express-rate-limit puts every such client in one bucket; ratekeeper refuses the key with an error naming keyGenerator", async () => {
+    const keyGenerator = (req: Request) => (req.query.user as string | undefined) ?? undefined;
+    const { theirs, mine } = await both({ limit: 1, keyGenerator }, [{ path: "/?user=a" }, {}, {}]);
+    expect(statuses(theirs)).toEqual([200, 200, 429]); // the second anonymous client is refused for the first one's request
+    expect(statuses(mine)).toEqual([200, 500, 500]);
+    expect(mine[1]?.body).toMatch(/^error: keyGenerator: returned undefined/);
+  });
+
+  it("a number is a key: the same answers, req.rateLimit.key its text", async () => {
+    const { theirs, mine } = await both({ limit: 1, keyGenerator: () => 42 }, times(2));
+    expect(mine).toEqual(theirs.map((r) => ({ ...r, body: r.body.replace('"key":42', '"key":"42"') })));
+  });
+});
+
+describe("a limit function's answer that is not a count is an error naming limit", () => {
+  for (const bad of ["10", Number.NaN, -1, 2.5]) {
+    it(`limit function returning ${String(bad)}`, async () => {
+      const { mine } = await both({ limit: () => bad }, times(1));
+      expect(mine[0]).toMatchObject({ status: 500 });
+      expect(mine[0]?.body).toMatch(/^error: limit: the function returned/);
+    });
+  }
+});
+
+it("ipKeyGenerator is exported, with express-rate-limit's answers", async () => {
+  const m = (await import("../src/adapters/express.js")) as Record<string, unknown>;
+  const { ipKeyGenerator } = await import("express-rate-limit");
+  const mine = m.ipKeyGenerator as typeof ipKeyGenerator;
+  expect(typeof mine).toBe("function");
+  for (const ip of ["1.2.3.4", "::1", "::", "2001:db8:abcd:1234:5678::1", "::ffff:1.2.3.4", "::1.2.3.4", "2001:DB8::1", "fe80::1%eth0"]) {
+    for (const n of [undefined, 32, 64, false] as const) expect(mine(ip, n)).toBe(ipKeyGenerator(ip, n));
+  }
+});
