@@ -72,6 +72,30 @@ describe("AddressSet", () => {
       ]);
     }
   });
+
+  it("takes IPv4-mapped IPv6 ranges, their bits counted in IPv6, as proxy-addr does", () => {
+    // /96 and longer: the IPv4 range of bits - 96 (refused as "bits > 32" before).
+    const s = new AddressSet(["::ffff:10.0.0.0/104", "::ffff:c000:200/120"], "trustedProxies");
+    for (const yes of ["10.1.2.3", "10.9.9.9", "192.0.2.77"]) expect(s.has(yes), yes).toBe(true);
+    for (const no of ["11.0.0.1", "192.0.3.1", "::1"]) expect(s.has(no), no).toBe(false);
+    // Shorter than /96: an IPv6 range, which holds every IPv4 address through their mapped forms.
+    const wide = new AddressSet(["::ffff:0:0/95"], "trustedProxies");
+    expect(wide.has("1.2.3.4")).toBe(true);
+    expect(wide.coversAllOfAFamily).toBe(true);
+    expect(() => new AddressSet(["::ffff:10.0.0.0/129"], "trustedProxies")).toThrow(/trustedProxies\[0\]/);
+  });
+
+  it("covers a whole family through the union of its ranges, not only one /0", () => {
+    const covers = (e: string[]) => new AddressSet(e, "trustedProxies").coversAllOfAFamily;
+    expect(covers(["0.0.0.0/1", "128.0.0.0/1"])).toBe(true);
+    expect(covers(["128.0.0.0/1", "10.0.0.0/8", "0.0.0.0/1"])).toBe(true);
+    expect(covers(["0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/2"])).toBe(true);
+    expect(covers(["0.0.0.0/1", "128.0.0.0/2", "224.0.0.0/3"])).toBe(false); // 192.0.0.0/3 missing
+    expect(covers(["::/1", "8000::/1"])).toBe(true);
+    expect(covers(["2000::/3", "::/3", "4000::/2", "8000::/1"])).toBe(true);
+    expect(covers(["2000::/3", "4000::/2", "8000::/1"])).toBe(false); // ::/3 missing (and with it ::ffff:0:0/96)
+    expect(covers(["10.0.0.0/8", "loopback"])).toBe(false);
+  });
 });
 
 describe("parseForwardedChain", () => {

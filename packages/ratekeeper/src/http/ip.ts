@@ -1,4 +1,5 @@
 import { collectIssues, describeValue, RateLimitConfigError, type ConfigIssue } from "../core/errors.js";
+import { coversWholeSpace, ipv6Value, sameV4Prefix, sameV6Prefix } from "./ip-ranges.js";
 import { parseIpv4, parseIpv6 } from "./ip-parse.js";
 
 /**
@@ -142,25 +143,38 @@ export class AddressSet {
   private add(entry: unknown): boolean {
     if (typeof entry !== "string") return false;
     const slash = entry.indexOf("/");
-    const addr = normalizeIp(slash < 0 ? entry : entry.slice(0, slash));
+    const text = slash < 0 ? entry : entry.slice(0, slash);
+    const addr = normalizeIp(text);
     if (addr === undefined) return false;
     const v4 = parseIpv4(addr);
-    const max = v4 === undefined ? 128 : 32;
+    // An IPv4-mapped IPv6 range (`::ffff:10.0.0.0/104`) counts its bits in IPv6: /96 and longer
+    // are the IPv4 range of bits - 96, as proxy-addr reads them; shorter ones stay IPv6 ranges.
+    const writtenV6 = text.includes(":");
+    const max = v4 === undefined || writtenV6 ? 128 : 32;
     const bitsText = slash < 0 ? String(max) : entry.slice(slash + 1);
     const bits = Number(bitsText);
     if (!/^\d{1,3}$/.test(bitsText) || bits > max) return false;
-    if (v4 !== undefined) this.v4.push({ value: v4, bits });
-    else this.v6.push({ groups: parseIpv6(addr) as number[], bits });
+    if (v4 !== undefined && (!writtenV6 || bits >= 96)) this.v4.push({ value: v4, bits: writtenV6 ? bits - 96 : bits });
+    else this.v6.push({ groups: parseIpv6(v4 === undefined ? addr : text) as number[], bits });
     return true;
   }
 
   /**
-   * Whether the set holds every IPv4 address (`0.0.0.0/0`, or an IPv6 range holding all of
-   * `::ffff:0:0/96`, as `::/0`) or every IPv6 one (`::/0`). As trusted proxies, such a set lets any client choose its own address.
+   * Whether the set holds every IPv4 address (`0.0.0.0/0`, split ranges such as `0.0.0.0/1` and
+   * `128.0.0.0/1`, or IPv6 ranges holding all of `::ffff:0:0/96`) or every IPv6 one (`::/0`, or
+   * ranges together as wide). As trusted proxies, such a set lets any client choose its own address.
    */
   get coversAllOfAFamily(): boolean {
     const mapped = [0, 0, 0, 0, 0, 0xffff, 0, 0];
-    return this.v4.some((r) => r.bits === 0) || this.v6.some((r) => r.bits <= 96 && sameV6Prefix(mapped, r.groups, r.bits));
+    if (this.v6.some((r) => r.bits <= 96 && sameV6Prefix(mapped, r.groups, r.bits))) return true;
+    const v4 = this.v4.map((r) => ({ first: BigInt(r.value), bits: r.bits }));
+    return (
+      coversWholeSpace(v4, 32) ||
+      coversWholeSpace(
+        this.v6.map((r) => ({ first: ipv6Value(r.groups), bits: r.bits })),
+        128,
+      )
+    );
   }
 
   /** Whether a normalised address (see {@link normalizeIp}) is in the set. */
@@ -178,22 +192,6 @@ export class AddressSet {
     const g = parseIpv6(address);
     return g !== undefined && this.v6.some((r) => sameV6Prefix(g, r.groups, r.bits));
   }
-}
-
-/** Whether two IPv4 addresses (32-bit values) share their first `bits` bits. */
-function sameV4Prefix(a: number, b: number, bits: number): boolean {
-  const size = 2 ** (32 - bits);
-  return Math.floor(a / size) === Math.floor(b / size);
-}
-
-/** Whether two IPv6 addresses (eight groups each) share their first `bits` bits. */
-function sameV6Prefix(a: readonly number[], b: readonly number[], bits: number): boolean {
-  for (let i = 0; i < 8 && bits > i * 16; i++) {
-    const keep = Math.min(16, bits - i * 16);
-    const mask = (0xffff << (16 - keep)) & 0xffff;
-    if (((a[i] as number) & mask) !== ((b[i] as number) & mask)) return false;
-  }
-  return true;
 }
 
 /**

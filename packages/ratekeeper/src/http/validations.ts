@@ -12,7 +12,7 @@ import type { ClientIpResolver } from "./ip.js";
  *   has the proxy's address: one bucket for everybody.
  * - `RK_PERMISSIVE_TRUST_PROXY` (`validate.trustProxy`): the framework trusts every hop
  *   (Express `app.set("trust proxy", true)`, `Fastify({ trustProxy: true })`), or
- *   `trustedProxies` holds every IPv4 or IPv6 address (`0.0.0.0/0`, `::/0`), so any client
+ *   `trustedProxies` holds every IPv4 or IPv6 address (`0.0.0.0/0`, `::/0`, or split ranges), so any client
  *   picks its own key by writing `X-Forwarded-For`.
  * - `RK_TRUST_PROXY_OVERRIDDEN` (`validate.trustProxy`): `trustedProxies` and the framework's
  *   own setting found different clients for a request; `trustedProxies` wins.

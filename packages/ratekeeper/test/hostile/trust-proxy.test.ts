@@ -300,7 +300,16 @@ describe("the forwarded-header check reads what arrived on the wire", () => {
  * a /0 range themselves: proxy-addr throws "invalid range".)
  */
 describe("a trust setting covering every address warns like `true`", () => {
-  for (const wide of [["0.0.0.0/0"], ["::/0"], ["loopback", "::/1"]]) {
+  for (const wide of [
+    ["0.0.0.0/0"],
+    ["::/0"],
+    ["loopback", "::/1"],
+    // Split ranges whose union is every address: as wide as one /0.
+    ["0.0.0.0/1", "128.0.0.0/1"],
+    ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/1"],
+    ["::/1", "8000::/1"],
+    ["0.0.0.0/1", "::ffff:128.0.0.0/97"],
+  ]) {
     it(`trustedProxies ${JSON.stringify(wide)}`, async () => {
       const o = observer();
       const limit = nodeLimit({ ...o.options, trustedProxies: wide });
@@ -314,7 +323,10 @@ describe("a trust setting covering every address warns like `true`", () => {
 
   it("narrower settings stay quiet", async () => {
     const o = observer();
-    const limit = nodeLimit({ ...o.options, trustedProxies: ["loopback", "10.0.0.0/8", "2000::/3"] });
+    const limit = nodeLimit({
+      ...o.options,
+      trustedProxies: ["loopback", "10.0.0.0/8", "2000::/3", "0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/3", "224.0.0.0/4", "240.0.0.0/5"],
+    });
     const url = await listen(createServer((req, res) => void limit(req, res).then((ok) => ok && res.end("ok"))));
     await httpRequest(url, xff("6.6.6.6"));
     expect(o.codes()).toEqual([]);
