@@ -11,6 +11,7 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { rateLimit as erl } from "express-rate-limit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { rateLimit as ours } from "../src/adapters/express.js";
+import type { Store } from "ratekeeper";
 import { httpRequest, type Send } from "./http-support.js";
 
 type Limiter = RequestHandler & { resetKey(key: string): unknown; getKey(key: string): unknown };
@@ -189,4 +190,46 @@ it("ipKeyGenerator is exported, with express-rate-limit's answers", async () => 
   for (const ip of ["1.2.3.4", "::1", "::", "2001:db8:abcd:1234:5678::1", "::ffff:1.2.3.4", "::1.2.3.4", "2001:DB8::1", "fe80::1%eth0"]) {
     for (const n of [undefined, 32, 64, false] as const) expect(mine(ip, n)).toBe(ipKeyGenerator(ip, n));
   }
+});
+
+describe("a failing store, passOnStoreError and the logger", () => {
+  /** A ratekeeper store whose every call fails (Redis down, no failure policy of its own). */
+  const broken = (): Store => ({
+    bind: () => {
+      const fail = () => Promise.reject(new Error("store down"));
+      return { consume: fail, peek: fail, refund: fail, reset: fail };
+    },
+  });
+
+  it("passOnStoreError: true lets the request through and tells the logger, by default console.error as express-rate-limit's", async () => {
+    const logger = quiet();
+    const b = await start(ours as Factory, { limit: 1, store: broken(), passOnStoreError: true, logger });
+    expect((await observe(b.url, {})).status).toBe(200);
+    expect(logger.error).toHaveBeenCalledWith(expect.objectContaining({ message: "store down" }), expect.any(String));
+    const spy = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      const c = await start(ours as Factory, { limit: 1, store: broken(), passOnStoreError: true });
+      expect((await observe(c.url, {})).status).toBe(200);
+      expect(spy).toHaveBeenCalledWith(expect.any(String), expect.objectContaining({ message: "store down" }));
+    } finally {
+      spy.mockRestore();
+    }
+  });
+});
+
+describe("options express-rate-limit 8 types besides its table", () => {
+  it("retryAfter (a number, or a function of the request) sets Retry-After on a refusal", async () => {
+    for (const retryAfter of [7, async (req: Request) => (req.query.slow === "1" ? 30 : 3)]) {
+      const { theirs, mine } = await both({ limit: 1, retryAfter, standardHeaders: "draft-7" }, [{}, {}, { path: "/?slow=1" }]);
+      expect(theirs[1]?.headers["retry-after"]).toBe(typeof retryAfter === "number" ? "7" : "3");
+      expect(mine).toEqual(theirs);
+    }
+  });
+
+  it("headers (legacyHeaders' old name)", async () => {
+    for (const headers of [false, true]) {
+      const { theirs, mine } = await both({ limit: 1, headers }, times(2));
+      expect(mine).toEqual(theirs);
+    }
+  });
 });

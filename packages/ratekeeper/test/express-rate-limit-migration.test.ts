@@ -163,5 +163,8 @@ describe("express-rate-limit options that ratekeeper cannot take are refused, sa
     expect(() => ours({ limit: -1 })).toThrow(/limit: must be a whole number >= 0/);
     expect(() => ours({ ipv6Subnet: 200 })).toThrow(/ipv6Subnet: must be a whole number from 1 to 128, false or a function/);
     expect(() => ours({ logger: {} } as never)).toThrow(/logger: must be an object with error\(\) and warn\(\)/);
+    expect(() => ours({ windowMs: 1000, headers: "draft-7" } as never)).toThrow(
+      /headers: with express-rate-limit.s options, legacyHeaders. old name/,
+    );
   });
 });

@@ -33,6 +33,10 @@ export interface ExpressRateLimitCompatOptions {
   standardHeaders?: boolean | "draft-6" | "draft-7" | "draft-8";
   /** X-RateLimit-Limit, -Remaining, -Reset. @default true */
   legacyHeaders?: boolean;
+  /** @deprecated express-rate-limit 6's name of `legacyHeaders`. */
+  headers?: boolean;
+  /** Seconds in a refusal's `Retry-After` (sent with either kind of headers), or a function of the request. @default the seconds until the window resets */
+  retryAfter?: number | ((req: Request, res: Response) => number | Promise<number>);
   /** The policy's name in draft-8 headers. @default "<limit>-in-<window>" ("100-in-15min") */
   identifier?: string | ((req: Request, res: Response) => string | Promise<string>);
   /** @default "rateLimit" */
@@ -91,9 +95,12 @@ const ERL_ONLY = [
   "requestPropertyName",
   "passOnStoreError",
   "logger",
+  "retryAfter",
 ];
 const KNOWN = new Set([
   ...ERL_ONLY,
+  // Also ratekeeper's own option (a header style), so it does not select this mapping; here it must be a boolean.
+  "headers",
   "limit",
   "handler",
   "skip",
@@ -147,6 +154,13 @@ export function check(o: ExpressRateLimitCompatOptions): void {
   if (v6 !== undefined && v6 !== false && typeof v6 !== "function" && !isSubnet(v6)) {
     problems.push(`ipv6Subnet: must be a whole number from 1 to 128, false or a function (got ${String(v6)})`);
   }
+  if (o.headers !== undefined && typeof o.headers !== "boolean") {
+    problems.push(`headers: with express-rate-limit's options, legacyHeaders' old name: true or false (got ${describeValue(o.headers)})`);
+  }
+  const ra = o.retryAfter;
+  if (ra !== undefined && typeof ra !== "function" && !isSeconds(ra)) {
+    problems.push(`retryAfter: must be a whole number of seconds >= 0 or a function returning one (got ${describeValue(ra)})`);
+  }
   const log = o.logger;
   if (log !== undefined && (typeof log !== "object" || log === null || typeof log.error !== "function" || typeof log.warn !== "function")) {
     problems.push("logger: must be an object with error() and warn() functions (console is one)");
@@ -173,6 +187,11 @@ export function describeValue(v: unknown): string {
   return typeof v === "string" ? JSON.stringify(v) : typeof v === "function" ? "a function" : String(v);
 }
 
+/** Whether `n` is a `Retry-After` value: whole seconds, not negative. */
+export function isSeconds(n: unknown): n is number {
+  return typeof n === "number" && Number.isSafeInteger(n) && n >= 0;
+}
+
 /** Whether `n` is an IPv6 prefix length. */
 export function isSubnet(n: unknown): n is number {
   return typeof n === "number" && Number.isInteger(n) && n >= 1 && n <= 128;
@@ -185,7 +204,7 @@ export function resolveCompat(o: ExpressRateLimitCompatOptions): ResolvedCompat 
     limit: o.limit ?? o.max ?? 5,
     message: o.message ?? "Too many requests, please try again later.",
     statusCode: o.statusCode ?? 429,
-    legacyHeaders: o.legacyHeaders ?? true,
+    legacyHeaders: o.legacyHeaders ?? o.headers ?? true,
     // `true` means draft-6, as in express-rate-limit.
     standardHeaders: o.standardHeaders === true ? "draft-6" : (o.standardHeaders ?? false),
     requestPropertyName: o.requestPropertyName ?? "rateLimit",

@@ -7,6 +7,7 @@ import {
   check,
   describeValue,
   identifierOf,
+  isSeconds,
   isSubnet,
   mapValidate,
   resolveCompat,
@@ -57,8 +58,9 @@ export function erlRateLimit(o: ExpressRateLimitCompatOptions): ExpressRateLimit
   const refuse = async (req: Request, res: Response, next: NextFunction, info: RateLimitInfo, nowMs: number): Promise<void> => {
     (req as unknown as Record<string, unknown>)[config.requestPropertyName] = info;
     await writeHeaders(res, info, config, o, req, nowMs);
-    if (config.legacyHeaders || config.standardHeaders !== false)
-      res.setHeader("Retry-After", String(resetSeconds(info, nowMs, config.windowMs)));
+    if ((config.legacyHeaders || config.standardHeaders !== false) && !res.headersSent) {
+      res.setHeader("Retry-After", String(await retryAfterOf(o, req, res, () => resetSeconds(info, nowMs, config.windowMs))));
+    }
     await handler(req, res, next, config);
   };
   const run = async (req: Request, res: Response, next: NextFunction): Promise<void> => {
@@ -117,6 +119,16 @@ function keyMethods(cores: ReadonlyMap<number, HttpRateLimiter<Request>>, clock:
       return undefined;
     },
   };
+}
+
+/** A refusal's `Retry-After` seconds: the `retryAfter` option (or its function's answer), else `otherwise()`. */
+async function retryAfterOf(o: ExpressRateLimitCompatOptions, req: Request, res: Response, otherwise: () => number): Promise<number> {
+  const ra = o.retryAfter;
+  if (ra === undefined) return otherwise();
+  const s: unknown = typeof ra === "function" ? await ra(req, res) : ra;
+  if (!isSeconds(s))
+    throw new TypeError(`retryAfter: the function returned ${describeValue(s)}; it must return a whole number of seconds >= 0`);
+  return s;
 }
 
 /** The request's limit: the option, or the function's answer, which must be a count. */
@@ -191,11 +203,17 @@ function coreOptions(
     validate: mapValidate(o.validate),
     ipv6Subnet: typeof o.ipv6Subnet === "number" ? o.ipv6Subnet : o.ipv6Subnet === undefined ? 56 : 128,
     trustedProxies: o.trustedProxies,
-    onError: o.onError ?? (logger === undefined ? undefined : (e) => logger.error(e, "ratekeeper/express: rate limit error")),
+    // Store errors are told as express-rate-limit tells them: to its logger, by default the console.
+    onError: o.onError ?? ((e) => (logger ?? consoleLogger).error(e, "ratekeeper/express: error from the store or a callback")),
     onDecision: o.onDecision,
     onWarning: o.onWarning ?? (logger === undefined ? undefined : (w) => logger.warn(w)),
   };
 }
+
+/** express-rate-limit's default logger: the console, the text first. */
+const consoleLogger = {
+  error: (e: unknown, text: string) => console.error(text, e),
+};
 
 /** Passes an admitted (or skipped) request on, or sends ratekeeper's own refusal (403, 503). */
 function finish(core: HttpRateLimiter<Request>, result: RateLimitResult, req: Request, res: Response, next: NextFunction): void {
