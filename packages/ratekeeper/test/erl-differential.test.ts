@@ -35,8 +35,10 @@ afterEach(async () => {
 const quiet = () => ({ warn: vi.fn(), error: vi.fn() });
 
 /** An app with the limiter in front of routes that echo `req[prop]`; `/fail` answers 500; errors answer 500 with their message. */
-async function start(rateLimit: Factory, options: Record<string, unknown>, host = "127.0.0.1", prop = "rateLimit") {
+async function start(rateLimit: Factory, options: Record<string, unknown>, host = "127.0.0.1", trustProxy: unknown = false) {
+  const prop = "rateLimit";
   const app = express();
+  app.set("trust proxy", trustProxy);
   const limiter = rateLimit(options);
   app.use(limiter);
   app.get("/fail", (req, res) => res.status(500).json((req as unknown as Record<string, unknown>)[prop] ?? null));
@@ -230,6 +232,31 @@ describe("options express-rate-limit 8 types besides its table", () => {
     for (const headers of [false, true]) {
       const { theirs, mine } = await both({ limit: 1, headers }, times(2));
       expect(mine).toEqual(theirs);
+    }
+  });
+});
+
+describe("behind a proxy Express trusts (app.set('trust proxy', ...))", () => {
+  it("a forwarded address with a port (Azure App Service writes X-Forwarded-For: 1.2.3.4:5678) is the address, not a refusal", async () => {
+    for (const [xff, key] of [
+      ["1.2.3.4:5678", "1.2.3.4"],
+      ["[2001:db8::1]:443", "2001:db8::/56"],
+    ] as const) {
+      const b = await start(ours as Factory, { limit: 2, onWarning: () => undefined }, "127.0.0.1", 1);
+      const r = await observe(b.url, { headers: { "x-forwarded-for": xff } });
+      expect(r.status).toBe(200);
+      expect(JSON.parse(r.body)).toMatchObject({ key, used: 1 });
+    }
+  });
+
+  it("forwarded addresses, spoofed entries and trust settings: the same keys and answers as express-rate-limit", async () => {
+    for (const trust of [false, true, 1, 2, "loopback"]) {
+      for (const xff of ["6.6.6.6, 7.7.7.7", "::ffff:1.2.3.4", "2001:db8::1, 8.8.8.8", ""]) {
+        const a = await start(erl as Factory, { limit: 2, logger: quiet(), standardHeaders: "draft-8" }, "127.0.0.1", trust);
+        const b = await start(ours as Factory, { limit: 2, onWarning: () => undefined, standardHeaders: "draft-8" }, "127.0.0.1", trust);
+        const send = { headers: { "x-forwarded-for": xff } };
+        for (let i = 0; i < 3; i++) expect(await observe(b.url, send)).toEqual(await observe(a.url, send));
+      }
     }
   });
 });

@@ -1,7 +1,7 @@
 import type { Decision, LimitOutcome } from "../core/decision.js";
 import type { RateLimiter } from "../limiter.js";
 import { toSeconds } from "./headers.js";
-import { normalizeIp } from "./ip.js";
+import { normalizeIp, stripPort } from "./ip.js";
 import type { RequestAccess } from "./keys.js";
 import type { RateLimitOptions, ResolvedHttpOptions } from "./options.js";
 import { resolveHttpOptions } from "./resolve-options.js";
@@ -27,6 +27,17 @@ function soleViolated(d: Decision): string | undefined {
     name = l.name;
   }
   return name;
+}
+
+/**
+ * The client address the framework resolved through its proxy-trust setting (Express's `req.ip`),
+ * without a port: Express and Fastify take a forwarding header's entry as it is written, and some
+ * proxies write one (Azure App Service: `X-Forwarded-For: 203.0.113.9:5678`), which would
+ * otherwise be no address at all. ratekeeper's own header parsing drops it the same way.
+ */
+function frameworkAddress<Req>(a: RequestAccess<Req>, req: Req): string | undefined {
+  const ip = (a.frameworkIp as (req: Req) => string | undefined)(req);
+  return ip === undefined ? undefined : (normalizeIp(ip) ?? normalizeIp(stripPort(ip)));
 }
 
 /** What `onError` is told when a request without a client address is refused. */
@@ -117,7 +128,7 @@ export class HttpRateLimiter<Req> {
       const t = a.frameworkTrust(req);
       if (t !== undefined) {
         if (t.permissive && this.o.validations.watchTrust) this.o.validations.permissive(t);
-        return normalizeIp((a.frameworkIp as (req: Req) => string | undefined)(req));
+        return frameworkAddress(a, req);
       }
     }
     const peer = ips.resolve(a.remoteAddress(req), undefined);
@@ -141,7 +152,7 @@ export class HttpRateLimiter<Req> {
     const t = (this.access.frameworkTrust as (req: Req) => ReturnType<NonNullable<RequestAccess<Req>["frameworkTrust"]>>)(req);
     if (t === undefined) return;
     if (--v.overrideChecks <= 0) v.watchTrust = false;
-    const theirs = normalizeIp((this.access.frameworkIp as (req: Req) => string | undefined)(req));
+    const theirs = frameworkAddress(this.access, req);
     if (theirs !== ours) v.overridden(t, ours, theirs);
   }
 

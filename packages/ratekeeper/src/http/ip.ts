@@ -214,7 +214,7 @@ export function parseForwardedChain(value: string, format: "x-forwarded-for" | "
 }
 
 /** `[2001:db8::1]:443` -> `2001:db8::1`; `1.2.3.4:80` -> `1.2.3.4`; otherwise unchanged. */
-function stripPort(text: string): string {
+export function stripPort(text: string): string {
   if (text.startsWith("[")) {
     const end = text.indexOf("]");
     return end < 0 ? "" : text.slice(1, end);
