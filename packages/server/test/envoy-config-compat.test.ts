@@ -3,9 +3,16 @@
  * gopkg.in/yaml.v2), where a file's verdict or meaning could differ from ratekeeper's:
  * - `requests_per_unit` is a uint32: a larger number is refused (yaml.v2 cannot unmarshal it),
  *   and a `current_limit` never carries more than 4294967295 (the proto's uint32);
+ * - a `key`, `value` or `domain` written as a number or a boolean is its text (`value: 200` is
+ *   "200", `0x1F` stays "0x1F"), as yaml.v2 reads a scalar into a string; a float there is
+ *   refused, as its key validation refuses one;
+ * - a field left empty (`value:`, `rate_limit:`, `descriptors:`) is its zero value: no value,
+ *   no limit, no nested descriptors;
+ * - YAML merge keys (`<<: *base`) merge, as in yaml.v2.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseRules } from "../src/config/load.js";
+import { matchDescriptor } from "../src/config/match.js";
 import { RulesError } from "../src/config/rules.js";
 import { serveRules, type InProcessService } from "./in-process.js";
 import { rlsClient, type RlsClient } from "./support.js";
@@ -53,5 +60,92 @@ describe("current_limit over gRPC is within the proto's uint32", () => {
     };
     expect(r.statuses[0]?.current_limit.requests_per_unit).toBe(4_294_967_295);
     expect(r.statuses[0]?.limit_remaining).toBe(4_294_967_295);
+  });
+});
+
+describe("scalars and empty fields, as yaml.v2 reads them", () => {
+  const ruleFor = (text: string, domain: string, entries: Array<[string, string]>) =>
+    matchDescriptor(
+      parseRules(text, "c.yaml"),
+      domain,
+      entries.map(([key, value]) => ({ key, value })),
+    ).rule?.id;
+
+  it("a number or a boolean as key, value or domain is its text", () => {
+    const text = [
+      "domain: 123",
+      "descriptors:",
+      "  - key: status",
+      "    value: 200",
+      "    rate_limit: { unit: second, requests_per_unit: 1 }",
+      "  - key: flag",
+      "    value: true",
+      "    rate_limit: { unit: second, requests_per_unit: 1 }",
+      "  - key: 42",
+      "    value: 0x1F",
+      "    rate_limit: { unit: second, requests_per_unit: 1 }",
+      "",
+    ].join("\n");
+    expect(ruleFor(text, "123", [["status", "200"]])).toBe("123/status=200");
+    expect(ruleFor(text, "123", [["flag", "true"]])).toBe("123/flag=true");
+    expect(ruleFor(text, "123", [["42", "0x1F"]])).toBe("123/42=0x1F");
+  });
+
+  it("a float as a value is refused, as its key validation refuses it", () => {
+    expect(refusal("domain: d\ndescriptors:\n  - key: k\n    value: 1.5\n")).toMatch(/c\.yaml:4:\d+: .*descriptors\[0\]\.value/);
+  });
+
+  it("an empty value, rate_limit or descriptors is none", () => {
+    const text = [
+      "domain: d",
+      "descriptors:",
+      "  - key: any",
+      "    value:",
+      "    rate_limit: { unit: second, requests_per_unit: 1 }",
+      "  - key: nothing",
+      "    rate_limit:",
+      "    descriptors:",
+      "    shadow_mode:",
+      "",
+    ].join("\n");
+    const rules = parseRules(text, "c.yaml");
+    expect(matchDescriptor(rules, "d", [{ key: "any", value: "x" }]).rule?.id).toBe("d/any");
+    expect(matchDescriptor(rules, "d", [{ key: "nothing", value: "x" }]).rule).toBeUndefined();
+    expect(rules.rules).toHaveLength(1);
+  });
+
+  it("merge keys merge", () => {
+    const text = [
+      "domain: d",
+      "descriptors:",
+      "  - &base",
+      "    key: a",
+      "    rate_limit: { unit: minute, requests_per_unit: 7 }",
+      "  - <<: *base",
+      "    key: b",
+      "",
+    ].join("\n");
+    const rules = parseRules(text, "c.yaml");
+    expect(rules.rules.map((r) => [r.id, r.limits[0]?.limit])).toEqual([
+      ["d/a", 7],
+      ["d/b", 7],
+    ]);
+  });
+
+  it("an alias bomb is still refused, merge keys or not", () => {
+    const bomb = ["a: &a [x, x, x, x, x, x, x, x, x, x]"];
+    for (let i = 1; i < 9; i++)
+      bomb.push(
+        `${"abcdefghij"[i]}: &${"abcdefghij"[i]} [${Array(10)
+          .fill(`*${"abcdefghij"[i - 1]}`)
+          .join(", ")}]`,
+      );
+    const merges = ["m0: &m0 { k: 1 }"];
+    for (let i = 1; i < 200; i++) merges.push(`m${i}: &m${i}\n  <<: *m${i - 1}\n  k${i}: 1`);
+    for (const text of [bomb.join("\n"), merges.join("\n")]) {
+      const t0 = Date.now();
+      expect(refusal(text + "\ndomain: d\n")).toMatch(/c\.yaml/);
+      expect(Date.now() - t0).toBeLessThan(2000);
+    }
   });
 });

@@ -5,6 +5,7 @@ import { positionOf } from "./positions.js";
 import { RulesError, type Rules } from "./rules.js";
 import { compileRules } from "./compile.js";
 import { isEnvoyForm } from "./schema.js";
+import { readAsGoYaml } from "./go-yaml.js";
 
 /** Options of {@link loadRulesFile}. */
 export interface LoadRulesOptions {
@@ -43,7 +44,8 @@ export function loadRulesFile(file: string, options: LoadRulesOptions = {}): Rul
 /** Like {@link loadRulesFile}, from text already read. */
 export function parseRules(text: string, file: string): Rules {
   const lines = new LineCounter();
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true, lineCounter: lines });
+  // Merge keys (`<<: *base`) merge, as in envoyproxy/ratelimit's YAML reader (yaml.v2).
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true, lineCounter: lines, merge: true });
   if (doc.errors.length > 0) {
     throw new RulesError(
       file,
@@ -51,7 +53,14 @@ export function parseRules(text: string, file: string): Rules {
       doc.errors.map((e) => (e.linePos ? { line: e.linePos[0].line, col: e.linePos[0].col } : undefined)),
     );
   }
-  const js: unknown = doc.toJS();
+  readAsGoYaml(doc);
+  let js: unknown;
+  try {
+    js = doc.toJS();
+  } catch (e) {
+    // An alias bomb ("Excessive alias count"), a bad merge: the file's fault, named as such.
+    throw new RulesError(file, [{ path: "", message: (e as Error).message }]);
+  }
   const envoyForm = isEnvoyForm(js);
   try {
     return compileRules(js, file);
