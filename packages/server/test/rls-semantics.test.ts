@@ -104,6 +104,17 @@ describe("RLS v3 semantics, as envoyproxy/ratelimit", () => {
     }
   });
 
+  it("a descriptor limit in a domain the config does not have limits nothing (GetLimit looks the domain up first)", async () => {
+    const req = {
+      domain: "nowhere",
+      descriptors: [{ entries: [{ key: "u", value: "x" }], limit: { requests_per_unit: 0, unit: "HOUR" } }],
+    };
+    const r = await rls.shouldRateLimit(req);
+    expect(r.overall_code).toBe("OK");
+    expect(r.statuses[0]).toMatchObject({ code: "OK", limit_remaining: 0 });
+    expect(r.statuses[0].current_limit).toBeFalsy();
+  });
+
   it("an entry with an empty value is decided (the proto allows it)", async () => {
     const r = await rls.shouldRateLimit({ domain: "t", descriptors: [user("")] });
     expect(r.statuses[0]).toMatchObject({ code: "OK", limit_remaining: 4, current_limit: { requests_per_unit: 5 } });

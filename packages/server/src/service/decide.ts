@@ -235,11 +235,13 @@ export class DecisionService {
     if (!Array.isArray(entries) || entries.length === 0) throw new CheckError("descriptors: each descriptor needs at least one entry");
     let key = descriptorKey(entries);
     if (key.length > 512) throw new CheckError("descriptors: a descriptor's key=value entries must stay under 512 characters");
-    if (callerLimit !== undefined) {
+    // A caller's limit applies only in a domain the rules have, as envoyproxy/ratelimit's GetLimit
+    // looks the domain up first: elsewhere the descriptor is matched (and limits nothing).
+    if (callerLimit !== undefined && check.rules.domains.has(domain)) {
       const matched = "the limit sent with the descriptor (Envoy route config)";
       const policy = this.limiters.callerPolicy(callerLimit);
-      // Its stat key carries the request's values; a domain no rule names is labelled "(unknown)".
-      const stat = this.observer?.limitHit ? valuedStatKey(check.rules.domains.has(domain) ? domain : "(unknown)", entries) : undefined;
+      // Its stat key carries the request's values.
+      const stat = this.observer?.limitHit ? valuedStatKey(domain, entries) : undefined;
       return this.apply({ check, label: domain, domain, key, ruleId: `${domain}/(descriptor limit)`, policy, matched, cost, stat });
     }
     const rules = check.rules;
