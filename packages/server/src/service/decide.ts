@@ -7,7 +7,7 @@ import { LimiterCache } from "./limiters.js";
 import { applyOverride, type OverrideDeps } from "./override.js";
 import { StoreTimer } from "./store-call.js";
 import type { OverrideLookup } from "../overrides/types.js";
-import { descriptorKey } from "./descriptor-key.js";
+import { boundedKey, descriptorKey } from "./descriptor-key.js";
 import { DecisionExplain, matchedText } from "./explain.js";
 import { ruleStatKey, usedBefore, valuedStatKey } from "./limit-stats.js";
 import { isReplaced, replacedNames } from "./replaces.js";
@@ -176,7 +176,7 @@ export class DecisionService {
     }
     const domain = input.domain ?? "";
     for (const entries of input.descriptors ?? []) {
-      const key = descriptorKey(entries);
+      const key = boundedKey(descriptorKey(entries));
       const m = matchDescriptor(rules, domain, entries);
       const limiter =
         this.overrideLimiter(domain, key, nowMs) ??
@@ -233,8 +233,8 @@ export class DecisionService {
     cost: number,
   ): DescriptorStatus | Promise<DescriptorStatus> {
     if (!Array.isArray(entries) || entries.length === 0) throw new CheckError("descriptors: each descriptor needs at least one entry");
-    let key = descriptorKey(entries);
-    if (key.length > 512) throw new CheckError("descriptors: a descriptor's key=value entries must stay under 512 characters");
+    // Matched on the entries as sent; counted under a key of bounded length.
+    let key = boundedKey(descriptorKey(entries));
     // A caller's limit applies only in a domain the rules have, as envoyproxy/ratelimit's GetLimit
     // looks the domain up first: elsewhere the descriptor is matched (and limits nothing).
     if (callerLimit !== undefined && check.rules.domains.has(domain)) {
@@ -247,7 +247,7 @@ export class DecisionService {
     const rules = check.rules;
     const m = matchDescriptor(rules, domain, entries);
     // share_threshold: every value matching the wildcard is counted under the pattern.
-    if (m.shared) key = descriptorKey(m.shared);
+    if (m.shared) key = boundedKey(descriptorKey(m.shared));
     const rule = m.rule;
     if (rule === undefined) {
       // Label cardinality stays bounded by the rules: a domain no rule names is "(unknown)".

@@ -1,4 +1,20 @@
+import { createHash } from "node:crypto";
 import type { DescriptorEntry } from "../config/match.js";
+
+/** The longest state or stat key kept as it is. */
+export const MAX_KEY_CHARS = 512;
+
+/**
+ * A key of at most {@link MAX_KEY_CHARS} characters: a longer one (Envoy's RLS takes values as
+ * long as request paths) becomes its first 440 characters, `#sha256:` and the SHA-256 of the
+ * whole key, so every instance counts it under the same key, distinct keys stay distinct, and
+ * what the stores, overrides cache, dashboard and stats hold per key stays bounded.
+ * @example boundedKey("path=/a") // "path=/a"
+ */
+export function boundedKey(key: string): string {
+  if (key.length <= MAX_KEY_CHARS) return key;
+  return `${key.slice(0, 440)}#sha256:${createHash("sha256").update(key).digest("base64url")}`;
+}
 
 /**
  * The canonical key of a descriptor: its entries as `key=value`, joined by `|`, in the order

@@ -12,6 +12,7 @@
  */
 import type { Decision } from "ratekeeper";
 import type { DescriptorEntry } from "../config/match.js";
+import { boundedKey } from "./descriptor-key.js";
 import type { Rule } from "../config/rules.js";
 import type { LimitStatKey } from "./types.js";
 
@@ -45,7 +46,7 @@ export function ruleStatKey(
       const e = entries[i];
       key += `.${valueToMetric[i] === true && e !== undefined ? (e.value === "" ? e.key : `${e.key}_${e.value}`) : label.replace("=", "_")}`;
     });
-    return { key: sanitizeStatName(key), domain: rule.domain, valued: true, shadow: rule.shadow };
+    return { key: sanitizeStatName(boundedKey(key)), domain: rule.domain, valued: true, shadow: rule.shadow };
   }
   // Consecutive checks mostly match the same rule: compared before the WeakMap lookup.
   if (rule === lastRule && lastRuleKey !== undefined) return lastRuleKey;
@@ -67,7 +68,8 @@ export function ruleStatKey(
 export function valuedStatKey(domain: string, entries: readonly DescriptorEntry[], shadow = false): LimitStatKey {
   let key = domain;
   for (const e of entries) key += e.value === "" ? `.${e.key}` : `.${e.key}_${e.value}`;
-  return { key: sanitizeStatName(key), domain, valued: true, shadow };
+  // Bounded: the metrics keep up to maxValuedKeys of these, and an RLS value may be 64 Ki characters.
+  return { key: sanitizeStatName(boundedKey(key)), domain, valued: true, shadow };
 }
 
 /**

@@ -17,6 +17,13 @@ export const REQUEST_CAPS = {
   keyChars: 256,
   /** Characters of an entry's value. */
   valueChars: 512,
+  /**
+   * Characters of an entry's value in Envoy's RLS (gRPC, `POST /json`): Envoy fills values from
+   * request headers and paths (its header limit is 60 KiB), and refusing one fails the whole call,
+   * which Envoy's default `failure_mode_deny: false` turns into an allowed request. Longer state
+   * keys are stored under a digest (descriptor-key.ts, `boundedKey`).
+   */
+  rlsValueChars: 65_536,
   /** Characters of the domain. */
   domainChars: 256,
   /** Bytes of one gRPC message (the transport refuses larger ones before decoding them). */
@@ -48,6 +55,8 @@ export interface RequestShape<D> {
   entries(i: number): string;
   /** Entry values may be empty (Envoy's proto allows it). @default false */
   readonly emptyValues?: boolean;
+  /** Characters of an entry's value. @default REQUEST_CAPS.valueChars */
+  readonly valueChars?: number;
 }
 
 /** gRPC and `POST /json` (Envoy's RateLimitRequest): `descriptors[i].entries[j]`; values may be empty, as the proto allows. */
@@ -56,6 +65,7 @@ export const GRPC_SHAPE: RequestShape<{ readonly entries?: readonly Entryish[] |
   descriptors: "descriptors",
   entries: (i) => `descriptors[${i}].entries`,
   emptyValues: true,
+  valueChars: REQUEST_CAPS.rlsValueChars,
 };
 
 /**
@@ -69,6 +79,7 @@ export function checkShape<D>(domain: unknown, descriptors: readonly D[], names:
   if (descriptors.length > REQUEST_CAPS.descriptors)
     throw new CheckError(`${names.descriptors}: at most ${REQUEST_CAPS.descriptors} per call (got ${descriptors.length})`);
   const minValue = names.emptyValues === true ? 0 : 1;
+  const maxValue = names.valueChars ?? REQUEST_CAPS.valueChars;
   for (let i = 0; i < descriptors.length; i++) {
     const entries = names.entriesOf(descriptors[i] as D) ?? [];
     const at = names.entries(i);
@@ -82,8 +93,7 @@ export function checkShape<D>(domain: unknown, descriptors: readonly D[], names:
         throw new CheckError(`${at}[${j}]: key and value must be ${minValue === 0 ? "strings, the key non-empty" : "non-empty strings"}`);
       if (key.length > REQUEST_CAPS.keyChars)
         throw new CheckError(`${at}[${j}].key: at most ${REQUEST_CAPS.keyChars} characters (got ${key.length})`);
-      if (value.length > REQUEST_CAPS.valueChars)
-        throw new CheckError(`${at}[${j}].value: at most ${REQUEST_CAPS.valueChars} characters (got ${value.length})`);
+      if (value.length > maxValue) throw new CheckError(`${at}[${j}].value: at most ${maxValue} characters (got ${value.length})`);
     }
   }
 }

@@ -95,6 +95,22 @@ describe("gRPC ShouldRateLimit: request shapes are capped", () => {
     }
   });
 
+  it("a value as long as a request path with its query (20,000 characters) is decided, not refused", async () => {
+    // Refused, the whole call fails and Envoy's default failure_mode_deny=false lets the request
+    // through: a client could escape every limit of a route by sending a long query string.
+    // envoyproxy/ratelimit decides any value; Envoy's own header limit (60 KiB) bounds it.
+    const long = (c: string) => `/search?q=${c.repeat(20_000)}`;
+    const first = await rls.shouldRateLimit({ domain: "d", descriptors: [one(long("a")), one("long-sibling")] });
+    expect(first.overall_code).toBe("OK");
+    expect(first.statuses[0]).toMatchObject({ code: "OK", limit_remaining: 99 });
+    const again = await rls.shouldRateLimit({ domain: "d", descriptors: [one(long("a"))] });
+    expect(again.statuses[0]).toMatchObject({ code: "OK", limit_remaining: 98 });
+    const other = await rls.shouldRateLimit({ domain: "d", descriptors: [one(long("b"))] });
+    expect(other.statuses[0]).toMatchObject({ code: "OK", limit_remaining: 99 });
+    const denied = await rls.shouldRateLimit({ domain: "d", descriptors: [one(long("a")), { ...one("x"), hits_addend: { value: 1000 } }] });
+    expect(denied.overall_code).toBe("OVER_LIMIT");
+  });
+
   it("a per-descriptor limit the service cannot honour is INVALID_ARGUMENT, not UNAVAILABLE", async () => {
     // 2^32 - 1 a day: its fixed window's arithmetic would pass 2^53.
     const e = await refused({ domain: "d", descriptors: [{ ...one("big"), limit: { requests_per_unit: 4_294_967_295, unit: "DAY" } }] });
