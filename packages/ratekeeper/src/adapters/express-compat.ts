@@ -42,15 +42,7 @@ export function erlRateLimit(o: ExpressRateLimitCompatOptions): ExpressRateLimit
   const config = resolveCompat(o);
   // Keys worked out here (a keyGenerator, or the address grouped by an ipv6Subnet function), read back by the core.
   const keys = new WeakMap<Request, string>();
-  const cores = new Map<number, HttpRateLimiter<Request>>();
-  const coreFor = (limit: number): HttpRateLimiter<Request> => {
-    let core = cores.get(limit);
-    if (core === undefined) {
-      core = new HttpRateLimiter(coreOptions(o, Math.max(limit, 1), config.windowMs, keys), expressAccess);
-      cores.set(limit, core);
-    }
-    return core;
-  };
+  const { coreFor, limits } = limitersFor(o, config.windowMs, keys);
   // A fixed limit: build (and check) the core now, as the plain middleware does.
   if (typeof config.limit === "number") coreFor(config.limit);
   const handler = o.handler ?? defaultHandler;
@@ -99,20 +91,52 @@ export function erlRateLimit(o: ExpressRateLimitCompatOptions): ExpressRateLimit
   const middleware: RequestHandler = (req, res, next) => {
     run(req, res, next).catch(next);
   };
-  return Object.assign(middleware, keyMethods(cores, clock));
+  return Object.assign(middleware, keyMethods(limits, coreFor, clock));
 }
 
-/** express-rate-limit's `resetKey` and `getKey`, over the counters of every limit value. */
-function keyMethods(cores: ReadonlyMap<number, HttpRateLimiter<Request>>, clock: () => number) {
+/**
+ * The limiter of each limit value, made when first needed. At most {@link MAX_LIMITERS} are kept
+ * (the least recently used is let go); `limits()` names those kept and those met lately.
+ */
+function limitersFor(o: ExpressRateLimitCompatOptions, windowMs: number, keys: WeakMap<Request, string>) {
+  const cores = new Map<number, HttpRateLimiter<Request>>();
+  // Limit values met lately, for resetKey and getKey (their limiters may have been let go).
+  const seen = new Set<number>();
+  let store = o.store;
+  const coreFor = (limit: number): HttpRateLimiter<Request> => {
+    let core = cores.get(limit);
+    if (core !== undefined) {
+      // Most recently used last, so the oldest is let go first.
+      if (cores.size > 1) {
+        cores.delete(limit);
+        cores.set(limit, core);
+      }
+      return core;
+    }
+    core = new HttpRateLimiter(coreOptions(o, Math.max(limit, 1), windowMs, keys, store), expressAccess);
+    // Every limit value's limiter uses one store: a limiter made again for a value finds its counters there.
+    store ??= core.limiter?.store;
+    cores.set(limit, core);
+    if (cores.size > MAX_LIMITERS) cores.delete(cores.keys().next().value as number);
+    seen.delete(limit);
+    seen.add(limit);
+    if (seen.size > MAX_SEEN) seen.delete(seen.values().next().value as number);
+    return core;
+  };
+  return { coreFor, limits: (): ReadonlySet<number> => new Set([...cores.keys(), ...seen]) };
+}
+
+/** express-rate-limit's `resetKey` and `getKey`, over the counters of the limit values held or met lately. */
+function keyMethods(limits: () => ReadonlySet<number>, coreFor: (limit: number) => HttpRateLimiter<Request>, clock: () => number) {
   return {
     async resetKey(key: string): Promise<void> {
-      for (const core of cores.values()) await core.limiter?.reset(key);
+      for (const limit of limits()) if (limit > 0) await coreFor(limit).limiter?.reset(key);
     },
     async getKey(key: string): Promise<{ totalHits: number; resetTime: Date | undefined } | undefined> {
-      for (const [limit, core] of cores) {
+      for (const limit of limits()) {
         if (limit === 0) continue;
         // peek answers for one more request: its `remaining` is after that request.
-        const d = await core.limiter?.peek(key);
+        const d = await coreFor(limit).limiter?.peek(key);
         const used = d === undefined ? 0 : d.allowed ? limit - d.remaining - 1 : limit;
         if (d !== undefined && used > 0) return { totalHits: used, resetTime: new Date(clock() + d.resetAfterMs) };
       }
@@ -182,12 +206,13 @@ function coreOptions(
   limit: number,
   windowMs: number,
   keys: WeakMap<Request, string>,
+  store: RateLimitOptions<Request>["store"],
 ): RateLimitOptions<Request> {
   const { requestWasSuccessful, logger } = o;
   const own = o.keyGenerator !== undefined || typeof o.ipv6Subnet === "function";
   return {
     limits: [{ algorithm: "fixed-window", align: "first-request", limit, window: windowMs, name: identifierOf(limit, windowMs) }],
-    store: o.store,
+    store,
     clock: o.clock,
     key: own ? (req) => keys.get(req) : "ip",
     countOnly: o.skipFailedRequests === true ? "successful" : o.skipSuccessfulRequests === true ? "failed" : undefined,
@@ -209,6 +234,14 @@ function coreOptions(
     onWarning: o.onWarning ?? (logger === undefined ? undefined : (w) => logger.warn(w)),
   };
 }
+
+/**
+ * Limiters kept (one per limit value; a limit function may answer many values, a quota per user):
+ * past this, the least recently used is let go. Its counters stay in the store.
+ */
+const MAX_LIMITERS = 256;
+/** Limit values resetKey and getKey look at: the latest this many. */
+const MAX_SEEN = 4096;
 
 /** express-rate-limit's default logger: the console, the text first. */
 const consoleLogger = {
