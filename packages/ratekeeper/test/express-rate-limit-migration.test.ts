@@ -168,3 +168,26 @@ describe("express-rate-limit options that ratekeeper cannot take are refused, sa
     );
   });
 });
+
+describe("express-rate-limit options of the wrong type are refused when the middleware is made, naming the option", () => {
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ statusCode: "429" }, /statusCode: must be a whole number from 100 to 599 \(got "429"\)/],
+    [{ statusCode: 99 }, /statusCode: must be a whole number from 100 to 599/],
+    [{ legacyHeaders: "false" }, /legacyHeaders: must be true or false \(got "false"\)/],
+    [{ skipFailedRequests: 1 }, /skipFailedRequests: must be true or false/],
+    [{ skipSuccessfulRequests: "yes" }, /skipSuccessfulRequests: must be true or false/],
+    [{ passOnStoreError: "true" }, /passOnStoreError: must be true or false/],
+    [{ skip: true }, /skip: must be a function/],
+    [{ keyGenerator: "ip" }, /keyGenerator: must be a function/],
+    [{ handler: {} }, /handler: must be a function/],
+    [{ requestWasSuccessful: false }, /requestWasSuccessful: must be a function/],
+    [{ identifier: 5 }, /identifier: must be a string or a function/],
+    [{ requestPropertyName: "" }, /requestPropertyName: must be a non-empty string/],
+    [{ validate: "yes" }, /validate: must be true, false or an object/],
+  ];
+  for (const [options, message] of cases) {
+    it(JSON.stringify(options), () => {
+      expect(() => ours({ windowMs: 1000, ...options })).toThrow(message);
+    });
+  }
+});

@@ -138,10 +138,31 @@ export function identifierOf(limit: number, windowMs: number): string {
   return `${limit}-in-${duration}`;
 }
 
+/** What each of express-rate-limit's options must be, when given: a check and its wording. */
+const TYPES: [string[], (v: unknown) => boolean, string][] = [
+  [["legacyHeaders", "skipFailedRequests", "skipSuccessfulRequests", "passOnStoreError"], (v) => typeof v === "boolean", "true or false"],
+  [["skip", "keyGenerator", "handler", "requestWasSuccessful"], (v) => typeof v === "function", "a function"],
+  [["identifier"], (v) => typeof v === "string" || typeof v === "function", "a string or a function"],
+  [["requestPropertyName"], (v) => typeof v === "string" && v.length > 0, "a non-empty string"],
+  [["validate"], (v) => typeof v === "boolean" || (typeof v === "object" && v !== null), "true, false or an object"],
+  [["statusCode"], (v) => typeof v === "number" && Number.isInteger(v) && v >= 100 && v <= 599, "a whole number from 100 to 599"],
+];
+
+/** Adds a problem for each option of the wrong type: Express would only fail on it at the first request, or never (`"false"` is true). */
+function checkTypes(o: Record<string, unknown>, problems: string[]): void {
+  for (const [names, ok, wanted] of TYPES) {
+    for (const name of names) {
+      const v = o[name];
+      if (v !== undefined && !ok(v)) problems.push(`${name}: must be ${wanted} (got ${describeValue(v)})`);
+    }
+  }
+}
+
 /** Checks what ratekeeper's options do not (the rest is checked by the core), each naming the option and what to write. */
 export function check(o: ExpressRateLimitCompatOptions): void {
   const problems: string[] = [];
   for (const k of Object.keys(o)) if (!KNOWN.has(k)) problems.push(`${k}: unknown option (express-rate-limit's or ratekeeper's)`);
+  checkTypes(o as Record<string, unknown>, problems);
   const w = o.windowMs;
   if (w !== undefined && (typeof w !== "number" || !Number.isSafeInteger(w) || w < 1)) {
     problems.push(`windowMs: must be a whole number of milliseconds >= 1 (got ${String(w)})`);
