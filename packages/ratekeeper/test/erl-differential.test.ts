@@ -12,12 +12,13 @@ import { rateLimit as erl } from "express-rate-limit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { rateLimit as ours } from "../src/adapters/express.js";
 import type { Store } from "ratekeeper";
-import { httpRequest, type Send } from "./http-support.js";
+import { eventually, httpAbandon, httpRequest, type Send } from "./http-support.js";
 
 type Limiter = RequestHandler & { resetKey(key: string): unknown; getKey(key: string): unknown };
 type Factory = (options: Record<string, unknown>) => Limiter;
 
 const servers: Server[] = [];
+let hung = 0;
 beforeAll(() => {
   vi.useFakeTimers({ toFake: ["Date"], now: new Date("2026-11-24T12:00:00.250Z") });
 });
@@ -41,6 +42,8 @@ async function start(rateLimit: Factory, options: Record<string, unknown>, host 
   app.set("trust proxy", trustProxy);
   const limiter = rateLimit(options);
   app.use(limiter);
+  // Answers nothing: the client gives up (a request the client abandoned).
+  app.get("/hang", () => void hung++);
   app.get("/fail", (req, res) => res.status(500).json((req as unknown as Record<string, unknown>)[prop] ?? null));
   app.get("/{*any}", (req, res) => res.json((req as unknown as Record<string, unknown>)[prop] ?? null));
   app.use((e: Error, _req: Request, res: Response, _next: NextFunction) => res.status(500).send(`error: ${e.message}`));
@@ -259,4 +262,23 @@ describe("behind a proxy Express trusts (app.set('trust proxy', ...))", () => {
       }
     }
   });
+});
+
+describe("a request the client abandons before the answer", () => {
+  for (const skip of ["skipFailedRequests", "skipSuccessfulRequests"]) {
+    it(`${skip}: counted or not as in express-rate-limit`, async () => {
+      const a = await start(erl as Factory, { limit: 1, [skip]: true, logger: quiet() });
+      const b = await start(ours as Factory, { limit: 1, [skip]: true });
+      for (const url of [a.url, b.url]) {
+        const at = hung;
+        await httpAbandon(url, { path: "/hang" }, () => hung > at);
+      }
+      const key = "127.0.0.1";
+      // The refund (or none) lands after the close: wait until both agree or time runs out.
+      // (express-rate-limit's getKey answers { totalHits: 0 } for a key whose count went back to 0; ratekeeper's undefined.)
+      const hits = async (l: Limiter) => ((await l.getKey(key)) as { totalHits: number } | undefined)?.totalHits ?? 0;
+      await eventually(async () => (await hits(a.limiter)) === (await hits(b.limiter)));
+      expect((await observe(b.url, {})).status).toBe((await observe(a.url, {})).status);
+    });
+  }
 });
