@@ -115,6 +115,17 @@ describe("RLS v3 semantics, as envoyproxy/ratelimit", () => {
     expect(r.statuses[0].current_limit).toBeFalsy();
   });
 
+  it("duration_until_reset is whole seconds to the end of the unit, as its CalculateReset (Envoy's X-RateLimit-Reset reads only the seconds)", async () => {
+    const limit = { requests_per_unit: 5, unit: "SECOND" };
+    const r = await rls.shouldRateLimit({ domain: "t", descriptors: [{ entries: [{ key: "u", value: "reset" }], limit }] });
+    expect(r.statuses[0].duration_until_reset).toEqual({ seconds: 1, nanos: 0 });
+    const m = await rls.shouldRateLimit({ domain: "t", descriptors: [user("reset")] });
+    const d = m.statuses[0].duration_until_reset;
+    expect(d.nanos).toBe(0);
+    expect(d.seconds).toBeGreaterThanOrEqual(1);
+    expect(d.seconds).toBeLessThanOrEqual(60);
+  });
+
   it("an entry with an empty value is decided (the proto allows it)", async () => {
     const r = await rls.shouldRateLimit({ domain: "t", descriptors: [user("")] });
     expect(r.statuses[0]).toMatchObject({ code: "OK", limit_remaining: 4, current_limit: { requests_per_unit: 5 } });

@@ -181,7 +181,10 @@ export function rlsStatus(s: DescriptorStatus): RlsStatus {
   if (cl) {
     out.current_limit = cl;
     const ms = s.allowed && !s.overLimit ? s.resetAfterMs : Math.max(s.retryAfterMs, 0);
-    out.duration_until_reset = { seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1_000_000 };
+    // Whole seconds, rounded up, as envoyproxy/ratelimit's CalculateReset (the unit's length less
+    // the Unix seconds into it): Envoy's X-RateLimit-Reset reads only `seconds`, so 0.9 s would
+    // tell a client still denied that the window had reset.
+    out.duration_until_reset = { seconds: Math.ceil(ms / 1000), nanos: 0 };
   }
   return out;
 }
@@ -225,8 +228,7 @@ function envoyHeaders(
     else if (closest?.code !== "OVER_LIMIT" && (closest === undefined || s.limit_remaining < closest.limit_remaining)) closest = s;
   }
   if (closest?.current_limit === undefined) return [];
-  const d = closest.duration_until_reset;
-  const resetSeconds = d ? d.seconds + (d.nanos > 0 ? 1 : 0) : 0;
+  const resetSeconds = closest.duration_until_reset?.seconds ?? 0;
   return [
     { key: names.limit, value: String(closest.current_limit.requests_per_unit) },
     { key: names.remaining, value: String(closest.limit_remaining) },
