@@ -8,10 +8,15 @@
  *   refused, as its key validation refuses one;
  * - a field left empty (`value:`, `rate_limit:`, `descriptors:`) is its zero value: no value,
  *   no limit, no nested descriptors;
- * - YAML merge keys (`<<: *base`) merge, as in yaml.v2.
+ * - YAML merge keys (`<<: *base`) merge, as in yaml.v2;
+ * - in a config directory, a file without an extension (a Kubernetes ConfigMap key such as
+ *   `ratelimit`) is a config file, as its runtime loader reads every file there.
  */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseRules } from "../src/config/load.js";
+import { loadRulesFile, parseRules } from "../src/config/load.js";
 import { matchDescriptor } from "../src/config/match.js";
 import { RulesError } from "../src/config/rules.js";
 import { serveRules, type InProcessService } from "./in-process.js";
@@ -146,6 +151,25 @@ describe("scalars and empty fields, as yaml.v2 reads them", () => {
       const t0 = Date.now();
       expect(refusal(text + "\ndomain: d\n")).toMatch(/c\.yaml/);
       expect(Date.now() - t0).toBeLessThan(2000);
+    }
+  });
+});
+
+describe("a config directory, as its runtime loader reads it", () => {
+  it("a file without an extension is read (not skipped, which left the service limiting nothing)", () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "rk-envoy-dir-"));
+    try {
+      mkdirSync(path.join(dir, "nested"));
+      writeFileSync(path.join(dir, "ratelimit"), oneLimit("{ unit: second, requests_per_unit: 1 }"));
+      writeFileSync(
+        path.join(dir, "nested", "other.yaml"),
+        oneLimit("{ unit: second, requests_per_unit: 1 }").replace("domain: d", "domain: e"),
+      );
+      writeFileSync(path.join(dir, ".hidden"), "not: yaml: at all: [");
+      const rules = loadRulesFile(dir);
+      expect([...rules.domains.keys()].sort()).toEqual(["d", "e"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -1,7 +1,8 @@
 /**
  * A directory of rules files, read as envoyproxy/ratelimit reads its runtime directory
  * (`RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config`): every `.yaml`, `.yml` and `.json` file in it and
- * its subdirectories, in name order, each compiled on its own (errors name their file) and then
+ * its subdirectories, and every file without an extension (its loader reads every file there, and
+ * a Kubernetes ConfigMap key such as `ratelimit` is mounted as one), in name order, each compiled on its own (errors name their file) and then
  * put together. A domain in two files is an error ("duplicate domain"), unless `mergeDomains`
  * (its `MERGE_DOMAIN_CONFIG`): then their descriptors are merged, and the same descriptor in both
  * is an error ("duplicate descriptor composite key").
@@ -18,7 +19,7 @@ export function rulesFilesIn(dir: string): string[] {
     const path = join(dir, name);
     const st = statSync(path);
     if (st.isDirectory()) out.push(...rulesFilesIn(path));
-    else if (/\.(ya?ml|json)$/i.test(name)) out.push(path);
+    else if (/\.(ya?ml|json)$/i.test(name) || !name.includes(".")) out.push(path);
   }
   return out;
 }
