@@ -6,7 +6,9 @@
  * docs/migrating-from-express-rate-limit.md), the case says so and checks ratekeeper's side.
  */
 import type { AddressInfo } from "node:net";
-import { createServer, type Server } from "node:http";
+import http, { createServer, type Server } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
 import { rateLimit as erl } from "express-rate-limit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
@@ -281,4 +283,31 @@ describe("a request the client abandons before the answer", () => {
       expect((await observe(b.url, {})).status).toBe((await observe(a.url, {})).status);
     });
   }
+});
+
+describe("no client address (a unix socket, no proxy header)", () => {
+  /** Serves one app on a unix socket and sends one request through it. */
+  async function overSocket(limiter: RequestHandler): Promise<number> {
+    const app = express();
+    app.use(limiter);
+    app.get("/", (_req, res) => res.end("ok"));
+    const server = createServer(app);
+    servers.push(server);
+    const path = join(tmpdir(), `rk-erl-${process.pid}-${servers.length}.sock`);
+    await new Promise<void>((r) => server.listen(path, r));
+    return new Promise((resolve, reject) => {
+      http
+        .get({ socketPath: path, path: "/", agent: false }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        })
+        .on("error", reject);
+    });
+  }
+
+  it("express-rate-limit counts every such request under one key; ratekeeper refuses (403) unless noAddress: 'allow'", async () => {
+    expect(await overSocket(erl({ limit: 1, logger: quiet() }))).toBe(200);
+    expect(await overSocket(ours({ limit: 1, onError: () => undefined }))).toBe(403);
+    expect(await overSocket(ours({ limit: 1, noAddress: "allow" }))).toBe(200);
+  });
 });

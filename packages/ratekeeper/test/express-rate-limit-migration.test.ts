@@ -184,6 +184,11 @@ describe("express-rate-limit options of the wrong type are refused when the midd
     [{ identifier: 5 }, /identifier: must be a string or a function/],
     [{ requestPropertyName: "" }, /requestPropertyName: must be a non-empty string/],
     [{ validate: "yes" }, /validate: must be true, false or an object/],
+    [
+      { validate: { xForwardedForHeaders: false } },
+      /validate\.xForwardedForHeaders: not one of express-rate-limit's validations \(default, ip, trustProxy, xForwardedForHeader/,
+    ],
+    [{ validate: { trustProxy: "no" } }, /validate\.trustProxy: must be true or false/],
   ];
   for (const [options, message] of cases) {
     it(JSON.stringify(options), () => {

@@ -54,8 +54,10 @@ export interface ExpressRateLimitCompatOptions {
   ipv6Subnet?: number | false | ((req: Request, res: Response) => number | Promise<number>);
   /** Where store errors and warnings are told when `onError` / `onWarning` are not given (`error(e, text)`, `warn(w)`). */
   logger?: { error(...args: unknown[]): void; warn(...args: unknown[]): void };
-  /** ratekeeper's own options may be added (`trustedProxies`, `onError`, `onDecision`, ...). */
+  /** ratekeeper's own options may be added (`trustedProxies`, `noAddress`, `onError`, `onDecision`, ...). */
   trustedProxies?: readonly string[];
+  /** A request with no client address (a unix socket): `"deny"` refuses it (403), `"allow"` lets it through unlimited. @default "deny" */
+  noAddress?: RateLimitOptions<Request>["noAddress"];
   onError?: RateLimitOptions<Request>["onError"];
   onDecision?: RateLimitOptions<Request>["onDecision"];
   onWarning?: RateLimitOptions<Request>["onWarning"];
@@ -108,6 +110,7 @@ const KNOWN = new Set([
   "store",
   "ipv6Subnet",
   "trustedProxies",
+  "noAddress",
   "onError",
   "onDecision",
   "onWarning",
@@ -148,8 +151,40 @@ const TYPES: [string[], (v: unknown) => boolean, string][] = [
   [["statusCode"], (v) => typeof v === "number" && Number.isInteger(v) && v >= 100 && v <= 599, "a whole number from 100 to 599"],
 ];
 
+/** express-rate-limit 8's validations, each a key of its `validate` option. */
+const ERL_VALIDATIONS = [
+  "default",
+  "ip",
+  "trustProxy",
+  "xForwardedForHeader",
+  "forwardedHeader",
+  "positiveHits",
+  "unsharedStore",
+  "singleCount",
+  "limit",
+  "draftPolliHeaders",
+  "onLimitReached",
+  "headersDraftVersion",
+  "headersResetTime",
+  "knownOptions",
+  "validationsConfig",
+  "creationStack",
+  "ipv6Subnet",
+  "ipv6SubnetOrKeyGenerator",
+  "keyGeneratorIpFallback",
+  "windowMs",
+];
+
 /** Adds a problem for each option of the wrong type: Express would only fail on it at the first request, or never (`"false"` is true). */
 function checkTypes(o: Record<string, unknown>, problems: string[]): void {
+  // A misspelt validation would be silently ignored (express-rate-limit only logs it).
+  if (typeof o.validate === "object" && o.validate !== null) {
+    for (const [k, v] of Object.entries(o.validate)) {
+      if (!ERL_VALIDATIONS.includes(k))
+        problems.push(`validate.${k}: not one of express-rate-limit's validations (${ERL_VALIDATIONS.join(", ")})`);
+      else if (typeof v !== "boolean") problems.push(`validate.${k}: must be true or false (got ${describeValue(v)})`);
+    }
+  }
   for (const [names, ok, wanted] of TYPES) {
     for (const name of names) {
       const v = o[name];

@@ -228,6 +228,7 @@ function coreOptions(
     validate: mapValidate(o.validate),
     ipv6Subnet: typeof o.ipv6Subnet === "number" ? o.ipv6Subnet : o.ipv6Subnet === undefined ? 56 : 128,
     trustedProxies: o.trustedProxies,
+    noAddress: o.noAddress,
     // Store errors are told as express-rate-limit tells them: to its logger, by default the console.
     onError: o.onError ?? ((e) => (logger ?? consoleLogger).error(e, "ratekeeper/express: error from the store or a callback")),
     onDecision: o.onDecision,
