@@ -311,3 +311,25 @@ describe("no client address (a unix socket, no proxy header)", () => {
     expect(await overSocket(ours({ limit: 1, noAddress: "allow" }))).toBe(200);
   });
 });
+
+it("handler's fourth argument holds every option, defaults included, as in express-rate-limit", async () => {
+  type Opts = Record<string, unknown> & {
+    keyGenerator: (req: Request, res: Response) => unknown;
+    skip: (req: Request, res: Response) => unknown;
+    requestWasSuccessful: (req: Request, res: Response) => unknown;
+    identifier: (req: Request, res: Response) => unknown;
+  };
+  const handler = async (req: Request, res: Response, _next: NextFunction, options: Opts) => {
+    res.status(429).json({
+      options: Object.keys(options).sort(),
+      key: await options.keyGenerator(req, res),
+      skip: await options.skip(req, res),
+      ok: await options.requestWasSuccessful(req, res),
+      id: await options.identifier(req, res),
+      ipv6Subnet: options.ipv6Subnet,
+      skipped: [options.skipFailedRequests, options.skipSuccessfulRequests, options.passOnStoreError],
+    });
+  };
+  const { theirs, mine } = await both({ limit: 1, handler, validate: { ip: false } }, times(2));
+  expect(mine).toEqual(theirs);
+});

@@ -79,6 +79,26 @@ export type ResolvedCompat = Required<
 > & {
   limit: NonNullable<ExpressRateLimitCompatOptions["limit"]>;
   standardHeaders: false | "draft-6" | "draft-7" | "draft-8";
+  /** The rest, as express-rate-limit's handler sees them: the defaults are functions too. */
+  identifier: NonNullable<ExpressRateLimitCompatOptions["identifier"]>;
+  keyGenerator: NonNullable<ExpressRateLimitCompatOptions["keyGenerator"]>;
+  skip: NonNullable<ExpressRateLimitCompatOptions["skip"]>;
+  requestWasSuccessful: NonNullable<ExpressRateLimitCompatOptions["requestWasSuccessful"]>;
+  handler: NonNullable<ExpressRateLimitCompatOptions["handler"]>;
+  ipv6Subnet: NonNullable<ExpressRateLimitCompatOptions["ipv6Subnet"]>;
+  skipFailedRequests: boolean;
+  skipSuccessfulRequests: boolean;
+  passOnStoreError: boolean;
+  validate: NonNullable<ExpressRateLimitCompatOptions["validate"]>;
+  logger: NonNullable<ExpressRateLimitCompatOptions["logger"]>;
+  /** The store given, if any (the default one is ratekeeper's, made with the first limiter). */
+  store: ExpressRateLimitCompatOptions["store"];
+};
+
+/** express-rate-limit's default logger: the console, the text first. */
+export const consoleLogger: ResolvedCompat["logger"] = {
+  error: (...args: unknown[]) => console.error(...args.reverse()),
+  warn: (...args: unknown[]) => console.warn(...args.reverse()),
 };
 
 /** Options only express-rate-limit has: one of them (or no policy at all) selects this mapping. */
@@ -254,8 +274,11 @@ export function isSubnet(n: unknown): n is number {
 }
 
 /** The options with express-rate-limit's defaults: what its handler receives as `options`. */
-export function resolveCompat(o: ExpressRateLimitCompatOptions): ResolvedCompat {
-  return {
+export function resolveCompat(
+  o: ExpressRateLimitCompatOptions,
+  defaults: Pick<ResolvedCompat, "keyGenerator" | "handler">,
+): ResolvedCompat {
+  const config: ResolvedCompat = {
     windowMs: o.windowMs ?? 60_000,
     limit: o.limit ?? o.max ?? 5,
     message: o.message ?? "Too many requests, please try again later.",
@@ -264,5 +287,21 @@ export function resolveCompat(o: ExpressRateLimitCompatOptions): ResolvedCompat 
     // `true` means draft-6, as in express-rate-limit.
     standardHeaders: o.standardHeaders === true ? "draft-6" : (o.standardHeaders ?? false),
     requestPropertyName: o.requestPropertyName ?? "rateLimit",
+    identifier:
+      o.identifier ??
+      ((req) =>
+        identifierOf((req as unknown as Record<string, { limit: number }>)[config.requestPropertyName]?.limit ?? 0, config.windowMs)),
+    keyGenerator: o.keyGenerator ?? defaults.keyGenerator,
+    skip: o.skip ?? (() => false),
+    requestWasSuccessful: o.requestWasSuccessful ?? ((_req, res) => res.statusCode < 400),
+    handler: o.handler ?? defaults.handler,
+    ipv6Subnet: o.ipv6Subnet ?? 56,
+    skipFailedRequests: o.skipFailedRequests ?? false,
+    skipSuccessfulRequests: o.skipSuccessfulRequests ?? false,
+    passOnStoreError: o.passOnStoreError ?? false,
+    validate: o.validate ?? true,
+    logger: o.logger ?? consoleLogger,
+    store: o.store,
   };
+  return config;
 }

@@ -2,9 +2,11 @@ import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult } from "../http/core.js";
 import { ipv6Prefix } from "../http/ip.js";
 import { expressAccess } from "./express-access.js";
-import { infoOf, resetSeconds, writeHeaders } from "./express-compat-headers.js";
+import { isIPv6 } from "node:net";
+import { infoOf, ipKeyGenerator, resetSeconds, writeHeaders } from "./express-compat-headers.js";
 import {
   check,
+  consoleLogger,
   describeValue,
   identifierOf,
   isSeconds,
@@ -39,13 +41,13 @@ export type ExpressRateLimitCompat = RequestHandler & {
  */
 export function erlRateLimit(o: ExpressRateLimitCompatOptions): ExpressRateLimitCompat {
   check(o);
-  const config = resolveCompat(o);
+  const config = resolveCompat(o, { keyGenerator: (req, res) => defaultKey(o, req, res), handler: defaultHandler });
   // Keys worked out here (a keyGenerator, or the address grouped by an ipv6Subnet function), read back by the core.
   const keys = new WeakMap<Request, string>();
   const { coreFor, limits } = limitersFor(o, config.windowMs, keys);
   // A fixed limit: build (and check) the core now, as the plain middleware does.
   if (typeof config.limit === "number") coreFor(config.limit);
-  const handler = o.handler ?? defaultHandler;
+  const handler = config.handler;
   const clock = o.clock ?? Date.now;
   const refuse = async (req: Request, res: Response, next: NextFunction, info: RateLimitInfo, nowMs: number): Promise<void> => {
     (req as unknown as Record<string, unknown>)[config.requestPropertyName] = info;
@@ -244,11 +246,6 @@ const MAX_LIMITERS = 256;
 /** Limit values resetKey and getKey look at: the latest this many. */
 const MAX_SEEN = 4096;
 
-/** express-rate-limit's default logger: the console, the text first. */
-const consoleLogger = {
-  error: (e: unknown, text: string) => console.error(text, e),
-};
-
 /** Passes an admitted (or skipped) request on, or sends ratekeeper's own refusal (403, 503). */
 function finish(core: HttpRateLimiter<Request>, result: RateLimitResult, req: Request, res: Response, next: NextFunction): void {
   if (!result.pass) {
@@ -258,6 +255,13 @@ function finish(core: HttpRateLimiter<Request>, result: RateLimitResult, req: Re
   const go = applyNode(core, result, req, res, undefined);
   if (go === true) next();
   else if (go !== false) go.then((ok) => (ok ? next() : undefined), next);
+}
+
+/** express-rate-limit's default keyGenerator, for handlers that call `options.keyGenerator` (the middleware itself asks the core). */
+async function defaultKey(o: ExpressRateLimitCompatOptions, req: Request, res: Response): Promise<string> {
+  const ip = req.ip ?? "";
+  const subnet = typeof o.ipv6Subnet === "function" ? (isIPv6(ip) ? await o.ipv6Subnet(req, res) : 56) : (o.ipv6Subnet ?? 56);
+  return ipKeyGenerator(ip, subnet);
 }
 
 /** express-rate-limit's default handler: the status, then the message (a function's answer, awaited). */
