@@ -333,3 +333,19 @@ it("handler's fourth argument holds every option, defaults included, as in expre
   const { theirs, mine } = await both({ limit: 1, handler, validate: { ip: false } }, times(2));
   expect(mine).toEqual(theirs);
 });
+
+it("a requestWasSuccessful that throws (or rejects) is told to the logger; the server keeps serving and the request counts", async () => {
+  for (const requestWasSuccessful of [
+    () => {
+      throw new Error("rws bug");
+    },
+    () => Promise.reject(new Error("rws bug")),
+  ]) {
+    const logger = quiet();
+    const b = await start(ours as Factory, { limit: 1, skipFailedRequests: true, requestWasSuccessful, logger });
+    expect((await observe(b.url, {})).status).toBe(200);
+    await eventually(() => logger.error.mock.calls.length > 0);
+    expect(logger.error).toHaveBeenCalledWith(expect.objectContaining({ message: "rws bug" }), expect.any(String));
+    expect((await observe(b.url, {})).status).toBe(429);
+  }
+});

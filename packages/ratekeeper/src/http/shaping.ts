@@ -79,7 +79,15 @@ export class Shaper<Req> {
     if (!result.settles) return;
     this.releaseLease(result, req);
     if (this.countOnly === undefined) return;
-    const failed = statusCode === undefined || this.isFailed(statusCode, req);
+    let failed: boolean | Promise<boolean>;
+    try {
+      failed = statusCode === undefined || this.isFailed(statusCode, req);
+    } catch (e) {
+      // Runs in the response's "finish" listener, where a throw would take the process down:
+      // reported, and the request stays counted (as express-rate-limit does).
+      this.report(e, req);
+      return;
+    }
     if (failed instanceof Promise) {
       // An async isFailed (express-rate-limit's requestWasSuccessful may be): refund when it answers.
       failed.then(
