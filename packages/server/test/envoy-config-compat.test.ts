@@ -9,6 +9,9 @@
  * - a field left empty (`value:`, `rate_limit:`, `descriptors:`) is its zero value: no value,
  *   no limit, no nested descriptors;
  * - YAML merge keys (`<<: *base`) merge, as in yaml.v2;
+ * - `quota_mode: true` (its soft limits): a quota descriptor over its limit says OVER_LIMIT in its
+ *   status, but the request is OVER_LIMIT only when every quota descriptor of it is over (or an
+ *   ordinary one is);
  * - in a config directory, a file without an extension (a Kubernetes ConfigMap key such as
  *   `ratelimit`) is a config file, as its runtime loader reads every file there.
  */
@@ -19,7 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadRulesFile, parseRules } from "../src/config/load.js";
 import { matchDescriptor } from "../src/config/match.js";
 import { RulesError } from "../src/config/rules.js";
-import { serveRules, type InProcessService } from "./in-process.js";
+import { clearOfMinuteEdge, serveRules, type InProcessService } from "./in-process.js";
 import { rlsClient, type RlsClient } from "./support.js";
 
 function refusal(text: string): string {
@@ -171,5 +174,50 @@ describe("a config directory, as its runtime loader reads it", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("quota_mode, as its service decides the overall code", () => {
+  let svc: InProcessService;
+  let rls: RlsClient;
+  beforeAll(async () => {
+    await clearOfMinuteEdge();
+    svc = await serveRules(
+      [
+        "domain: q",
+        "descriptors:",
+        "  - key: service",
+        "    value: one",
+        "    quota_mode: true",
+        "    rate_limit: { unit: minute, requests_per_unit: 1 }",
+        "  - key: service",
+        "    value: many",
+        "    quota_mode: true",
+        "    rate_limit: { unit: minute, requests_per_unit: 100 }",
+        "  - key: user",
+        "    rate_limit: { unit: minute, requests_per_unit: 100 }",
+        "",
+      ].join("\n"),
+    );
+    rls = rlsClient(svc.grpcPort);
+  });
+  afterAll(async () => {
+    rls?.close();
+    await svc?.close();
+  });
+  const d = (key: string, value: string) => ({ entries: [{ key, value }] });
+  type Answer = { overall_code: string; statuses: Array<{ code: string }> };
+  const ask = async (...descriptors: object[]) => (await rls.shouldRateLimit({ domain: "q", descriptors })) as Answer;
+
+  it("one quota descriptor over while another is not: the request is OK, the status says OVER_LIMIT", async () => {
+    expect((await ask(d("service", "one"), d("service", "many"))).overall_code).toBe("OK");
+    const r = await ask(d("service", "one"), d("service", "many"));
+    expect(r.statuses.map((s) => s.code)).toEqual(["OVER_LIMIT", "OK"]);
+    expect(r.overall_code).toBe("OK");
+  });
+
+  it("every quota descriptor over: OVER_LIMIT, with or without an ordinary descriptor that is OK", async () => {
+    expect((await ask(d("service", "one"))).overall_code).toBe("OVER_LIMIT");
+    expect((await ask(d("service", "one"), d("user", "u"))).overall_code).toBe("OVER_LIMIT");
   });
 });

@@ -243,9 +243,11 @@ export const ENV_VARS: readonly EnvVar[] = [
   },
   {
     name: "QUOTA_MODE",
-    doc: "not used: quota mode is not supported",
+    doc: "not used: quota mode is not supported globally (a descriptor's `quota_mode: true` is)",
     verdict: (v) =>
-      isTrue(v) ? answered("not used: quota mode is not supported; requests over a limit are denied") : mapped("false: no quota mode"),
+      isTrue(v)
+        ? answered("not used: quota mode is not supported globally (a descriptor's quota_mode: true is); requests over a limit are denied")
+        : mapped("false: no quota mode"),
   },
   {
     name: "RESPONSE_DYNAMIC_METADATA",

@@ -145,7 +145,7 @@ function compileRule(n: NodeInput, domain: string, id: string, at: string, issue
   if (policy === undefined) return undefined;
   // Envoy's RLS reports a rate_limit block's own name ("" when none), as envoyproxy/ratelimit does.
   const rlsName = n.rate_limit !== undefined ? (n.rate_limit.name ?? "") : undefined;
-  const envoy = { unlimited: false, rlsName, replaces, detailedMetric: n.detailed_metric === true };
+  const envoy = { unlimited: false, rlsName, replaces, detailedMetric: n.detailed_metric === true, quotaMode: n.quota_mode === true };
   if ("denyAll" in policy)
     return { ...base, specs: [], limits: [], policyId: `deny-all:${policy.unit}`, denyAll: policy.denyAll, ...envoy };
   const limits = resolve(policy.specs, at, policy.asList, issues);

@@ -31,6 +31,12 @@ export interface CompiledPolicy {
    * report the deciding limit's name (`100-per-10s`).
    */
   readonly rlsName?: string | undefined;
+  /**
+   * envoyproxy/ratelimit's `quota_mode`: a soft limit. Over it, the descriptor's status still
+   * denies, but the check is denied only when every quota descriptor of it is (or an ordinary one
+   * is); see `overallAllowed` in service/status.ts.
+   */
+  readonly quotaMode?: boolean | undefined;
 }
 
 /** One compiled rule: a descriptor node that carries a policy (or `unlimited`). */

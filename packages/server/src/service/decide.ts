@@ -11,7 +11,7 @@ import { boundedKey, descriptorKey } from "./descriptor-key.js";
 import { DecisionExplain, matchedText } from "./explain.js";
 import { ruleStatKey, usedBefore, valuedStatKey } from "./limit-stats.js";
 import { isReplaced, replacedNames } from "./replaces.js";
-import { decidedStatus, denyAllStatus, unlimitedStatus, withRlsName } from "./status.js";
+import { decidedStatus, denyAllStatus, overallAllowed, unlimitedStatus, withRlsName } from "./status.js";
 import { CheckError, type CallerLimit, type CheckInput, type CheckResult, type DecisionObserver, type DescriptorStatus } from "./types.js";
 
 /** Options of {@link DecisionService}. */
@@ -132,11 +132,7 @@ export class DecisionService {
     const each = descriptors.map(async (d, i) =>
       this.decideOne(all, domain, d, input.descriptorLimits?.[i], descriptorCost(costs?.[i], check.cost, i)),
     );
-    return Promise.all(each).then((statuses) => {
-      let allowed = true;
-      for (const st of statuses) if (!st.allowed) allowed = false;
-      return { allowed, domain, statuses };
-    });
+    return Promise.all(each).then((statuses) => ({ allowed: overallAllowed(statuses), domain, statuses }));
   }
 
   /**
@@ -153,7 +149,7 @@ export class DecisionService {
     const statuses = await Promise.all(
       descriptors.map(async (d, i) => this.decideOne(all, domain, d, input.descriptorLimits?.[i], check.cost)),
     );
-    return { allowed: statuses.every((s) => s.allowed), domain, statuses };
+    return { allowed: overallAllowed(statuses), domain, statuses };
   }
 
   /**
@@ -317,7 +313,7 @@ export class DecisionService {
       if (a.stat !== undefined) this.observer?.limitHit?.(a.stat, d.limit, usedBefore(d, cost), cost);
     }
     const explain = new DecisionExplain(a.policy, a.ruleId, a.matched, limiter.limits, d, cost, shadow);
-    return withRlsName(decidedStatus(a.key, d, d.allowed || shadow, shadow, explain, limiter.limits, cost), a.policy.rlsName);
+    return withRlsName(decidedStatus(a.key, d, d.allowed || shadow, shadow, explain, limiter.limits, cost), a.policy);
   }
 
   /** A policy of 0 requests per window (envoyproxy/ratelimit's `requests_per_unit: 0`): every request is over. */
@@ -329,7 +325,7 @@ export class DecisionService {
     }
     const source = a.ruleId.startsWith("policy:") ? "policy" : "rule";
     const why = `${matchedText(a.matched)}: ${deny.name}, every request is over the limit`;
-    return withRlsName(denyAllStatus(a.key, deny, shadow, { rule: a.ruleId, source, why }, a.check.nowMs), a.policy.rlsName);
+    return withRlsName(denyAllStatus(a.key, deny, shadow, { rule: a.ruleId, source, why }, a.check.nowMs), a.policy);
   }
 }
 

@@ -96,10 +96,41 @@ export function blockedStatus(key: string, explain: Explain, expiresAtMs: number
 /** The RLS `current_limit.name` of a status (a symbol-keyed property, as {@link statusDetail}). */
 const RLS_NAME = Symbol("ratekeeper.rlsName");
 
-/** Records the name Envoy's RLS reports for this status (see `CompiledPolicy.rlsName`); returns the status. */
-export function withRlsName(s: DescriptorStatus, name: string | undefined): DescriptorStatus {
-  if (name !== undefined) (s as DescriptorStatus & { [RLS_NAME]?: string })[RLS_NAME] = name;
+/** Marks a status decided by a `quota_mode` policy (a symbol-keyed property, as {@link RLS_NAME}). */
+const QUOTA = Symbol("ratekeeper.quotaMode");
+
+type Marked = DescriptorStatus & { [RLS_NAME]?: string; [QUOTA]?: true };
+
+/**
+ * Records what the policy adds to its status: the name Envoy's RLS reports (see
+ * `CompiledPolicy.rlsName`) and its `quota_mode` (see {@link overallAllowed}); returns the status.
+ */
+export function withRlsName(
+  s: DescriptorStatus,
+  policy: { readonly rlsName?: string | undefined; readonly quotaMode?: boolean | undefined },
+): DescriptorStatus {
+  if (policy.rlsName !== undefined) (s as Marked)[RLS_NAME] = policy.rlsName;
+  if (policy.quotaMode === true) (s as Marked)[QUOTA] = true;
   return s;
+}
+
+/**
+ * Whether a check with these statuses is allowed, as envoyproxy/ratelimit decides its overall
+ * code: denied when an ordinary descriptor denies, or when the check has `quota_mode` descriptors
+ * and every one of them denies (one over its quota alone does not deny).
+ */
+export function overallAllowed(statuses: readonly DescriptorStatus[]): boolean {
+  let quota = 0;
+  let quotaDenied = 0;
+  for (const s of statuses) {
+    if ((s as Marked)[QUOTA] !== true) {
+      if (!s.allowed) return false;
+    } else {
+      quota++;
+      if (!s.allowed) quotaDenied++;
+    }
+  }
+  return quota === 0 || quotaDenied < quota;
 }
 
 /** The name Envoy's RLS reports in `current_limit.name`: the policy's `rlsName`, else the deciding limit's name. */
