@@ -74,6 +74,41 @@ describeRedis("express-rate-limit's options on Redis, side by side", () => {
     expect(await observe(b)).toEqual(await observe(a));
   });
 
+  it("Redis unreachable: express-rate-limit answers 500 (passOnStoreError false); ratekeeper's RedisStore answers by its own failure policy", async () => {
+    const down = await startRedis();
+    const dead = new Redis(down.port, down.host, { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null });
+    await down.stop();
+    const theirs = erl({
+      limit: 2,
+      logger: { warn: () => undefined, error: () => undefined },
+      store: new ErlRedisStore({ sendCommand: (command: string, ...args: string[]) => dead.call(command, ...args) as Promise<RedisReply> }),
+    }) as unknown as Limiter;
+    const a = await start(theirs);
+    expect((await observe(a)).status).toBe(500);
+    // Default failure "degraded": this process limits at limit / (processes seen), so it serves.
+    const degraded = await start(ours({ limit: 2, store: new RedisStore({ client: dead, timeoutMs: 50 }) }));
+    expect((await observe(degraded)).status).toBe(200);
+    // failure "throw": the store's error meets passOnStoreError (false: 503, true: served).
+    const closed = await start(
+      ours({
+        limit: 2,
+        store: new RedisStore({ client: dead, failure: "throw", timeoutMs: 50 }),
+        onError: () => undefined,
+      }),
+    );
+    expect((await observe(closed)).status).toBe(503);
+    const open = await start(
+      ours({
+        limit: 2,
+        store: new RedisStore({ client: dead, failure: "throw", timeoutMs: 50 }),
+        passOnStoreError: true,
+        onError: () => undefined,
+      }),
+    );
+    expect((await observe(open)).status).toBe(200);
+    dead.disconnect();
+  });
+
   it("rate-limit-redis's store given to ratekeeper is refused, naming ratekeeper's RedisStore", () => {
     const store = new ErlRedisStore({
       sendCommand: (command: string, ...args: string[]) => client.call(command, ...args) as Promise<RedisReply>,
