@@ -349,3 +349,22 @@ it("a requestWasSuccessful that throws (or rejects) is told to the logger; the s
     expect((await observe(b.url, {})).status).toBe(429);
   }
 });
+
+it("keyGenerator runs before the limit function, as in express-rate-limit (a limit read from what the key lookup found)", async () => {
+  const plans: Record<string, number> = { a: 1, b: 2 };
+  const keyGenerator = (req: Request) => {
+    const user = req.query.user as string;
+    (req as unknown as { plan: number }).plan = plans[user] ?? 1;
+    return user;
+  };
+  const limit = (req: Request) => (req as unknown as { plan: number }).plan;
+  const { theirs, mine } = await both({ keyGenerator, limit }, [
+    { path: "/?user=a" },
+    { path: "/?user=a" },
+    { path: "/?user=b" },
+    { path: "/?user=b" },
+    { path: "/?user=b" },
+  ]);
+  expect(statuses(theirs)).toEqual([200, 429, 200, 200, 429]);
+  expect(mine).toEqual(theirs);
+});

@@ -62,9 +62,11 @@ export function erlRateLimit(o: ExpressRateLimitCompatOptions): ExpressRateLimit
       next();
       return;
     }
+    // express-rate-limit's order: the key, then the limit (which may read what keyGenerator found).
+    const generated = o.keyGenerator === undefined ? undefined : await generatedKey(o.keyGenerator, req, res);
     const limit = await limitOf(config, req, res);
     const core = coreFor(limit);
-    const key = await keyOf(o, core, req, res);
+    const key = generated ?? (await subnetKey(o, core, req, res));
     if (key !== undefined) keys.set(req, key);
     if (limit === 0) {
       // express-rate-limit 7+: a limit of 0 refuses every request; nothing is counted.
@@ -170,26 +172,31 @@ async function limitOf(config: ResolvedCompat, req: Request, res: Response): Pro
 }
 
 /**
- * The key worked out here, or undefined when the core's own ("ip", grouped by a fixed
- * `ipv6Subnet`) is used. A keyGenerator must give a string (or a number, taken as its text):
- * express-rate-limit would put every client given `undefined` into one bucket, where one of them
- * could use up everyone's allowance.
+ * A keyGenerator's key. It must be a string (or a number, taken as its text): express-rate-limit
+ * would put every client given `undefined` into one bucket, where one of them could use up
+ * everyone's allowance.
  */
-async function keyOf(
+async function generatedKey(
+  keyGenerator: NonNullable<ExpressRateLimitCompatOptions["keyGenerator"]>,
+  req: Request,
+  res: Response,
+): Promise<string> {
+  const key: unknown = await keyGenerator(req, res);
+  if (typeof key === "string") return key;
+  if (typeof key === "number" && Number.isFinite(key)) return String(key);
+  throw new TypeError(
+    `keyGenerator: returned ${describeValue(key)} for ${req.method} ${req.path}; it must return a string (the client's key). ` +
+      "Requests without a key of their own would share one allowance: fall back to the address, e.g. (req) => req.user?.id ?? ipKeyGenerator(req.ip)",
+  );
+}
+
+/** With an ipv6Subnet function, the address grouped by its answer; otherwise undefined (the core's own "ip" key). */
+async function subnetKey(
   o: ExpressRateLimitCompatOptions,
   core: HttpRateLimiter<Request>,
   req: Request,
   res: Response,
 ): Promise<string | undefined> {
-  if (o.keyGenerator !== undefined) {
-    const key: unknown = await o.keyGenerator(req, res);
-    if (typeof key === "string") return key;
-    if (typeof key === "number" && Number.isFinite(key)) return String(key);
-    throw new TypeError(
-      `keyGenerator: returned ${describeValue(key)} for ${req.method} ${req.path}; it must return a string (the client's key). ` +
-        "Requests without a key of their own would share one allowance: fall back to the address, e.g. (req) => req.user?.id ?? ipKeyGenerator(req.ip)",
-    );
-  }
   const subnetOf = o.ipv6Subnet;
   if (typeof subnetOf !== "function") return undefined;
   // The core keys by the whole address here (see coreOptions); the function picks the prefix.
