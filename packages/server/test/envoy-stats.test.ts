@@ -125,6 +125,20 @@ describe("envoyproxy/ratelimit's stats as Prometheus counters", () => {
     expect(await stat("total_hits", { domain: "s", key1: "(overflow)" })).toBe(2);
   });
 
+  it("detailed_metric with an empty value: key_ (its GetLimit writes key + '_' + value), unlike a descriptor's own limit", async () => {
+    const fresh = await serveRules(CONFIG);
+    const c = rlsClient(fresh.grpcPort);
+    try {
+      await c.shouldRateLimit({ domain: "s", descriptors: [d("dm"), { ...d("own"), limit: { requests_per_unit: 3, unit: "MINUTE" } }] });
+      const text = await (await fetch(`http://127.0.0.1:${fresh.httpPort}/metrics`)).text();
+      expect(text).toContain('ratelimit_service_rate_limit_total_hits{domain="s",key1="dm_"} 1');
+      expect(text).toContain('ratelimit_service_rate_limit_total_hits{domain="s",key1="own"} 1');
+    } finally {
+      c.close();
+      await fresh.close();
+    }
+  });
+
   it("a descriptor's own limit (its key carries the values) shares the cap", async () => {
     await ask([{ ...d("own=q"), limit: { requests_per_unit: 3, unit: "MINUTE" } }]);
     expect(await stat("total_hits", { domain: "s", key1: "own_q" })).toBeUndefined();

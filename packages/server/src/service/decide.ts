@@ -273,7 +273,9 @@ export class DecisionService {
       this.observer?.decision(domain, rule.id, "unlimited");
       return unlimitedStatus(key, { rule: rule.id, source: "rule", why: `matched ${m.via.join(" > ")}: unlimited` }, rule.shadow);
     }
-    const stat = this.observer?.limitHit ? ruleStatKey(rule, m.via, m.shared ?? entries, m.valueToMetric) : undefined;
+    const stat = this.observer?.limitHit
+      ? ruleStatKey(rule, m.via, m.shared ?? entries, m.valueToMetric, m.shared !== undefined)
+      : undefined;
     return this.apply({ check, label: domain, domain, key, ruleId: rule.id, policy: rule, matched: m.via, cost, stat });
   }
 

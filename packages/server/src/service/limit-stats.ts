@@ -31,15 +31,17 @@ export function sanitizeStatName(s: string): string {
  * A matched rule's stat key. `via` is the match path (`["path=/api", "user"]`); `entries` the
  * request's (or, with `share_threshold`, the entries counted under their patterns);
  * `valueToMetric` the levels whose node has `value_to_metric` (there the request's value is in
- * the key, as its GetLimit builds it).
+ * the key, as its GetLimit builds it); `shared` whether `entries` are the share_threshold ones.
  */
 export function ruleStatKey(
   rule: Rule,
   via: readonly string[],
   entries: readonly DescriptorEntry[],
   valueToMetric?: readonly boolean[],
+  shared = false,
 ): LimitStatKey {
-  if (rule.detailedMetric === true) return valuedStatKey(rule.domain, entries, rule.shadow);
+  // With share_threshold patterns its GetLimit builds the key another way: an empty value as `key`.
+  if (rule.detailedMetric === true) return valuedStatKey(rule.domain, entries, rule.shadow, !shared);
   if (valueToMetric !== undefined) {
     let key = rule.domain;
     via.forEach((label, i) => {
@@ -62,12 +64,13 @@ export function ruleStatKey(
 }
 
 /**
- * The stat key of a request's own entries (`detailed_metric`, a descriptor's own limit): its
- * `descriptorKey`. `domain` labels its overflow: a domain of the rules, or `(unknown)`.
+ * The stat key of a request's own entries (`detailed_metric`, a descriptor's own limit), as its
+ * GetLimit builds each: `key_value` per entry, an empty value written `key_` for `detailed_metric`
+ * (`detailed`) and `key` for a descriptor's own limit. `domain` labels its overflow.
  */
-export function valuedStatKey(domain: string, entries: readonly DescriptorEntry[], shadow = false): LimitStatKey {
+export function valuedStatKey(domain: string, entries: readonly DescriptorEntry[], shadow = false, detailed = false): LimitStatKey {
   let key = domain;
-  for (const e of entries) key += e.value === "" ? `.${e.key}` : `.${e.key}_${e.value}`;
+  for (const e of entries) key += e.value === "" && !detailed ? `.${e.key}` : `.${e.key}_${e.value}`;
   // Bounded: the metrics keep up to maxValuedKeys of these, and an RLS value may be 64 Ki characters.
   return { key: sanitizeStatName(boundedKey(key)), domain, valued: true, shadow };
 }
