@@ -184,6 +184,7 @@ describe("express-rate-limit options of the wrong type are refused when the midd
     [{ identifier: 5 }, /identifier: must be a string or a function/],
     [{ requestPropertyName: "" }, /requestPropertyName: must be a non-empty string/],
     [{ validate: "yes" }, /validate: must be true, false or an object/],
+    [{ limits: [] }, /limits: ratekeeper's own option, which cannot be mixed with express-rate-limit's \(windowMs\)/],
     [
       { validate: { xForwardedForHeaders: false } },
       /validate\.xForwardedForHeaders: not one of express-rate-limit's validations \(default, ip, trustProxy, xForwardedForHeader/,

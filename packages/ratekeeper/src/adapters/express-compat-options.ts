@@ -137,6 +137,25 @@ const KNOWN = new Set([
   "clock",
 ]);
 
+/** ratekeeper's own policy options: with them, the middleware is ratekeeper's, not this mapping. */
+const OWN_POLICY = [
+  "limiter",
+  "limits",
+  "concurrency",
+  "namespace",
+  "key",
+  "keyPrefix",
+  "cost",
+  "allowList",
+  "denyList",
+  "countOnly",
+  "isFailed",
+  "shadow",
+  "maxDelayMs",
+  "failure",
+  "forwardedHeader",
+];
+
 /** Whether options are express-rate-limit's: one of its own names, or a top-level `limit`, or no policy at all. */
 export function isExpressRateLimitOptions(o: object): o is ExpressRateLimitCompatOptions {
   const r = o as Record<string, unknown>;
@@ -216,7 +235,15 @@ function checkTypes(o: Record<string, unknown>, problems: string[]): void {
 /** Checks what ratekeeper's options do not (the rest is checked by the core), each naming the option and what to write. */
 export function check(o: ExpressRateLimitCompatOptions): void {
   const problems: string[] = [];
-  for (const k of Object.keys(o)) if (!KNOWN.has(k)) problems.push(`${k}: unknown option (express-rate-limit's or ratekeeper's)`);
+  const theirs = Object.keys(o).filter((k) => ERL_ONLY.includes(k) || k === "limit");
+  for (const k of Object.keys(o)) {
+    if (KNOWN.has(k)) continue;
+    problems.push(
+      OWN_POLICY.includes(k)
+        ? `${k}: ratekeeper's own option, which cannot be mixed with express-rate-limit's (${theirs.join(", ")}); use one or the other (docs/migrating-from-express-rate-limit.md)`
+        : `${k}: unknown option (express-rate-limit's or ratekeeper's)`,
+    );
+  }
   checkTypes(o as Record<string, unknown>, problems);
   const w = o.windowMs;
   if (w !== undefined && (typeof w !== "number" || !Number.isSafeInteger(w) || w < 1)) {
