@@ -122,6 +122,12 @@ describe("scalars and empty fields, as yaml.v2 reads them", () => {
     expect(rules.rules).toHaveLength(1);
   });
 
+  it("an empty field of ratekeeper's own form is still refused (only envoyproxy/ratelimit's keys are its zero value)", () => {
+    const own =
+      "domains:\n  - domain: d\n    descriptors:\n      - key: k\n        algorithm: fixed-window\n        limit: 5\n        window: 1m\n        cost:\n";
+    expect(refusal(own)).toMatch(/c\.yaml:8:\d+: .*descriptors\[0\]\.cost/);
+  });
+
   it("merge keys merge", () => {
     const text = [
       "domain: d",

@@ -9,9 +9,28 @@
  *   value: no value, no limit, no nested descriptors, false.
  * This rewrites a parsed document that way, in place, before it is turned into data: `key` and
  * `value` of descriptor nodes and `domain` (at the top or in a `domains:` entry) become their
- * text; empty fields of descriptor nodes and of `rate_limit` blocks are dropped.
+ * text; empty fields of descriptor nodes and of `rate_limit` blocks (envoyproxy/ratelimit's keys
+ * only) are dropped.
  */
 import { isPair, isScalar, isSeq, visit, type Document } from "yaml";
+
+/** envoyproxy/ratelimit's keys (its `validKeys`): only these are Go struct fields with a zero value. */
+const GO_KEYS = new Set([
+  "value",
+  "descriptors",
+  "rate_limit",
+  "unit",
+  "requests_per_unit",
+  "unlimited",
+  "shadow_mode",
+  "quota_mode",
+  "name",
+  "replaces",
+  "detailed_metric",
+  "value_to_metric",
+  "share_threshold",
+  "metadata",
+]);
 
 /** YAML 1.2 core integers (what yaml.v2 also reads as an int, and so accepts as text). */
 const INT = /^[-+]?(?:[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$/;
@@ -27,8 +46,9 @@ export function readAsGoYaml(doc: Document): void {
       const owner = ownerOf(path);
       const value = pair.value;
       if (value === null || (isScalar(value) && value.value === null)) {
-        // An empty key or domain stays empty, for the schema to name.
-        const dropped = (owner === "node" && key !== "key") || owner === "rate_limit";
+        // An empty key or domain stays empty, for the schema to name; so does an empty field of
+        // ratekeeper's own form (`cost:`, `limit:`), which has no zero value to fall back on.
+        const dropped = (owner === "node" || owner === "rate_limit") && GO_KEYS.has(key);
         return dropped ? visit.REMOVE : undefined;
       }
       const textField = owner === "node" ? key === "key" || key === "value" : owner === "domain" && key === "domain";
