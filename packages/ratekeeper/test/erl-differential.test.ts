@@ -368,3 +368,25 @@ it("keyGenerator runs before the limit function, as in express-rate-limit (a lim
   expect(statuses(theirs)).toEqual([200, 429, 200, 200, 429]);
   expect(mine).toEqual(theirs);
 });
+
+it("the same limiter mounted twice counts a request once (express-rate-limit counts it twice), and says so once", async () => {
+  const serve = async (limiter: RequestHandler) => {
+    const app = express();
+    app.use(limiter);
+    app.use(limiter);
+    app.get("/", (_req, res) => res.end("ok"));
+    const server = createServer(app);
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const out = [];
+    for (let i = 0; i < 3; i++) out.push((await httpRequest(url)).status);
+    return out;
+  };
+  // (express-rate-limit's ERR_ERL_DOUBLE_COUNT check turns itself off after its first request, so it stays silent here.)
+  expect(await serve(erl({ limit: 2, logger: quiet() }))).toEqual([200, 429, 429]);
+  const onWarning = vi.fn();
+  expect(await serve(ours({ limit: 2, onWarning }))).toEqual([200, 200, 429]);
+  expect(onWarning).toHaveBeenCalledTimes(1);
+  expect(onWarning).toHaveBeenCalledWith(expect.objectContaining({ code: "RK_DOUBLE_COUNT" }));
+});

@@ -57,8 +57,9 @@ export function erlRateLimit(o: ExpressRateLimitCompatOptions): ExpressRateLimit
     }
     await handler(req, res, next, config);
   };
+  const seenBefore = doubleCountGuard(o, config);
   const run = async (req: Request, res: Response, next: NextFunction): Promise<void> => {
-    if (o.skip !== undefined && (await o.skip(req, res))) {
+    if (seenBefore(req) || (o.skip !== undefined && (await o.skip(req, res)))) {
       next();
       return;
     }
@@ -157,6 +158,38 @@ async function retryAfterOf(o: ExpressRateLimitCompatOptions, req: Request, res:
   if (!isSeconds(s))
     throw new TypeError(`retryAfter: the function returned ${describeValue(s)}; it must return a whole number of seconds >= 0`);
   return s;
+}
+
+/**
+ * Whether this middleware met the request already (mounted twice on its way, `app.use(limiter)`
+ * and `router.use(limiter)`): then it is passed on uncounted, so the limit stays the one written;
+ * express-rate-limit counts it twice. Told once as `RK_DOUBLE_COUNT` (to `onWarning`, else
+ * `logger.warn`, else the console) unless `validate` is false or `validate.singleCount` is.
+ */
+function doubleCountGuard(o: ExpressRateLimitCompatOptions, config: ResolvedCompat): (req: Request) => boolean {
+  const met = new WeakSet<Request>();
+  const v = config.validate;
+  let warn = v !== false && !(typeof v === "object" && v.singleCount === false);
+  return (req) => {
+    if (!met.has(req)) {
+      met.add(req);
+      return false;
+    }
+    if (warn) {
+      warn = false;
+      const message =
+        `ratekeeper [RK_DOUBLE_COUNT]: this rate limiter met ${req.method} ${req.path} twice (is it mounted twice?); ` +
+        "it counted the request once. See ratekeeper's docs/middleware.md#validations";
+      try {
+        if (o.onWarning !== undefined) o.onWarning({ code: "RK_DOUBLE_COUNT", message });
+        else if (o.logger !== undefined) o.logger.warn(message);
+        else console.warn(message);
+      } catch {
+        // A throwing warning handler must not take the request down.
+      }
+    }
+    return true;
+  };
 }
 
 /** The request's limit: the option, or the function's answer, which must be a count. */

@@ -14,10 +14,12 @@ import type { ClientIpResolver } from "./ip.js";
  *   (Express `app.set("trust proxy", true)`, `Fastify({ trustProxy: true })`), or
  *   `trustedProxies` holds every IPv4 or IPv6 address (`0.0.0.0/0`, `::/0`, or split ranges), so any client
  *   picks its own key by writing `X-Forwarded-For`.
+ * - `RK_DOUBLE_COUNT` (express-rate-limit's options only): one middleware met the same request
+ *   twice (mounted twice on its way); it was counted once.
  * - `RK_TRUST_PROXY_OVERRIDDEN` (`validate.trustProxy`): `trustedProxies` and the framework's
  *   own setting found different clients for a request; `trustedProxies` wins.
  */
-export type ValidationCode = "RK_FORWARDED_HEADER_IGNORED" | "RK_PERMISSIVE_TRUST_PROXY" | "RK_TRUST_PROXY_OVERRIDDEN";
+export type ValidationCode = "RK_FORWARDED_HEADER_IGNORED" | "RK_PERMISSIVE_TRUST_PROXY" | "RK_TRUST_PROXY_OVERRIDDEN" | "RK_DOUBLE_COUNT";
 
 /** A validation's warning, for `onWarning`. */
 export interface RateLimitWarning {
