@@ -29,6 +29,25 @@ describe("runtimeRemoteAddress", () => {
     expect(await seen({ requestIP: () => null })).toBeUndefined();
   });
 
+  it("reads the platform's record of the client on AWS Lambda, Lambda@Edge and Netlify (never a header)", async () => {
+    // hono/aws-lambda's handle(): API Gateway REST (v1), HTTP API and function URLs (v2).
+    const v1 = { event: {}, requestContext: { identity: { sourceIp: "203.0.113.10" } }, lambdaContext: {} };
+    const v2 = { event: {}, requestContext: { http: { method: "GET", sourceIp: "2001:db8::7" } }, lambdaContext: {} };
+    expect(await seen(v1)).toBe("203.0.113.10");
+    expect(await seen(v2)).toBe("2001:db8::7");
+    // An ALB event has only X-Forwarded-For, which the client can write: no address.
+    expect(await seen({ event: {}, requestContext: { elb: { targetGroupArn: "arn" } } }, { "x-forwarded-for": "1.2.3.4" })).toBeUndefined();
+    // hono/lambda-edge's handle(): CloudFront's record of the viewer.
+    const edge = { event: { Records: [{ cf: { request: { clientIp: "198.51.100.20" } } }] }, context: {}, callback: () => undefined };
+    expect(await seen(edge)).toBe("198.51.100.20");
+    // hono/netlify's handle(): Netlify's context.
+    expect(await seen({ context: { ip: "192.0.2.44" } })).toBe("192.0.2.44");
+    // Shapes that only look alike give nothing.
+    expect(await seen({ requestContext: { identity: { sourceIp: 5 } } })).toBeUndefined();
+    expect(await seen({ event: { Records: [] } })).toBeUndefined();
+    expect(await seen({ context: {} })).toBeUndefined();
+  });
+
   it("never believes CF-Connecting-IP outside Cloudflare Workers (a client can send it)", async () => {
     expect(await seen(undefined, { "cf-connecting-ip": "1.2.3.4" })).toBeUndefined();
     expect(await seen({ incoming: { socket: { remoteAddress: "10.0.0.1" } } }, { "cf-connecting-ip": "1.2.3.4" })).toBe("10.0.0.1");

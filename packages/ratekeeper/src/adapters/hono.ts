@@ -6,8 +6,8 @@ import { wireName } from "../http/headers.js";
  * `ratekeeper/hono`: rate-limiting middleware for Hono 4. Imports only Hono's types.
  *
  * The client address: Hono has no runtime-neutral socket, so by default it is read where each
- * runtime puts it (see {@link runtimeRemoteAddress}): `@hono/node-server`, Deno, Bun and Cloudflare
- * Workers; elsewhere pass `getRemoteAddress` (e.g. `(c) => getConnInfo(c).remote.address`).
+ * runtime puts it (see {@link runtimeRemoteAddress}): `@hono/node-server`, Deno, Bun, Cloudflare
+ * Workers, AWS Lambda, Lambda@Edge and Netlify; elsewhere pass `getRemoteAddress`.
  * Nothing here needs Node: the same app runs on each of them unchanged.
  * @example
  * import { Hono } from "hono";
@@ -39,6 +39,25 @@ interface BunBindings {
   requestIP?: (request: Request) => { address?: string } | null;
 }
 
+/**
+ * The serverless platforms' records of the client, set by the platform (not from headers), as
+ * Hono's adapters hand them over in `c.env`: `hono/aws-lambda` (API Gateway REST, HTTP API and
+ * function URLs), `hono/lambda-edge` (CloudFront) and `hono/netlify`.
+ */
+interface ServerlessBindings {
+  requestContext?: { identity?: { sourceIp?: unknown }; http?: { sourceIp?: unknown } };
+  event?: { Records?: Array<{ cf?: { request?: { clientIp?: unknown } } }> };
+  context?: { ip?: unknown };
+}
+
+/** A serverless platform's record of the client (see {@link ServerlessBindings}), if the bindings hold one. */
+function serverlessAddress(env: ServerlessBindings): string | undefined {
+  const rc = env.requestContext;
+  const ip =
+    rc !== undefined ? (rc.identity?.sourceIp ?? rc.http?.sourceIp) : (env.event?.Records?.[0]?.cf?.request?.clientIp ?? env.context?.ip);
+  return typeof ip === "string" ? ip : undefined;
+}
+
 /** Whether this is Cloudflare's Workers runtime (workerd), as it names itself. */
 const onWorkers = (globalThis as { navigator?: { userAgent?: unknown } }).navigator?.userAgent === "Cloudflare-Workers";
 
@@ -48,18 +67,25 @@ const onWorkers = (globalThis as { navigator?: { userAgent?: unknown } }).naviga
  * - `@hono/node-server`: its bindings' Node socket (`c.env.incoming.socket.remoteAddress`);
  * - Deno (`Deno.serve(app.fetch)`): the handler info's `remoteAddr.hostname`;
  * - Bun (`Bun.serve`, `export default app`): `server.requestIP(request)`;
+ * - AWS Lambda (`hono/aws-lambda`): API Gateway's `requestContext.identity.sourceIp` (REST) or
+ *   `requestContext.http.sourceIp` (HTTP API, function URLs); an ALB event has none (only the
+ *   client-writable X-Forwarded-For: pass `getRemoteAddress`);
+ * - Lambda@Edge (`hono/lambda-edge`): CloudFront's `clientIp`; Netlify (`hono/netlify`): `context.ip`;
  * - Cloudflare Workers: the `CF-Connecting-IP` header, which Cloudflare's edge sets to the
  *   connecting client (overwriting any the client sent); read only on workerd, never elsewhere,
  *   where it would be client input.
- * Returns `undefined` when none applies (then `noAddress` decides).
+ * Returns `undefined` when none applies (then `noAddress` decides). On Vercel, whose `X-Real-IP`
+ * only its edge can vouch for, pass `getRemoteAddress: (c) => c.req.header("x-real-ip")`.
  */
 export function runtimeRemoteAddress(c: Context): string | undefined {
-  const env = c.env as (NodeBindings & DenoBindings & BunBindings) | undefined;
+  const env = c.env as (NodeBindings & DenoBindings & BunBindings & ServerlessBindings) | undefined;
   if (env !== undefined && env !== null) {
     const node = env.incoming?.socket;
     if (node !== undefined) return node.remoteAddress;
     if (typeof env.remoteAddr === "object" && env.remoteAddr !== null) return env.remoteAddr.hostname;
     if (typeof env.requestIP === "function") return env.requestIP(c.req.raw)?.address ?? undefined;
+    const serverless = serverlessAddress(env);
+    if (serverless !== undefined) return serverless;
   }
   return onWorkers ? c.req.header("cf-connecting-ip") : undefined;
 }
@@ -68,7 +94,7 @@ export function runtimeRemoteAddress(c: Context): string | undefined {
 export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
   /**
    * Reads the socket peer's address.
-   * @default runtimeRemoteAddress: @hono/node-server, Deno, Bun and Cloudflare Workers
+   * @default runtimeRemoteAddress: @hono/node-server, Deno, Bun, Cloudflare Workers, AWS Lambda, Lambda@Edge, Netlify
    */
   getRemoteAddress?: (c: Context) => string | undefined;
   /**
