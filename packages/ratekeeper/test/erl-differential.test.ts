@@ -173,6 +173,12 @@ describe("a keyGenerator that returns no key", () => {
     expect(mine[1]?.body).toMatch(/^error: keyGenerator: returned undefined/);
   });
 
+  it("an empty key is no key either", async () => {
+    const { mine } = await both({ limit: 1, keyGenerator: () => "" }, times(1));
+    expect(mine[0]?.status).toBe(500);
+    expect(mine[0]?.body).toMatch(/^error: keyGenerator: returned "" for GET \//);
+  });
+
   it("a number is a key: the same answers, req.rateLimit.key its text", async () => {
     const { theirs, mine } = await both({ limit: 1, keyGenerator: () => 42 }, times(2));
     expect(mine).toEqual(theirs.map((r) => ({ ...r, body: r.body.replace('"key":42', '"key":"42"') })));

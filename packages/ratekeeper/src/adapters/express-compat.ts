@@ -205,7 +205,7 @@ async function limitOf(config: ResolvedCompat, req: Request, res: Response): Pro
 }
 
 /**
- * A keyGenerator's key. It must be a string (or a number, taken as its text): express-rate-limit
+ * A keyGenerator's key. It must be a non-empty string (or a number, taken as its text): express-rate-limit
  * would put every client given `undefined` into one bucket, where one of them could use up
  * everyone's allowance.
  */
@@ -215,7 +215,8 @@ async function generatedKey(
   res: Response,
 ): Promise<string> {
   const key: unknown = await keyGenerator(req, res);
-  if (typeof key === "string") return key;
+  // An empty key is no key either (ratekeeper would key it as "-", one bucket for all such requests).
+  if (typeof key === "string" && key.length > 0) return key;
   if (typeof key === "number" && Number.isFinite(key)) return String(key);
   throw new TypeError(
     `keyGenerator: returned ${describeValue(key)} for ${req.method} ${req.path}; it must return a string (the client's key). ` +
