@@ -5,6 +5,7 @@ import type { Server as GrpcServer } from "@grpc/grpc-js";
 import { MemoryStore, type Store } from "ratekeeper";
 import type { HeaderStyle } from "ratekeeper/http";
 import { loadRulesFile } from "./config/load.js";
+import { RulesError, type Rules } from "./config/rules.js";
 import { checkRulesSize, watchRules } from "./config/reload.js";
 import { watchRulesDir, type WatchRulesDirOptions } from "./config/reload-dir.js";
 import { createDashboard, type Dashboard } from "./dashboard/routes.js";
@@ -71,7 +72,7 @@ export interface ServeOptions {
   reloadSettleMs?: number | undefined;
   /** The largest rules file read, at start and on reload, in bytes. @default 4194304 (4 MiB) */
   maxRulesBytes?: number | undefined;
-  /** Apply a reloaded file that has no rules and no named policies (refused otherwise). @default false */
+  /** Start on, or apply a reloaded, file or directory with no domain, policy or pool (refused otherwise). @default false */
   allowEmptyRules?: boolean | undefined;
   /** Admin API token (`/v1/admin/*`); without it the admin API is off. */
   adminToken?: string | undefined;
@@ -128,6 +129,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   const metrics = new Metrics({ nearLimitRatio: options.nearLimitRatio, maxValuedKeys: options.maxDetailedMetricKeys });
   checkRulesSize(options.configFile, options.maxRulesBytes);
   const rules = loadRulesFile(options.configFile, { mergeDomains: options.mergeDomains });
+  refuseEmptyRules(rules, options);
   const isDirectory = statSync(options.configFile).isDirectory();
   metrics.rules.set(rules.rules.length);
   metrics.loaded();
@@ -321,4 +323,16 @@ async function shutdown(r: Running): Promise<void> {
 
 function isOverrideStore(s: unknown): s is OverrideStore {
   return typeof s === "object" && s !== null && typeof (s as OverrideStore).list === "function";
+}
+
+/**
+ * Started on nothing (an empty file or directory, a mistyped RUNTIME_SUBDIRECTORY), the service
+ * would limit nothing: refused, as a reload to nothing is, unless `allowEmptyRules`.
+ * @throws RulesError naming the config path
+ */
+function refuseEmptyRules(rules: Rules, options: ServeOptions): void {
+  if (options.allowEmptyRules === true || rules.domains.size + rules.rules.length + rules.policies.size + rules.pools.size > 0) return;
+  throw new RulesError(options.configFile, [
+    { path: "", message: "has no domain, policy or pool: refused at start (allow it with --allow-empty-rules)" },
+  ]);
 }

@@ -227,3 +227,12 @@ describe("quota_mode, as its service decides the overall code", () => {
     expect((await ask(d("service", "one"), d("user", "u"))).overall_code).toBe("OVER_LIMIT");
   });
 });
+
+describe("start with no rules", () => {
+  it("an empty rules file or directory is refused at start, as on reload, unless allowEmptyRules (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)", async () => {
+    await expect(serveRules("")).rejects.toThrow(/no domain, policy or pool/);
+    await expect(serveRules("# all commented out\n")).rejects.toThrow(/no domain, policy or pool/);
+    const svc = await serveRules("", { allowEmptyRules: true });
+    await svc.close();
+  });
+});

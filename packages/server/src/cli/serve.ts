@@ -72,7 +72,8 @@ export const SERVE_COMMAND: Command = {
     "no-watch": "do not reload the rules file when it changes",
     "reload-settle": "MS  a changed rules file is read once it has been quiet this long (no half-written file applies) [default 2000]",
     "max-rules-bytes": "BYTES  largest rules file read, at start and on reload; larger ones are refused [default 4194304]",
-    "allow-empty-rules": "apply a reloaded rules file that has no rules (refused otherwise: a file cut short would lift every limit)",
+    "allow-empty-rules":
+      "start on, or apply a reloaded, rules file or directory that has no rules (refused otherwise: it would lift every limit)",
     "memory-max-bytes": "BYTES  bound on the in-memory store's estimated key memory; older keys are dropped [default 268435456]",
     "no-dashboard": "do not serve /dashboard (nor count what it shows)",
     "near-limit-ratio":
