@@ -396,3 +396,12 @@ it("the same limiter mounted twice counts a request once (express-rate-limit cou
   expect(onWarning).toHaveBeenCalledTimes(1);
   expect(onWarning).toHaveBeenCalledWith(expect.objectContaining({ code: "RK_DOUBLE_COUNT" }));
 });
+
+it("rateLimit(null) is express-rate-limit's defaults, as there", async () => {
+  const { theirs, mine } = await both({}, times(6));
+  const b = await start(() => ours(null as never) as unknown as Limiter, {});
+  const again = [];
+  for (let i = 0; i < 6; i++) again.push(await observe(b.url, {}));
+  expect(mine).toEqual(theirs);
+  expect(again.map((r) => r.status)).toEqual(theirs.map((r) => r.status));
+});

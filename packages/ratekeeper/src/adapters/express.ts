@@ -46,8 +46,11 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressRateLimit;
 /** express-rate-limit's options, with their meaning there (a mapping onto this middleware). */
 export function rateLimit(options?: ExpressRateLimitCompatOptions): ExpressRateLimitCompat;
 export function rateLimit(
-  options: ExpressRateLimitOptions | ExpressRateLimitCompatOptions = {},
+  given?: ExpressRateLimitOptions | ExpressRateLimitCompatOptions | null,
 ): ExpressRateLimit | ExpressRateLimitCompat {
+  // null too is "no options" (express-rate-limit's defaults), as express-rate-limit takes it.
+  const options = given ?? {};
+  if (typeof options !== "object") throw new TypeError(`rateLimit: options must be an object (got ${typeof options})`);
   if (isExpressRateLimitOptions(options)) return erlRateLimit(options);
   return ratekeeperLimit(options);
 }
