@@ -25,6 +25,8 @@ interface Waiter {
 interface KeyLease {
   /** Units left in the current block. */
   units: number;
+  /** Units spent from the current block: what a refund may put back into it. */
+  spent: number;
   /** When the block may no longer be spent (its unused units then go back). */
   expiresAt: number;
   /** The block's `blockStart` (fixed window: its window; bucket: when the oldest of its units was taken). */
@@ -59,7 +61,7 @@ interface KeyLease {
  * - No block available: requests are denied locally until the store said one may be (a bucket's
  *   refill, the next window), rechecked at least every `blockMs` for units others gave back.
  * - The store failing: the waiting decisions go to the unleased table, whose failure policy answers.
- * Peeks ask the store; refunds go to the live block, else to the store.
+ * Peeks ask the store; refunds go to the live block up to what it spent, the rest to the store.
  */
 export class LeasedTable implements BoundStore {
   private readonly keys = new Map<string, KeyLease>();
@@ -99,6 +101,7 @@ export class LeasedTable implements BoundStore {
     k.demand += cost;
     if (k.units >= cost && now < k.expiresAt) {
       k.units -= cost;
+      k.spent += cost;
       return this.decide(true, k, now);
     }
     if (k.units > 0 && now >= k.expiresAt) void this.giveBack(key, k, nowMs);
@@ -111,13 +114,21 @@ export class LeasedTable implements BoundStore {
     return this.inner.peek(key, cost, nowMs);
   }
 
+  /**
+   * Into the live block, at most what it spent: more would be units it never held (admitted from
+   * an earlier block or window), an allowance out of nothing. The rest is the store's to refund,
+   * as without leasing; the block's unspent units go back first, so that the store's count, which
+   * holds them as taken, is not lowered under what this process may still spend.
+   */
   refund(key: string, cost: number, nowMs: number | undefined): void | Promise<void> {
     const k = this.keys.get(key);
-    if (k !== undefined && (nowMs ?? this.clock()) < k.expiresAt) {
-      k.units += cost;
-      return;
-    }
-    return this.inner.refund(key, cost, nowMs);
+    if (k === undefined || (nowMs ?? this.clock()) >= k.expiresAt) return this.inner.refund(key, cost, nowMs);
+    const back = Math.min(cost, k.spent);
+    k.units += back;
+    k.spent -= back;
+    if (back === cost) return;
+    const held = k.units > 0 ? this.giveBack(key, k, nowMs) : undefined;
+    return Promise.resolve(held).then(() => this.inner.refund(key, cost - back, nowMs));
   }
 
   async reset(key: string): Promise<void> {
@@ -140,6 +151,7 @@ export class LeasedTable implements BoundStore {
     if (this.keys.size >= this.lease.maxKeys) this.evict();
     const k: KeyLease = {
       units: 0,
+      spent: 0,
       expiresAt: 0,
       blockStart: 0,
       recheckAt: Number.NEGATIVE_INFINITY,
@@ -196,7 +208,10 @@ export class LeasedTable implements BoundStore {
       // Leftovers (too few for a waiting cost) of a window that has ended are worth nothing in the
       // new one; otherwise they join the new block, which then ends when the older one did.
       const fixed = this.lim.algorithm === "fixed-window";
-      if (fixed && b.blockStart !== k.blockStart) k.units = 0;
+      if (fixed && b.blockStart !== k.blockStart) {
+        k.units = 0;
+        k.spent = 0;
+      }
       k.expiresAt = k.units > 0 ? Math.min(k.expiresAt, until) : until;
       k.blockStart = k.units > 0 && !fixed ? Math.min(k.blockStart, b.blockStart) : b.blockStart;
       k.units += b.taken;
@@ -211,6 +226,7 @@ export class LeasedTable implements BoundStore {
       const t = w.nowMs ?? now;
       if (k.units >= w.cost && t < k.expiresAt) {
         k.units -= w.cost;
+        k.spent += w.cost;
         k.waiters.shift();
         w.resolve(this.decide(true, k, t));
       } else if (b.taken === 0) {
@@ -245,6 +261,7 @@ export class LeasedTable implements BoundStore {
   private giveBack(key: string, k: KeyLease, nowMs: number | undefined): Promise<void> {
     const units = k.units;
     k.units = 0;
+    k.spent = 0;
     k.expiresAt = 0;
     this.calls++;
     return this.source.give(key, units, k.blockStart, nowMs).catch(() => undefined);
