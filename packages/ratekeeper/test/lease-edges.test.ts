@@ -1,7 +1,8 @@
 /**
  * Quota leasing at its edges (stores/leased-table.ts over scripts/lease.lua):
  * - a refund puts back into the live block only what that block spent; the rest is Redis's to
- *   refund, so refunds never let through more than the same refunds would without leasing.
+ *   refund, so refunds never let through more than the same refunds would without leasing;
+ * - RedisStore.close() gives back the units of blocks that were still on their way when it was called.
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -59,5 +60,19 @@ describeRedis("quota leasing at its edges, on Redis", () => {
     await store.close();
     // A peek's remaining is what is left after a cost-1 request: 99 of a full allowance.
     expect((await plain.peek("k")).remaining, "all 11 given back with the block").toBe(99);
+  });
+
+  // close() gave back the blocks held when it was called; a take still on its way landed after,
+  // and its units stayed taken (until the window ended) in a process about to exit.
+  it("RedisStore.close() gives back the units of a take that was on its way", async () => {
+    const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
+    const spec = { algorithm: "fixed-window", limit: 100, window: "1h", namespace: uniq("close"), store } as const;
+    const leased = new RateLimiter({ ...spec, lease: true });
+    const plain = new RateLimiter(spec);
+    const decisions = Promise.all(Array.from({ length: 5 }, () => leased.consume("k")));
+    await store.close();
+    // A peek's remaining is what is left after a cost-1 request.
+    expect((await plain.peek("k")).remaining, "only the 5 decisions' units still taken").toBe(94);
+    expect((await decisions).every((d) => d.allowed)).toBe(true);
   });
 });

@@ -13,6 +13,9 @@ export interface BlockSource {
   give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void>;
 }
 
+/** How many rounds of takes on their way {@link LeasedTable.close} waits for. */
+const CLOSE_ROUNDS = 4;
+
 /** A decision waiting for the block being taken. */
 interface Waiter {
   cost: number;
@@ -67,6 +70,8 @@ export class LeasedTable implements BoundStore {
   private readonly keys = new Map<string, KeyLease>();
   private readonly out: Outcome = { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, delayMs: 0 };
   private sweeper: ReturnType<typeof setInterval> | undefined;
+  /** Takes on their way (settled once their block is used), which {@link LeasedTable.close} waits for. */
+  private readonly inflight = new Set<Promise<void>>();
   /**
    * The limiter injects its clock: its latest reading, else undefined. Local times are then its
    * readings, the sweep (real time) stays off, and units given back without a decision at hand
@@ -137,8 +142,13 @@ export class LeasedTable implements BoundStore {
     await this.inner.reset(key);
   }
 
-  /** Gives every unused unit back to the store (a process that stops). The table stays usable. */
+  /**
+   * Gives every unused unit back to the store (a process that stops), those of takes still on
+   * their way included: they are waited for (a few rounds: a block that falls short of the
+   * decisions waiting for it starts another take). The table stays usable.
+   */
   async close(): Promise<void> {
+    for (let round = 0; round < CLOSE_ROUNDS && this.inflight.size > 0; round++) await Promise.allSettled([...this.inflight]);
     this.stopSweep();
     const gives: Promise<void>[] = [];
     for (const [key, k] of this.keys) {
@@ -188,10 +198,14 @@ export class LeasedTable implements BoundStore {
     k.askedAt = now;
     k.taking = true;
     this.calls++;
-    this.source.take(key, Math.min(want, this.lim.capacity), nowMs).then(
-      (b) => this.took(key, k, b, now, nowMs),
-      () => this.failed(key, k, nowMs),
-    );
+    const taking: Promise<void> = this.source
+      .take(key, Math.min(want, this.lim.capacity), nowMs)
+      .then(
+        (b) => this.took(key, k, b, now, nowMs),
+        () => this.failed(key, k, nowMs),
+      )
+      .finally(() => this.inflight.delete(taking));
+    this.inflight.add(taking);
   }
 
   private took(key: string, k: KeyLease, b: BlockOutcome, sentAt: number, nowMs: number | undefined): void {
