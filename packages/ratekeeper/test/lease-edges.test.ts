@@ -1,14 +1,20 @@
 /**
- * Quota leasing at its edges (stores/leased-table.ts over scripts/lease.lua):
+ * Quota leasing at its edges (stores/leased-table.ts over scripts/lease.lua, or over the
+ * in-memory reference source with a manual clock):
  * - a refund puts back into the live block only what that block spent; the rest is Redis's to
  *   refund, so refunds never let through more than the same refunds would without leasing;
- * - RedisStore.close() gives back the units of blocks that were still on their way when it was called.
+ * - RedisStore.close() gives back the units of blocks that were still on their way when it was called;
+ * - a block lives `blockMs` counted from before its take was sent, not from when the reply arrived
+ *   (docs/leasing.md): a reply held back by a busy event loop must not stretch the bound.
  */
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
-import { RateLimiter } from "../src/index.js";
+import { RateLimiter, resolveLimit, type BoundStore, type Decision } from "../src/index.js";
+import type { BlockOutcome } from "../src/core/lease-block.js";
+import { LeasedTable, type BlockSource } from "../src/stores/leased-table.js";
 import { RedisStore } from "../src/stores/redis/index.js";
+import { MemoryBlockSource, SharedState } from "./lease-source-model.js";
 
 let seq = 0;
 const uniq = (tag: string) => `${tag}${process.pid}-${++seq}`;
@@ -74,5 +80,79 @@ describeRedis("quota leasing at its edges, on Redis", () => {
     // A peek's remaining is what is left after a cost-1 request.
     expect((await plain.peek("k")).remaining, "only the 5 decisions' units still taken").toBe(94);
     expect((await decisions).every((d) => d.allowed)).toBe(true);
+  });
+});
+
+/** A source whose replies wait until the test lets them go (a slow network, a busy event loop). */
+class HeldSource implements BlockSource {
+  readonly held: Array<() => void> = [];
+  /** @param clock the shared state's own time (a Redis server's), when the table sends none */
+  constructor(
+    private readonly inner: MemoryBlockSource,
+    private readonly clock: () => number,
+  ) {}
+  async take(key: string, want: number, nowMs: number | undefined): Promise<BlockOutcome> {
+    const b = await this.inner.take(key, want, nowMs ?? this.clock());
+    await new Promise<void>((resolve) => this.held.push(resolve));
+    return b;
+  }
+  /** Lets the oldest reply go, once its take has reached the source. */
+  async letGo(): Promise<void> {
+    for (let i = 0; i < 50 && this.held.length === 0; i++) await Promise.resolve();
+    const next = this.held.shift();
+    if (next === undefined) throw new Error("no take reached the source");
+    next();
+  }
+  give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void> {
+    return this.inner.give(key, units, blockStart, nowMs ?? this.clock());
+  }
+}
+
+describe("quota leasing: a block's life", () => {
+  it("is counted from before the take was sent, not from the reply (a reply held back 500 ms, blockMs 100)", async () => {
+    const lim = resolveLimit({ algorithm: "token-bucket", limit: 1000, window: "1s" });
+    let now = 1_000_000;
+    const shared = new SharedState(lim);
+    const source = new HeldSource(new MemoryBlockSource(shared, "i0", 400), () => now);
+    // The per-decision path (a slow block's waiters go there): a denial.
+    const inner: BoundStore = {
+      consume: (): Decision => {
+        return {
+          allowed: false,
+          limit: 1000,
+          remaining: 0,
+          retryAfterMs: 1,
+          resetAfterMs: 1,
+          delayMs: 0,
+          policy: 0,
+          policyName: "",
+          windowMs: 1000,
+        } as Decision;
+      },
+      peek: () => {
+        throw new Error("not expected");
+      },
+      refund: () => undefined,
+      reset: () => undefined,
+    };
+    const table = new LeasedTable(lim, source, inner, { blockMs: 100, maxKeys: 10 }, () => now);
+    // Warm up: a first small block, spent, so the next take asks for a bigger one.
+    const first = Promise.resolve(table.consume("k", 1, undefined));
+    await source.letGo();
+    expect((await first).allowed).toBe(true);
+    now += 1;
+    const waiting = Array.from({ length: 20 }, () => Promise.resolve(table.consume("k", 1, undefined)));
+    now += 500; // the reply comes back 500 ms after the take was sent
+    await source.letGo();
+    await Promise.all(waiting);
+    // Whatever the waiting decisions got, a decision now (501 ms after the send) must not be
+    // served from that block: its life (100 ms from the send) is over.
+    const late = table.consume("k", 1, undefined);
+    const fromBlock = !(late instanceof Promise) && late.allowed;
+    expect(fromBlock, "a decision 501 ms after the send was served from a 100 ms block").toBe(false);
+    if (late instanceof Promise) {
+      await source.letGo();
+      await late;
+    }
   });
 });

@@ -215,9 +215,11 @@ export class LeasedTable implements BoundStore {
     if (k.units > 0 && now >= k.expiresAt) void this.giveBack(key, k, nowMs);
     k.resetAt = sentAt + b.resetAfterMs;
     if (b.taken > 0) {
-      // Spent for at most blockMs after it arrived, and (a fixed window) before its window ends,
-      // counted from the send: never later than the store's own end of that window.
-      let until = now + this.lease.blockMs;
+      // Spent for at most blockMs and (a fixed window) before its window ends, both counted from
+      // before the take was sent: never later than the store's own end of that window, nor more
+      // than blockMs after the store charged the units (a reply held back by a busy event loop
+      // must not stretch a bucket's bound by its delay).
+      let until = sentAt + this.lease.blockMs;
       if (b.validMs > 0) until = Math.min(until, sentAt + b.validMs);
       // Leftovers (too few for a waiting cost) of a window that has ended are worth nothing in the
       // new one; otherwise they join the new block, which then ends when the older one did.
