@@ -12,9 +12,18 @@ import type { StateBuilder } from "./state.js";
 /** The most dashboards streaming at once; further ones are told to poll /dashboard/api/state. */
 export const MAX_EVENT_CLIENTS = 16;
 
+/**
+ * Bytes a stream may have waiting for its client (frames written, not yet taken by the socket):
+ * past this the client has stopped reading, and the stream is closed rather than every later
+ * frame buffered for it (a browser's EventSource reconnects on its own once it reads again).
+ */
+export const MAX_STREAM_BACKLOG = 1024 * 1024;
+
 /** The open event streams, and the tick listener that feeds them. */
 export class EventStreams {
   private readonly streams = new Set<ServerResponse>();
+  /** Streams whose first state is being built: they hold a slot already. */
+  private opening = 0;
   private unsubscribe: (() => void) | undefined;
 
   constructor(
@@ -25,7 +34,7 @@ export class EventStreams {
 
   /** Answers a request for the stream: opens it (until the client goes), or 503 when too many are open. */
   async open(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (this.streams.size >= MAX_EVENT_CLIENTS) {
+    if (this.streams.size + this.opening >= MAX_EVENT_CLIENTS) {
       sendJson(
         res,
         503,
@@ -40,18 +49,35 @@ export class EventStreams {
       connection: "keep-alive",
       "x-accel-buffering": "no",
     });
+    // Watched from now: a client that leaves while its first state is built must not be added
+    // after its 'close' has fired (it would hold a slot for good).
+    let gone = false;
+    res.once("close", () => {
+      gone = true;
+      this.drop(res);
+    });
+    this.opening++;
+    let first: string;
+    try {
+      first = JSON.stringify(await this.builder.build());
+    } finally {
+      this.opening--;
+    }
+    if (gone) return;
     // The first state at once; then one per tick. `retry`: how long a browser waits before reconnecting.
-    res.write(`retry: 2000\nevent: state\ndata: ${JSON.stringify(await this.builder.build())}\n\n`);
+    res.write(`retry: 2000\nevent: state\ndata: ${first}\n\n`);
     this.streams.add(res);
     this.unsubscribe ??= this.stats.onTick(() => this.broadcast());
     req.socket.setTimeout(0);
-    res.once("close", () => {
-      this.streams.delete(res);
-      if (this.streams.size === 0 && this.unsubscribe) {
-        this.unsubscribe();
-        this.unsubscribe = undefined;
-      }
-    });
+  }
+
+  /** Forgets a closed stream; the ticks are left alone once none is open. */
+  private drop(res: ServerResponse): void {
+    this.streams.delete(res);
+    if (this.streams.size === 0 && this.unsubscribe) {
+      this.unsubscribe();
+      this.unsubscribe = undefined;
+    }
   }
 
   /** Ends every stream and stops listening to the ticks. */
@@ -68,7 +94,11 @@ export class EventStreams {
     this.builder.build().then(
       (state) => {
         const frame = `event: state\ndata: ${JSON.stringify(state)}\n\n`;
-        for (const res of this.streams) res.write(frame);
+        for (const res of this.streams) {
+          // A client that stopped reading: closed (its 'close' drops it), not buffered for.
+          if (res.writableLength > MAX_STREAM_BACKLOG) res.destroy();
+          else res.write(frame);
+        }
       },
       (e: unknown) => this.logger.warn({ err: (e as Error).message }, "dashboard: state failed"),
     );
