@@ -90,9 +90,22 @@ describeRedis("HttpRedisStore over @upstash/redis (REST) on a real Redis", () =>
       }
     }
 
-    it('"open" (the default) admits with reason store-error, and reports the failure', async () => {
+    it("the default keeps limiting: each isolate decides at the full limit with a bounded local store (reason insurance)", async () => {
       const errors: unknown[] = [];
-      const d = await whileFailing({ onError: (e) => errors.push(e) }, (l) => l.consume("k"));
+      const ds = await whileFailing({ onError: (e) => errors.push(e) }, async (l) => {
+        const out = [];
+        for (let i = 0; i < 6; i++) out.push(await l.consume("k"));
+        return out;
+      });
+      // "open" was the default: every request admitted for as long as Redis was away.
+      expect(ds.map((d) => d.allowed)).toEqual([true, true, true, true, true, false]);
+      expect(ds.every((d) => d.reason === "insurance")).toBe(true);
+      expect(errors[0]).toBeInstanceOf(RateLimitStoreError);
+    });
+
+    it('"open" admits with reason store-error, and reports the failure', async () => {
+      const errors: unknown[] = [];
+      const d = await whileFailing({ failure: "open", onError: (e) => errors.push(e) }, (l) => l.consume("k"));
       expect([d.allowed, d.reason]).toEqual([true, "store-error"]);
       expect(errors[0]).toBeInstanceOf(RateLimitStoreError);
     });
@@ -121,7 +134,7 @@ describeRedis("HttpRedisStore over @upstash/redis (REST) on a real Redis", () =>
     it("a reply later than timeoutMs: the policy answers, and an admission it made in Redis is given back", async () => {
       const errors: { timedOut: boolean }[] = [];
       const namespace = ns("late");
-      const s = new HttpRedisStore({ client: client(), timeoutMs: 200, onError: (_e, ctx) => errors.push(ctx) });
+      const s = new HttpRedisStore({ client: client(), timeoutMs: 200, failure: "open", onError: (_e, ctx) => errors.push(ctx) });
       const limiter = new RateLimiter({ ...SPEC, store: s, namespace });
       const check = new RateLimiter({ ...SPEC, store: store(), namespace });
       await check.consume("k"); // the script is loaded; 4 left

@@ -1,5 +1,6 @@
 import { describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue, type RateLimitStoreError } from "../../core/errors.js";
 import type { Store } from "../../store.js";
+import { MemoryStore } from "../memory.js";
 import { DEFAULT_MIN_TTL_MS } from "../redis/script-format.js";
 
 /**
@@ -17,16 +18,23 @@ export interface HttpRedisClientLike {
 /**
  * What an {@link HttpRedisStore} answers when Redis fails (an error, or no reply within
  * `timeoutMs`):
- * - `"open"` (default): admit (`reason: "store-error"`). On the edge the alternative to a shared
- *   answer is usually no limit at all: a request is better served than refused for an outage.
+ * - `{ insurance }` (default: a `MemoryStore` of at most {@link DEFAULT_INSURANCE} keys and
+ *   bytes, made per HttpRedisStore): decide with this store at the full limit, per isolate or
+ *   process (`reason: "insurance"`); nothing is reconciled. A client hammering one isolate is
+ *   still limited there while Redis is away; requests are served, not refused, for the outage.
+ * - `"open"`: admit (`reason: "store-error"`): no limit at all while Redis is away.
  * - `"closed"`: deny (`reason: "store-error"`, `retryAfterMs: 1000`).
  * - `"throw"`: reject with a `RateLimitStoreError` (its `cause` is the client's error).
- * - `{ insurance }`: decide with this store (normally a `MemoryStore`) at the full limit, per
- *   isolate or process (`reason: "insurance"`); nothing is reconciled.
  * There is no `"degraded"` as in `RedisStore`: an edge deployment cannot count its instances
  * (isolates come and go by the request), so `limit / N` has no N.
  */
 export type HttpRedisFailurePolicy = "open" | "closed" | "throw" | { insurance: Store };
+
+/**
+ * The bounds of the default insurance store: an isolate has little memory (128 MB on Cloudflare
+ * Workers), and the store holds only what an outage's traffic brings.
+ */
+export const DEFAULT_INSURANCE = { maxKeys: 50_000, maxBytes: 8 * 1024 * 1024 } as const;
 
 /** What failed, for {@link HttpRedisStoreOptions.onError}. */
 export interface HttpRedisErrorContext {
@@ -51,7 +59,7 @@ export interface HttpRedisStoreOptions {
    * @default 1000
    */
   timeoutMs?: number;
-  /** What answers when Redis fails. @default "open" */
+  /** What answers when Redis fails. @default { insurance: new MemoryStore(DEFAULT_INSURANCE) } */
   failure?: HttpRedisFailurePolicy;
   /**
    * Called with every failure (errors and timeouts), wrapped in a `RateLimitStoreError` whose
@@ -90,7 +98,8 @@ export function resolveHttpRedisOptions(options: HttpRedisStoreOptions): Resolve
     issues.push({ path: "prefix", message: `must be a string without "{" or "}" (got ${describeValue(options.prefix)})` });
   }
   const timeoutMs = whole(options.timeoutMs, 1000, "timeoutMs", "a whole number of ms >= 0 (0: no timeout)", issues);
-  const failure = options.failure ?? "open";
+  // Kept limiting by default: a store of its own for each HttpRedisStore (no timer until its first key).
+  const failure = options.failure ?? { insurance: new MemoryStore(DEFAULT_INSURANCE) };
   if (!isPolicy(failure)) {
     issues.push({
       path: "failure",

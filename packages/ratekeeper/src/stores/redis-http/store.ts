@@ -227,7 +227,7 @@ class HttpRedisTable implements BoundStore {
     const args = [...this.format.head, mode, nowMs === undefined ? "" : String(nowMs), String(cost)];
     if (this.shapes) args.push(maxDelayMs === undefined ? "" : String(maxDelayMs));
     const n = 5 * this.format.n;
-    const valid = (r: unknown): r is unknown[] => Array.isArray(r) && (r.length === n || r.length === n + 1);
+    const valid = (r: unknown): r is unknown[] => Array.isArray(r) && (r.length === n || r.length === n + 1) && r.every(isInteger);
     // A consume that admitted after its caller was answered by the failure policy charged Redis for
     // a request decided otherwise: give it back, so nothing is counted twice.
     const onLate =
@@ -262,4 +262,13 @@ class HttpRedisTable implements BoundStore {
     const local = () => this.insuranceStore() as BoundStore;
     return decideByPolicy(this.store.failure, () => err, this.limits, local, call);
   }
+}
+
+/**
+ * A script reply's element: an integer, or its decimal text (HTTP clients may hand numbers over as
+ * strings); anything else (a proxy's error page decoded, another script's reply) would become
+ * NaN in a decision, so the reply is refused and the failure policy answers.
+ */
+function isInteger(v: unknown): boolean {
+  return typeof v === "number" ? Number.isSafeInteger(v) : typeof v === "string" && /^-?\d{1,16}$/.test(v);
 }
