@@ -5,7 +5,8 @@
  *   refund, so refunds never let through more than the same refunds would without leasing;
  * - RedisStore.close() gives back the units of blocks that were still on their way when it was called;
  * - a block lives `blockMs` counted from before its take was sent, not from when the reply arrived
- *   (docs/leasing.md): a reply held back by a busy event loop must not stretch the bound.
+ *   (docs/leasing.md): a reply held back by a busy event loop must not stretch the bound;
+ * - Redis killed mid-block with failure "throw": every decision settles, nothing goes unhandled.
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -153,6 +154,69 @@ describe("quota leasing: a block's life", () => {
     if (late instanceof Promise) {
       await source.letGo();
       await late;
+    }
+  });
+});
+
+describeRedis("quota leasing: Redis gone mid-block, failure 'throw'", () => {
+  let redis: RedisHandle;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  // The decisions waiting for a take that failed go to the per-decision path, whose "throw"
+  // policy rejects: each decision must settle, and no rejection may go unhandled (which ends a
+  // node process), whether a block was held when Redis went or not.
+  it("every decision rejects with the store error; none hangs, nothing is left unhandled", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => unhandled.push(e);
+    process.on("unhandledRejection", onUnhandled);
+    const client = new Redis(redis.port, redis.host, { maxRetriesPerRequest: 0 });
+    client.on("error", () => undefined);
+    try {
+      // One store that held a block when Redis went, one made after: each limiter's first take fails.
+      const before = new RedisStore({ client, failure: "throw", timeoutMs: 200 });
+      const held = new RateLimiter({
+        algorithm: "fixed-window",
+        limit: 100,
+        window: "1s",
+        store: before,
+        lease: { blockMs: 20 },
+        namespace: uniq("throw"),
+      });
+      await Promise.all(Array.from({ length: 20 }, () => held.consume("k"))); // a block held
+      await redis.kill9();
+      const after = new RedisStore({ client, failure: "throw", timeoutMs: 200 });
+      const cold = new RateLimiter({
+        algorithm: "token-bucket",
+        limit: 100,
+        window: "1s",
+        store: after,
+        lease: true,
+        namespace: uniq("throw"),
+      });
+      let rejected = 0;
+      const until = Date.now() + 600; // past the block's life and into the open breaker
+      while (Date.now() < until) {
+        const all = [held, cold].flatMap((l) => Array.from({ length: 5 }, () => l.consume("k")));
+        const outcome = await Promise.race([
+          Promise.allSettled(all),
+          new Promise<"hung">((resolve) => setTimeout(() => resolve("hung"), 2_000)),
+        ]);
+        expect(outcome, "decisions settle").not.toBe("hung");
+        for (const r of outcome as PromiseSettledResult<unknown>[]) if (r.status === "rejected") rejected++;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(rejected).toBeGreaterThan(0);
+      await Promise.all([before.close(), after.close()]);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+      client.disconnect();
     }
   });
 });
