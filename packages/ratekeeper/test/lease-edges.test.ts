@@ -220,3 +220,45 @@ describeRedis("quota leasing: Redis gone mid-block, failure 'throw'", () => {
     }
   });
 });
+
+/** The per-decision path, standing in: counts the decisions sent to it, and denies them. */
+function perDecisionStub(): BoundStore & { decisions: number } {
+  const stub = {
+    decisions: 0,
+    consume: (): Decision => {
+      stub.decisions++;
+      return {
+        allowed: false,
+        limit: 10,
+        remaining: 0,
+        retryAfterMs: 1,
+        resetAfterMs: 1,
+        delayMs: 0,
+        policy: 0,
+        policyName: "",
+        windowMs: 1000,
+      } as Decision;
+    },
+    peek: () => {
+      throw new Error("not expected");
+    },
+    refund: () => undefined,
+    reset: () => undefined,
+  };
+  return stub;
+}
+
+describe("quota leasing: maxKeys while the store is slow", () => {
+  // Eviction skips a key whose take is on its way; with every key held busy by a slow store, a
+  // flood of distinct keys opened a lease each, past maxKeys, as long as the store stayed slow.
+  it("never holds more than maxKeys keys: a key with no room is decided per decision", () => {
+    const lim = resolveLimit({ algorithm: "fixed-window", limit: 10, window: "1s" });
+    const now = 1_000_000;
+    const source = new HeldSource(new MemoryBlockSource(new SharedState(lim), "i0", 400), () => now);
+    const inner = perDecisionStub();
+    const table = new LeasedTable(lim, source, inner, { blockMs: 100, maxKeys: 100 }, () => now);
+    for (let i = 0; i < 1000; i++) void table.consume(`k${i}`, 1, undefined); // every take held back
+    expect(table.size).toBeLessThanOrEqual(100);
+    expect(inner.decisions).toBe(900);
+  });
+});

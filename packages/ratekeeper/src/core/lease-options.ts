@@ -17,7 +17,11 @@ export interface LeaseOptions {
    * @default windowMs / 10, between 10 ms and 1 s
    */
   blockMs?: Duration;
-  /** The most keys holding blocks in this process (idle ones are dropped first, their units given back). @default 10_000 */
+  /**
+   * The most keys holding blocks in this process: to open another, an idle one is dropped (its
+   * units given back); when every one is busy with a take, the new key is decided per decision.
+   * @default 10_000
+   */
   maxKeys?: number;
 }
 

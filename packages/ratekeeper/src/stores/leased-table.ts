@@ -83,6 +83,11 @@ export class LeasedTable implements BoundStore {
   /** Store calls made for blocks (takes and give-backs). */
   calls = 0;
 
+  /** Keys holding a lease (for tests and stats). */
+  get size(): number {
+    return this.keys.size;
+  }
+
   /**
    * @param inner the same limit without leasing: peeks, resets, refunds without a block, and the failure policy
    * @param clock local monotonic ms when no time is injected
@@ -103,6 +108,8 @@ export class LeasedTable implements BoundStore {
       this.lastNowMs = nowMs;
     }
     const k = this.keys.get(key) ?? this.open(key);
+    // No room for another key (maxKeys, every one busy with a take): decided per decision.
+    if (k === undefined) return this.inner.consume(key, cost, nowMs);
     k.demand += cost;
     if (k.units >= cost && now < k.expiresAt) {
       k.units -= cost;
@@ -157,8 +164,8 @@ export class LeasedTable implements BoundStore {
     await Promise.all(gives);
   }
 
-  private open(key: string): KeyLease {
-    if (this.keys.size >= this.lease.maxKeys) this.evict();
+  private open(key: string): KeyLease | undefined {
+    if (this.keys.size >= this.lease.maxKeys && !this.evict()) return undefined;
     const k: KeyLease = {
       units: 0,
       spent: 0,
@@ -292,14 +299,15 @@ export class LeasedTable implements BoundStore {
     return newDecision(o, this.lim, 0, undefined);
   }
 
-  /** Drops an idle key (its unused units go back) to stay within `maxKeys`. */
-  private evict(): void {
+  /** Drops an idle key (its unused units go back) to stay within `maxKeys`; false when every key is busy with a take. */
+  private evict(): boolean {
     for (const [key, k] of this.keys) {
       if (k.taking || k.waiters.length > 0) continue;
       if (k.units > 0) void this.giveBack(key, k, this.lastNowMs);
       this.keys.delete(key);
-      return;
+      return true;
     }
+    return false;
   }
 
   /** Every `blockMs`: expired blocks give their unused units back; idle keys are forgotten. */
