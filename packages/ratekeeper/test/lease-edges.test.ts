@@ -104,6 +104,10 @@ class HeldSource implements BlockSource {
     if (next === undefined) throw new Error("no take reached the source");
     next();
   }
+  enter(): boolean {
+    return true;
+  }
+  leave(): void {}
   give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void> {
     return this.inner.give(key, units, blockStart, nowMs ?? this.clock());
   }
@@ -165,6 +169,41 @@ describeRedis("quota leasing: Redis gone mid-block, failure 'throw'", () => {
   });
   afterAll(async () => {
     await redis?.stop();
+  });
+
+  // Decisions waiting for a take are decisions waiting for Redis: maxPending bounds them as it
+  // bounds per-decision calls. They were not counted: with Redis frozen (no timeout), the waiters
+  // of a hot key, and takes of distinct keys, piled up without bound.
+  it("decisions waiting for a take count toward maxPending; past it they are answered 'overloaded' at once", async () => {
+    const client = new Redis(redis.port, redis.host);
+    const store = new RedisStore({ client, failure: "throw", timeoutMs: 0, maxPending: 50 });
+    const limiter = new RateLimiter({
+      algorithm: "token-bucket",
+      limit: 1000,
+      window: "1s",
+      store,
+      lease: true,
+      namespace: uniq("pending"),
+    });
+    await limiter.consume("warm"); // connected, scripts loaded
+    redis.pause();
+    try {
+      const all = [
+        ...Array.from({ length: 300 }, () => limiter.consume("hot")),
+        ...Array.from({ length: 300 }, (_, i) => limiter.consume(`cold${i}`)),
+      ];
+      let overloaded = 0;
+      const settled = Promise.allSettled(all.map((p) => p.then((d) => (overloaded += d.reason === "overloaded" ? 1 : 0))));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(store.stats().pending, "waiting for Redis").toBeLessThanOrEqual(50);
+      expect(overloaded).toBeGreaterThanOrEqual(550);
+      redis.resume();
+      await settled; // the 50 that waited are answered by Redis
+    } finally {
+      redis.resume();
+    }
+    await store.close();
+    client.disconnect();
   });
 
   // The decisions waiting for a take that failed go to the per-decision path, whose "throw"

@@ -51,6 +51,13 @@ export class MemoryBlockSource implements BlockSource {
     return Promise.resolve(out);
   }
 
+  /** No bound on decisions waiting: the reference stands for a store that always has room. */
+  enter(): boolean {
+    return true;
+  }
+
+  leave(): void {}
+
   give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void> {
     this.giveNow(key, units, blockStart, nowMs as number);
     return Promise.resolve();

@@ -3,50 +3,12 @@ import type { BlockOutcome } from "../core/lease-block.js";
 import { MAX_TIMER_MS } from "../core/max-timer.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { BoundStore, ResolvedLease } from "../store.js";
+import { newKeyLease, type BlockSource, type KeyLease, type Waiter } from "./lease-key.js";
 
-/**
- * Where blocks of a key's allowance come from and go back to: the shared store (one call each).
- * `nowMs` as in {@link BoundStore}: the injected clock, or `undefined` for the store's own time.
- */
-export interface BlockSource {
-  take(key: string, want: number, nowMs: number | undefined): Promise<BlockOutcome>;
-  give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void>;
-}
+export type { BlockSource } from "./lease-key.js";
 
 /** How many rounds of takes on their way {@link LeasedTable.close} waits for. */
 const CLOSE_ROUNDS = 4;
-
-/** A decision waiting for the block being taken. */
-interface Waiter {
-  cost: number;
-  /** The decision's injected time, if any: it is served only by a block valid then. */
-  nowMs: number | undefined;
-  resolve: (d: Decision | Promise<Decision>) => void;
-}
-
-/** This process's lease on one key. Local times are on the table's clock (the injected one, else `performance.now()`). */
-interface KeyLease {
-  /** Units left in the current block. */
-  units: number;
-  /** Units spent from the current block: what a refund may put back into it. */
-  spent: number;
-  /** When the block may no longer be spent (its unused units then go back). */
-  expiresAt: number;
-  /** The block's `blockStart` (fixed window: its window; bucket: when the oldest of its units was taken). */
-  blockStart: number;
-  /** No block before this (the last take got none): decide locally until then. */
-  recheckAt: number;
-  /** When the last take said a block will be available (a local denial's retryAfter). */
-  retryAt: number;
-  /** When the key would be back to its full allowance, as the last take said. */
-  resetAt: number;
-  /** Units asked for since the last take was sent (the key's local rate). */
-  demand: number;
-  /** When the last take was sent; NaN before the first. */
-  askedAt: number;
-  taking: boolean;
-  waiters: Waiter[];
-}
 
 /**
  * Quota leasing for one limit (RateLimiter option `lease`): decisions on a key are made locally
@@ -166,25 +128,18 @@ export class LeasedTable implements BoundStore {
 
   private open(key: string): KeyLease | undefined {
     if (this.keys.size >= this.lease.maxKeys && !this.evict()) return undefined;
-    const k: KeyLease = {
-      units: 0,
-      spent: 0,
-      expiresAt: 0,
-      blockStart: 0,
-      recheckAt: Number.NEGATIVE_INFINITY,
-      retryAt: 0,
-      resetAt: 0,
-      demand: 0,
-      askedAt: Number.NaN,
-      taking: false,
-      waiters: [],
-    };
+    const k = newKeyLease();
     this.keys.set(key, k);
     return k;
   }
 
-  /** Queues a decision behind the take in flight, or starts one. */
-  private wait(key: string, k: KeyLease, cost: number, nowMs: number | undefined): Promise<Decision> {
+  /**
+   * Queues a decision behind the take in flight, or starts one. A decision waiting for a take
+   * waits for the store: past the store's bound on those, it goes to the unleased table, which
+   * answers as the store does then (RedisStore: `reason: "overloaded"`).
+   */
+  private wait(key: string, k: KeyLease, cost: number, nowMs: number | undefined): Decision | Promise<Decision> {
+    if (!this.source.enter()) return this.inner.consume(key, cost, nowMs);
     return new Promise<Decision | Promise<Decision>>((resolve) => {
       k.waiters.push({ cost, nowMs, resolve });
       if (!k.taking) this.take(key, k, nowMs);
@@ -251,17 +206,17 @@ export class LeasedTable implements BoundStore {
         k.units -= w.cost;
         k.spent += w.cost;
         k.waiters.shift();
-        w.resolve(this.decide(true, k, t));
+        this.settle(w, this.decide(true, k, t));
       } else if (b.taken === 0) {
         k.waiters.shift();
-        w.resolve(this.decide(false, k, t));
+        this.settle(w, this.decide(false, k, t));
       } else if (t >= k.expiresAt && w.nowMs === undefined) {
         // The block's window ended while it travelled (a reply slower than the window's last
         // moments): these decisions go to the store one by one, which decides each exactly.
         if (k.units > 0) void this.giveBack(key, k, nowMs);
         const rest = k.waiters;
         k.waiters = [];
-        for (const x of rest) x.resolve(Promise.resolve(this.inner.consume(key, x.cost, x.nowMs)));
+        for (const x of rest) this.settle(x, () => this.inner.consume(key, x.cost, x.nowMs));
         return;
       } else {
         // The block ran out (or, on an injected clock, ended before this decision's time) with
@@ -277,7 +232,23 @@ export class LeasedTable implements BoundStore {
     k.taking = false;
     const waiters = k.waiters;
     k.waiters = [];
-    for (const w of waiters) w.resolve(Promise.resolve(this.inner.consume(key, w.cost, w.nowMs ?? nowMs)));
+    for (const w of waiters) this.settle(w, () => this.inner.consume(key, w.cost, w.nowMs ?? nowMs));
+  }
+
+  /**
+   * Answers a waiting decision: with `d`, or what `d()` answers once the decision stops waiting
+   * here (a throw becomes its rejection: it must not escape a take's callback, nor leave the
+   * decisions behind it unanswered).
+   */
+  private settle(w: Waiter, d: Decision | (() => Decision | Promise<Decision>)): void {
+    this.source.leave();
+    if (typeof d !== "function") return w.resolve(d);
+    try {
+      w.resolve(Promise.resolve(d()));
+    } catch (e) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the thrown value, as an async function would reject with
+      w.resolve(Promise.reject(e));
+    }
   }
 
   /** Sends the block's unused units back to the store (best effort: a failure strands them until the state expires). */

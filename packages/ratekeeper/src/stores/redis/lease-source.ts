@@ -49,6 +49,15 @@ export class RedisBlockSource implements BlockSource {
     return { taken: Number(r[0]), validMs: Number(r[1]), waitMs: Number(r[2]), resetAfterMs: Number(r[3]), blockStart: Number(r[4]) };
   }
 
+  /** A decision waiting for a take waits for Redis: counted toward `maxPending` (its refusal is counted by the per-decision call that follows). */
+  enter(): boolean {
+    return this.store.enter(true);
+  }
+
+  leave(): void {
+    this.store.leave();
+  }
+
   async give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void> {
     const head = `${this.head}${key}`;
     const args = ["g", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(units), String(blockStart)];

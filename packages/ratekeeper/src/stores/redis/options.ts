@@ -78,8 +78,9 @@ export interface RedisStoreOptions {
   instances?: number;
   /**
    * The most decisions this store holds waiting for Redis (queued for a batch, or sent and not yet
-   * answered). Past it a decision is denied at once (`reason: "overloaded"`, `retryAfterMs: 1000`)
-   * instead of growing the backlog: backpressure, never an admission.
+   * answered; with quota leasing, waiting for a block). Past it a decision is denied at once
+   * (`reason: "overloaded"`, `retryAfterMs: 1000`) instead of growing the backlog: backpressure,
+   * never an admission.
    * @default 10000
    */
   maxPending?: number;

@@ -206,10 +206,13 @@ export class RedisStore implements Store {
     this.breakers.checkConnection();
   }
 
-  /** @internal A decision starts waiting for Redis; false when `maxPending` are already waiting (backpressure). */
-  enter(): boolean {
+  /**
+   * @internal A decision starts waiting for Redis; false when `maxPending` are already waiting
+   * (backpressure), counted in {@link RedisStoreStats} unless `quiet` (the caller's fallback counts it).
+   */
+  enter(quiet = false): boolean {
     if (this.waiting >= this.opts.maxPending) {
-      this.overloaded++;
+      if (!quiet) this.overloaded++;
       return false;
     }
     this.waiting++;
