@@ -5,33 +5,26 @@
  * `req.rateLimit`). Where the two must differ (documented in
  * docs/migrating-from-express-rate-limit.md), the case says so and checks ratekeeper's side.
  */
-import type { AddressInfo } from "node:net";
-import http, { createServer, type Server } from "node:http";
+import http, { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
 import { rateLimit as erl } from "express-rate-limit";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { rateLimit as ours } from "../src/adapters/express.js";
 import type { Store } from "ratekeeper";
-import { eventually, httpAbandon, httpRequest, type Send } from "./http-support.js";
+import { eventually, httpAbandon, httpRequest, loopbackServers, type Send } from "./http-support.js";
 
 type Limiter = RequestHandler & { resetKey(key: string): unknown; getKey(key: string): unknown };
 type Factory = (options: Record<string, unknown>) => Limiter;
 
-const servers: Server[] = [];
+const listen = loopbackServers();
 let hung = 0;
 beforeAll(() => {
   vi.useFakeTimers({ toFake: ["Date"], now: new Date("2026-11-24T12:00:00.250Z") });
 });
 afterAll(() => {
   vi.useRealTimers();
-});
-afterEach(async () => {
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    await new Promise((r) => s.close(r));
-  }
 });
 
 /** express-rate-limit's own logger, kept quiet and recorded (its validations print through it). */
@@ -49,11 +42,7 @@ async function start(rateLimit: Factory, options: Record<string, unknown>, host 
   app.get("/fail", (req, res) => res.status(500).json((req as unknown as Record<string, unknown>)[prop] ?? null));
   app.get("/{*any}", (req, res) => res.json((req as unknown as Record<string, unknown>)[prop] ?? null));
   app.use((e: Error, _req: Request, res: Response, _next: NextFunction) => res.status(500).send(`error: ${e.message}`));
-  const server = createServer(app);
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, host, r));
-  const port = (server.address() as AddressInfo).port;
-  return { url: host.includes(":") ? `http://[${host}]:${port}` : `http://${host}:${port}`, limiter };
+  return { url: await listen(createServer(app), host), limiter };
 }
 
 async function observe(url: string, send: Send) {
@@ -293,13 +282,14 @@ describe("a request the client abandons before the answer", () => {
 
 describe("no client address (a unix socket, no proxy header)", () => {
   /** Serves one app on a unix socket and sends one request through it. */
+  let sockets = 0;
   async function overSocket(limiter: RequestHandler): Promise<number> {
     const app = express();
     app.use(limiter);
     app.get("/", (_req, res) => res.end("ok"));
     const server = createServer(app);
-    servers.push(server);
-    const path = join(tmpdir(), `rk-erl-${process.pid}-${servers.length}.sock`);
+    listen.track(server);
+    const path = join(tmpdir(), `rk-erl-${process.pid}-${++sockets}.sock`);
     await new Promise<void>((r) => server.listen(path, r));
     return new Promise((resolve, reject) => {
       http
@@ -381,10 +371,7 @@ it("the same limiter mounted twice counts a request once (express-rate-limit cou
     app.use(limiter);
     app.use(limiter);
     app.get("/", (_req, res) => res.end("ok"));
-    const server = createServer(app);
-    servers.push(server);
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const url = await listen(createServer(app));
     const out = [];
     for (let i = 0; i < 3; i++) out.push((await httpRequest(url)).status);
     return out;

@@ -5,25 +5,18 @@
  * limiters that are let go (the counters live in the store; a limiter made again finds them).
  */
 import { spawnSync } from "node:child_process";
-import type { AddressInfo } from "node:net";
-import { createServer, type Server } from "node:http";
+import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import express, { type Request } from "express";
-import { afterEach, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { rateLimit } from "../src/adapters/express.js";
-import { httpRequest } from "./http-support.js";
+import { httpRequest, loopbackServers } from "./http-support.js";
 
 const ADAPTER = fileURLToPath(new URL("../src/adapters/express.ts", import.meta.url));
 const INDEX = fileURLToPath(new URL("../src/index.ts", import.meta.url));
 const TSX = fileURLToPath(new URL("../../../node_modules/tsx/dist/esm/index.mjs", import.meta.url));
 
-const servers: Server[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    await new Promise((r) => s.close(r));
-  }
-});
+const listen = loopbackServers();
 
 it("6,000 distinct limit values (read from a request header) leave no limiter each once their keys expired", () => {
   const script = `
@@ -67,10 +60,7 @@ it("a client's count, resetKey and getKey hold across many other limit values", 
   const limiter = rateLimit({ limit: (req: Request) => Number(req.query.n), keyGenerator: (req: Request) => req.query.who as string });
   app.use(limiter);
   app.get("/", (_req, res) => res.end("ok"));
-  const server = createServer(app);
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const url = await listen(createServer(app));
   const status = async (who: string, n: number) => (await httpRequest(url, { path: `/?who=${who}&n=${n}` })).status;
   expect(await status("a", 2)).toBe(200);
   for (let n = 3; n < 600; n++) await status(`other${n}`, n);

@@ -5,28 +5,21 @@
  * over real HTTP: the statuses, the rate-limit headers, the bodies and `req.rateLimit` must be
  * equal, response by response. The clock (Date) is frozen so reset times are comparable.
  */
-import type { AddressInfo } from "node:net";
-import { createServer, type Server } from "node:http";
+import { createServer } from "node:http";
 import express, { type Request, type RequestHandler } from "express";
 import { rateLimit as erl } from "express-rate-limit";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { rateLimit as ours } from "../src/adapters/express.js";
-import { httpRequest, type Send } from "./http-support.js";
+import { httpRequest, loopbackServers, type Send } from "./http-support.js";
 
 type Factory = (options: Record<string, unknown>) => RequestHandler & { resetKey(key: string): unknown };
 
-const servers: Server[] = [];
+const listen = loopbackServers();
 beforeAll(() => {
   vi.useFakeTimers({ toFake: ["Date"], now: new Date("2026-11-24T12:00:00.250Z") });
 });
 afterAll(() => {
   vi.useRealTimers();
-});
-afterEach(async () => {
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    await new Promise((r) => s.close(r));
-  }
 });
 
 /** An app with the example's limiter in front of routes that echo `req[prop]`; `/fail` answers 500. */
@@ -40,10 +33,7 @@ async function start(
   app.use(limiter);
   app.get("/fail", (req, res) => res.status(500).json((req as unknown as Record<string, unknown>)[prop] ?? null));
   app.get("/{*any}", (req, res) => res.json((req as unknown as Record<string, unknown>)[prop] ?? null));
-  const server = createServer(app);
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, limiter };
+  return { url: await listen(createServer(app)), limiter };
 }
 
 /** The parts of a response the two must agree on. */

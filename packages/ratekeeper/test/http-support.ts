@@ -175,11 +175,13 @@ export function realDriver(
 }
 
 /**
- * A `listen(server)` for a test file: each server listens on a free loopback port (resolving with
- * its base URL) and is closed, with its connections, after each test. Call once, at the top level.
+ * A `listen(server, host?)` for a test file: each server listens on a free port of a loopback
+ * address (127.0.0.1 unless given, e.g. "::1"; resolving with its base URL) and is closed, with its
+ * connections, after each test; `listen.track(server)` closes one the test listened with itself (a
+ * unix socket). Call once, at the top level.
  * @example const listen = loopbackServers(); const url = await listen(createServer(handler));
  */
-export function loopbackServers(): (server: http.Server) => Promise<string> {
+export function loopbackServers(): ((server: http.Server, host?: string) => Promise<string>) & { track(server: http.Server): void } {
   const servers: http.Server[] = [];
   afterEach(async () => {
     for (const s of servers.splice(0)) {
@@ -187,9 +189,11 @@ export function loopbackServers(): (server: http.Server) => Promise<string> {
       await new Promise((r) => s.close(r));
     }
   });
-  return async (server) => {
+  const listen = async (server: http.Server, host = "127.0.0.1") => {
     servers.push(server);
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    await new Promise<void>((r) => server.listen(0, host, r));
+    const port = (server.address() as AddressInfo).port;
+    return host.includes(":") ? `http://[${host}]:${port}` : `http://${host}:${port}`;
   };
+  return Object.assign(listen, { track: (server: http.Server) => void servers.push(server) });
 }
