@@ -11,7 +11,7 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
-import { RateLimiter, resolveLimit, type BoundStore, type Decision } from "../src/index.js";
+import { RateLimiter, RateLimitConfigError, resolveLimit, type BoundStore, type Decision } from "../src/index.js";
 import type { BlockOutcome } from "../src/core/lease-block.js";
 import { LeasedTable, type BlockSource } from "../src/stores/leased-table.js";
 import { RedisStore } from "../src/stores/redis/index.js";
@@ -299,5 +299,33 @@ describe("quota leasing: maxKeys while the store is slow", () => {
     for (let i = 0; i < 1000; i++) void table.consume(`k${i}`, 1, undefined); // every take held back
     expect(table.size).toBeLessThanOrEqual(100);
     expect(inner.decisions).toBe(900);
+  });
+});
+
+describe("the lease option, hostile values", () => {
+  const issues = (lease: unknown): string => {
+    try {
+      new RateLimiter({ algorithm: "token-bucket", limit: 10, window: "1s", lease } as never);
+    } catch (e) {
+      return (e as RateLimitConfigError).issues.map((i) => `${i.path}: ${i.message}`).join("\n");
+    }
+    return "";
+  };
+
+  // maxKeys: null was taken as the default (10,000) where every other option refuses null.
+  it("null is refused naming the field, as every other option refuses it", () => {
+    expect(issues({ maxKeys: null })).toMatch(/^lease\.maxKeys: must be a whole number >= 1 \(got null\)$/);
+    expect(issues({ blockMs: null })).toMatch(/^lease\.blockMs: .*\(got null\)$/);
+  });
+
+  it("blockMs and maxKeys that are not positive whole numbers are refused naming the field", () => {
+    for (const blockMs of [0, -5, Number.NaN, Number.POSITIVE_INFINITY, 1.5, 2 ** 53, "1.5s", "soon", true]) {
+      expect(issues({ blockMs }), String(blockMs)).toMatch(/^lease\.blockMs: must be a positive duration/);
+    }
+    for (const maxKeys of [0, -1, 1.5, "10", Number.POSITIVE_INFINITY, 2 ** 60]) {
+      expect(issues({ maxKeys }), String(maxKeys)).toMatch(/^lease\.maxKeys: must be a whole number >= 1/);
+    }
+    // Past what a timer holds is accepted: the sweep's interval is capped (lease-sweep-timer.test.ts).
+    expect(issues({ blockMs: 2 ** 31, maxKeys: 1 })).toBe("");
   });
 });

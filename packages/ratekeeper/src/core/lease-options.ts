@@ -71,7 +71,7 @@ export function resolveLease(value: unknown, limits: readonly ResolvedLimit[], i
       });
     }
   }
-  const maxKeys = o.maxKeys ?? 10_000;
+  const maxKeys = o.maxKeys === undefined ? 10_000 : o.maxKeys; // null is refused, as everywhere
   if (typeof maxKeys !== "number" || !Number.isSafeInteger(maxKeys) || maxKeys < 1) {
     issues.push({ path: "lease.maxKeys", message: `must be a whole number >= 1 (got ${describeValue(o.maxKeys)})` });
   }
