@@ -5,8 +5,7 @@ import type { Server as GrpcServer } from "@grpc/grpc-js";
 import { MemoryStore, type Store } from "ratekeeper";
 import type { HeaderStyle } from "ratekeeper/http";
 import { loadRulesFile } from "./config/load.js";
-import { RulesError, type Rules } from "./config/rules.js";
-import { checkRulesSize, watchRules } from "./config/reload.js";
+import { watchRules } from "./config/reload.js";
 import { watchRulesDir, type WatchRulesDirOptions } from "./config/reload-dir.js";
 import { createDashboard, type Dashboard } from "./dashboard/routes.js";
 import { DashboardStats, TeeObserver } from "./dashboard/stats.js";
@@ -127,9 +126,9 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   checkServeOptions(options);
   const logger = options.logger ?? createLogger();
   const metrics = new Metrics({ nearLimitRatio: options.nearLimitRatio, maxValuedKeys: options.maxDetailedMetricKeys });
-  checkRulesSize(options.configFile, options.maxRulesBytes);
-  const rules = loadRulesFile(options.configFile, { mergeDomains: options.mergeDomains });
-  refuseEmptyRules(rules, options);
+  // The verdict `config check` gives: size bound per file, empty rules refused unless allowed.
+  const { mergeDomains, maxRulesBytes: maxBytes, allowEmptyRules: allowEmpty } = options;
+  const rules = loadRulesFile(options.configFile, { mergeDomains, maxBytes, allowEmpty });
   const isDirectory = statSync(options.configFile).isDirectory();
   metrics.rules.set(rules.rules.length);
   metrics.loaded();
@@ -323,16 +322,4 @@ async function shutdown(r: Running): Promise<void> {
 
 function isOverrideStore(s: unknown): s is OverrideStore {
   return typeof s === "object" && s !== null && typeof (s as OverrideStore).list === "function";
-}
-
-/**
- * Started on nothing (an empty file or directory, a mistyped RUNTIME_SUBDIRECTORY), the service
- * would limit nothing: refused, as a reload to nothing is, unless `allowEmptyRules`.
- * @throws RulesError naming the config path
- */
-function refuseEmptyRules(rules: Rules, options: ServeOptions): void {
-  if (options.allowEmptyRules === true || rules.domains.size + rules.rules.length + rules.policies.size + rules.pools.size > 0) return;
-  throw new RulesError(options.configFile, [
-    { path: "", message: "has no domain, policy or pool: refused at start (allow it with --allow-empty-rules)" },
-  ]);
 }

@@ -1,27 +1,57 @@
 /**
  * A directory of rules files, read as envoyproxy/ratelimit reads its runtime directory
- * (`RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config`): every `.yaml`, `.yml` and `.json` file in it and
- * its subdirectories, and every file without an extension (its loader reads every file there, and
- * a Kubernetes ConfigMap key such as `ratelimit` is mounted as one), in name order, each compiled on its own (errors name their file) and then
- * put together. A domain in two files is an error ("duplicate domain"), unless `mergeDomains`
- * (its `MERGE_DOMAIN_CONFIG`): then their descriptors are merged, and the same descriptor in both
- * is an error ("duplicate descriptor composite key").
+ * (`RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config`): every file in it and its subdirectories, whatever
+ * its extension (its loader reads every file there: a `ratelimit.conf` is a config file, and a
+ * Kubernetes ConfigMap key such as `ratelimit` is mounted as a file without one), except dotfiles
+ * (editors' swap files, and a ConfigMap volume's `..data` link and `..<timestamp>` directories,
+ * which hold the same files again), in name order, each compiled on its own (errors name their
+ * file) and then put together. A domain in two files is an error ("duplicate domain"), unless
+ * `mergeDomains` (its `MERGE_DOMAIN_CONFIG`): then their descriptors are merged, and the same
+ * descriptor in both is an error ("duplicate descriptor composite key").
  */
-import { readdirSync, statSync } from "node:fs";
+import { readdirSync, realpathSync, statSync, type Stats } from "node:fs";
 import { join } from "node:path";
 import { RulesError, type Level, type NamedPolicy, type Rules, type TreeNode } from "./rules.js";
 
-/** The rules files of a directory, in name order (dotfiles and `..data`-style entries skipped). */
-export function rulesFilesIn(dir: string): string[] {
+/**
+ * The rules files of a directory, in name order (dotfiles and `..data`-style entries skipped).
+ * Symlinks are followed; one that leads back into a directory being read (a loop) is refused.
+ * @throws RulesError naming the entry that cannot be read (a symlink to nothing, a loop, no permission)
+ */
+export function rulesFilesIn(dir: string, above: ReadonlySet<string> = new Set()): string[] {
+  const real = resolved(dir);
+  if (above.has(real)) throw new RulesError(dir, [{ path: "", message: `is a symbolic link loop: it leads back to ${real}` }]);
+  const within = new Set(above).add(real);
   const out: string[] = [];
-  for (const name of readdirSync(dir).sort()) {
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch (e) {
+    throw new RulesError(dir, [{ path: "", message: `cannot read the directory: ${(e as Error).message}` }]);
+  }
+  for (const name of names) {
     if (name.startsWith(".")) continue;
     const path = join(dir, name);
-    const st = statSync(path);
-    if (st.isDirectory()) out.push(...rulesFilesIn(path));
-    else if (/\.(ya?ml|json)$/i.test(name) || !name.includes(".")) out.push(path);
+    if (statOf(path).isDirectory()) out.push(...rulesFilesIn(path, within));
+    else out.push(path);
   }
   return out;
+}
+
+function statOf(path: string): Stats {
+  try {
+    return statSync(path);
+  } catch (e) {
+    throw new RulesError(path, [{ path: "", message: `cannot read: ${(e as Error).message}` }]);
+  }
+}
+
+function resolved(dir: string): string {
+  try {
+    return realpathSync(dir);
+  } catch (e) {
+    throw new RulesError(dir, [{ path: "", message: `cannot read the directory: ${(e as Error).message}` }]);
+  }
 }
 
 /**

@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from "node:fs";
+import { statSync } from "node:fs";
 import { mergeRules, rulesFilesIn } from "./load-dir.js";
 import { LineCounter, parseDocument } from "yaml";
 import { positionOf } from "./positions.js";
@@ -6,11 +6,19 @@ import { RulesError, type Rules } from "./rules.js";
 import { compileRules } from "./compile.js";
 import { isEnvoyForm } from "./schema.js";
 import { readAsGoYaml } from "./go-yaml.js";
+import { MAX_RULES_BYTES, readRulesText } from "./read-text.js";
 
 /** Options of {@link loadRulesFile}. */
 export interface LoadRulesOptions {
   /** A directory: merge a domain found in several files (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`). @default false */
   mergeDomains?: boolean | undefined;
+  /** The largest file read, in bytes (a directory: each of its files); a larger one is refused unread. @default 4194304 (4 MiB) */
+  maxBytes?: number | undefined;
+  /**
+   * Accept rules with no domain, policy or pool (an empty file or directory, which would limit
+   * nothing: refused otherwise, at start and on reload alike). @default false
+   */
+  allowEmpty?: boolean | undefined;
 }
 
 /**
@@ -20,6 +28,13 @@ export interface LoadRulesOptions {
  * @example const rules = loadRulesFile("examples/rules.yaml");
  */
 export function loadRulesFile(file: string, options: LoadRulesOptions = {}): Rules {
+  const rules = loadPath(file, options);
+  if (options.allowEmpty !== true) refuseEmpty(rules, file);
+  return rules;
+}
+
+/** {@link loadRulesFile} without the emptiness check (each file of a directory is checked as part of the whole). */
+function loadPath(file: string, options: LoadRulesOptions): Rules {
   let dir = false;
   try {
     dir = statSync(file).isDirectory();
@@ -29,16 +44,20 @@ export function loadRulesFile(file: string, options: LoadRulesOptions = {}): Rul
   if (dir)
     return mergeRules(
       file,
-      rulesFilesIn(file).map((f) => loadRulesFile(f)),
+      rulesFilesIn(file).map((f) => loadPath(f, { maxBytes: options.maxBytes })),
       options.mergeDomains === true,
     );
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (e) {
-    throw new RulesError(file, [{ path: "", message: `cannot read: ${(e as Error).message}` }]);
-  }
-  return parseRules(text, file);
+  return parseRules(readRulesText(file, options.maxBytes ?? MAX_RULES_BYTES).text, file);
+}
+
+/**
+ * Rules with no domain, policy or pool (an empty file or directory, a mistyped
+ * RUNTIME_SUBDIRECTORY) would limit nothing: refused, at start, by `config check` and on reload.
+ * @throws RulesError naming the path
+ */
+export function refuseEmpty(rules: Rules, file: string): void {
+  if (rules.domains.size + rules.rules.length + rules.policies.size + rules.pools.size > 0) return;
+  throw new RulesError(file, [{ path: "", message: "has no domain, policy or pool: refused (allow it with --allow-empty-rules)" }]);
 }
 
 /** Like {@link loadRulesFile}, from text already read. */

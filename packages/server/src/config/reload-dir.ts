@@ -22,7 +22,8 @@ import { lstatSync, realpathSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { mergeRules, rulesFilesIn } from "./load-dir.js";
 import { parseOffThread } from "./parse-thread.js";
-import { RELOAD_DEFAULTS, tooLarge, type WatchRulesOptions } from "./reload.js";
+import { tooLarge } from "./read-text.js";
+import { RELOAD_DEFAULTS, type WatchRulesOptions } from "./reload.js";
 import { RulesError, type Rules } from "./rules.js";
 import { fileSignature, readUnchanged, SettleWatch } from "./watch.js";
 
@@ -112,9 +113,13 @@ class RulesDirWatcher {
       files = snapshot(this.dir);
     } catch (e) {
       this.arm([]);
-      const sig = `unreadable:${(e as NodeJS.ErrnoException).code ?? ""}`;
-      if (sig !== this.refusedSig)
-        this.refuse(sig, new RulesError(this.dir, [{ path: "", message: `cannot read the directory: ${(e as Error).message}` }]));
+      // A RulesError names the entry (a symlink to nothing, a loop); anything else, the directory.
+      const error =
+        e instanceof RulesError
+          ? e
+          : new RulesError(this.dir, [{ path: "", message: `cannot read the directory: ${(e as Error).message}` }]);
+      const sig = `unreadable:${error.message}`;
+      if (sig !== this.refusedSig) this.refuse(sig, error);
       return;
     }
     this.arm(files);
@@ -174,7 +179,7 @@ class RulesDirWatcher {
   private async compileFile(f: Seen, sig: string): Promise<Rules | undefined> {
     let rules: Rules;
     try {
-      const text = readUnchanged(f.path, f.sig);
+      const text = readUnchanged(f.path, f.sig, this.maxBytes);
       if (text === undefined) {
         this.watch.later();
         return undefined;

@@ -19,6 +19,7 @@
 import { readFileSync, realpathSync, statSync, type Stats } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseOffThread, type ParseTask } from "./parse-thread.js";
+import { MAX_RULES_BYTES, tooLarge } from "./read-text.js";
 import { RulesError, type Rules } from "./rules.js";
 import { fileSignature, readUnchanged, SettleWatch } from "./watch.js";
 
@@ -44,7 +45,7 @@ export interface WatchRulesOptions {
 }
 
 /** Defaults of {@link WatchRulesOptions}, for the CLI's help and the docs. */
-export const RELOAD_DEFAULTS = { settleMs: 2000, maxBytes: 4 * 1024 * 1024, pollIntervalMs: 30_000 } as const;
+export const RELOAD_DEFAULTS = { settleMs: 2000, maxBytes: MAX_RULES_BYTES, pollIntervalMs: 30_000 } as const;
 
 /**
  * Reloads the rules file when it changes (see the module comment for when a change applies).
@@ -122,10 +123,10 @@ class RulesFileWatcher {
     if (st.size > this.maxBytes) return this.refuse(sig, tooLarge(this.file, st.size, this.maxBytes));
     let text: string | undefined;
     try {
-      text = readUnchanged(this.file, sig);
+      text = readUnchanged(this.file, sig, this.maxBytes);
       if (text === undefined) return this.watch.later();
     } catch (e) {
-      return this.refuse(sig, this.unreadable(e));
+      return this.refuse(sig, e instanceof RulesError ? e : this.unreadable(e));
     }
     if (text === this.applied?.text) {
       this.applied = { sig, text };
@@ -191,26 +192,4 @@ class RulesFileWatcher {
     this.refused = undefined;
     this.options.onReload(rules);
   }
-}
-
-/**
- * Refuses a rules file larger than `maxBytes` before it is read (at start; a reload checks the
- * same bound).
- * @throws RulesError naming the file, its size and the bound
- */
-export function checkRulesSize(file: string, maxBytes: number = RELOAD_DEFAULTS.maxBytes): void {
-  let size: number;
-  try {
-    size = statSync(file).size;
-  } catch {
-    return; // the loader reports an unreadable file in its own words
-  }
-  if (size > maxBytes) throw tooLarge(file, size, maxBytes);
-}
-
-/** The refusal of a rules file of `size` bytes, over the bound `maxBytes` (at start and on reload, for a file or a directory's file). */
-export function tooLarge(file: string, size: number, maxBytes: number): RulesError {
-  return new RulesError(file, [
-    { path: "", message: `is ${size} bytes, over the ${maxBytes}-byte limit (raise it with --max-rules-bytes)` },
-  ]);
 }

@@ -5,7 +5,8 @@
  * the platform's file events missed one; how a file's version is told apart, and reading a file
  * only if no write changed it meanwhile.
  */
-import { readFileSync, statSync, watch, type FSWatcher, type Stats } from "node:fs";
+import { statSync, watch, type FSWatcher, type Stats } from "node:fs";
+import { readRulesText } from "./read-text.js";
 
 /** Options of {@link SettleWatch}. */
 export interface SettleWatchOptions {
@@ -122,13 +123,20 @@ class DirWatchers {
 }
 
 /**
- * Reads the file at `path` last seen in the state `sig`; undefined when it changed while it was
- * read (a write under way: the caller waits for it to settle again, never using half a file).
- * @throws what reading or stating it throws (the file gone, unreadable)
+ * Reads the file at `path` last seen in the state `sig` (at most `maxBytes`, as UTF-8:
+ * read-text.ts); undefined when it changed while it was read (a write under way: the caller waits
+ * for it to settle again, never using half a file).
+ * @throws RulesError naming the file: gone, unreadable, grown past `maxBytes`, not UTF-8
  */
-export function readUnchanged(path: string, sig: string): string | undefined {
-  const text = readFileSync(path, "utf8");
-  return fileSignature(statSync(path)) === sig ? text : undefined;
+export function readUnchanged(path: string, sig: string, maxBytes: number): string | undefined {
+  const { text } = readRulesText(path, maxBytes);
+  let now: string;
+  try {
+    now = fileSignature(statSync(path));
+  } catch {
+    return undefined; // gone meanwhile: the next check says so
+  }
+  return now === sig ? text : undefined;
 }
 
 /** A file's identity and version: a rename over it, a symlink swap or a write all change it. */
