@@ -69,6 +69,28 @@ describeRedis("quota leasing at its edges, on Redis", () => {
     expect((await plain.peek("k")).remaining, "all 11 given back with the block").toBe(99);
   });
 
+  // A leased decision said only what its own block had left: the last unit of a block was
+  // admitted with remaining 0 (a RateLimit-Remaining: 0 header, telling clients to wait for the
+  // reset) while Redis still held most of the allowance.
+  it.each([
+    { algorithm: "fixed-window", limit: 100, window: "1h" },
+    { algorithm: "token-bucket", limit: 100, window: "1h" },
+    { algorithm: "gcra", limit: 100, window: "1h", burst: 99 },
+  ] as const)("remaining counts what Redis had left as well as the block ($algorithm)", async (policy) => {
+    const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
+    const spec = { ...policy, namespace: uniq("remaining"), store };
+    const leased = new RateLimiter({ ...spec, lease: true });
+    const plain = new RateLimiter({ ...spec, namespace: `${spec.namespace}-plain` });
+    // One process alone on the key: the same answers as without leasing.
+    for (let i = 0; i < 3; i++) {
+      const [a, b] = [await leased.consume("k"), await plain.consume("k")];
+      expect(a.remaining, `decision ${i}`).toBe(b.remaining);
+    }
+    const burst = await Promise.all(Array.from({ length: 10 }, () => leased.consume("k")));
+    expect(Math.min(...burst.map((d) => d.remaining))).toBeGreaterThanOrEqual(100 - 3 - 10);
+    await store.close();
+  });
+
   // close() gave back the blocks held when it was called; a take still on its way landed after,
   // and its units stayed taken (until the window ended) in a process about to exit.
   it("RedisStore.close() gives back the units of a take that was on its way", async () => {

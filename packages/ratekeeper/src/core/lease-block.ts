@@ -32,6 +32,11 @@ export interface BlockOutcome {
   /** ms until the key is back to its full allowance, as a decision's resetAfterMs. */
   resetAfterMs: number;
   /**
+   * Units the shared state still had after this take (others may take them): with the block's
+   * own units, what a decision reports as `remaining`.
+   */
+  left: number;
+  /**
    * Fixed window: the start of the window the block belongs to (units go back only into it).
    * Bucket: when the block was taken (units given back later are credited less what the bucket
    * drained meanwhile, see {@link giveBack}).
@@ -41,7 +46,7 @@ export interface BlockOutcome {
 
 /** A fresh scratch {@link BlockOutcome}. */
 export function newBlockOutcome(): BlockOutcome {
-  return { taken: 0, validMs: 0, waitMs: 0, resetAfterMs: 0, blockStart: 0 };
+  return { taken: 0, validMs: 0, waitMs: 0, resetAfterMs: 0, blockStart: 0, left: 0 };
 }
 
 /** Whether quota leasing can hold this limit's bound (see docs/leasing.md for why the others cannot). */
@@ -83,6 +88,7 @@ export function takeBlock(s: LimitState, nowMs: number, want: number, lessees: n
       out.taken = 0;
       out.waitMs = endsIn;
     }
+    out.left = Math.max(0, lim.limit - count - out.taken);
     return;
   }
   // bucket.ts: the level in units x unitLevel, draining `drainPerMs` per ms.
@@ -102,10 +108,12 @@ export function takeBlock(s: LimitState, nowMs: number, want: number, lessees: n
     out.taken = k;
     out.waitMs = 0;
     out.resetAfterMs = Math.ceil(after / lim.drainPerMs) + behind;
+    out.left = available - k;
   } else {
     out.taken = 0;
     out.waitMs = Math.ceil((level + least * W - full) / lim.drainPerMs) + behind;
     out.resetAfterMs = Math.ceil(level / lim.drainPerMs) + behind;
+    out.left = Math.max(0, available);
   }
 }
 

@@ -45,6 +45,8 @@ export interface KeyLease {
   retryAt: number;
   /** When the key would be back to its full allowance, as the last take said. */
   resetAt: number;
+  /** Units the store still had after the last take (a decision's remaining counts them too). */
+  left: number;
   /** Units asked for since the last take was sent (the key's local rate). */
   demand: number;
   /** When the last take was sent; NaN before the first. */
@@ -63,6 +65,7 @@ export function newKeyLease(): KeyLease {
     recheckAt: Number.NEGATIVE_INFINITY,
     retryAt: 0,
     resetAt: 0,
+    left: 0,
     demand: 0,
     askedAt: Number.NaN,
     taking: false,

@@ -176,6 +176,7 @@ export class LeasedTable implements BoundStore {
     const now = nowMs ?? this.clock();
     if (k.units > 0 && now >= k.expiresAt) void this.giveBack(key, k, nowMs);
     k.resetAt = sentAt + b.resetAfterMs;
+    k.left = b.left;
     if (b.taken > 0) {
       // Spent for at most blockMs and (a fixed window) before its window ends, both counted from
       // before the take was sent: never later than the store's own end of that window, nor more
@@ -264,7 +265,9 @@ export class LeasedTable implements BoundStore {
   private decide(allowed: boolean, k: KeyLease, now: number): Decision {
     const o = this.out;
     o.allowed = allowed;
-    o.remaining = k.units;
+    // What this block has, and what the store had left at the last take: what could still be
+    // admitted as far as this process knows (the block's alone said 0 at each block's end).
+    o.remaining = k.units + k.left;
     o.retryAfterMs = allowed ? 0 : Math.max(1, Math.ceil(k.retryAt - now));
     o.resetAfterMs = Math.max(0, Math.ceil(k.resetAt - now));
     return newDecision(o, this.lim, 0, undefined);

@@ -43,10 +43,17 @@ export class RedisBlockSource implements BlockSource {
     const head = `${this.head}${key}`;
     const args = ["t", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(want), this.id, this.horizon];
     const r = await this.store.ask(this.script, [`${head}}`, `${head}}:L`], args);
-    if (!Array.isArray(r) || r.length !== 6)
+    if (!Array.isArray(r) || r.length !== 7)
       throw new RateLimitStoreError(`RedisStore lease "${key}": unexpected script reply ${describeValue(r)}`);
     this.lessees = Number(r[5]);
-    return { taken: Number(r[0]), validMs: Number(r[1]), waitMs: Number(r[2]), resetAfterMs: Number(r[3]), blockStart: Number(r[4]) };
+    return {
+      taken: Number(r[0]),
+      validMs: Number(r[1]),
+      waitMs: Number(r[2]),
+      resetAfterMs: Number(r[3]),
+      blockStart: Number(r[4]),
+      left: Number(r[6]),
+    };
   }
 
   /** A decision waiting for a take waits for Redis: counted toward `maxPending` (its refusal is counted by the per-decision call that follows). */

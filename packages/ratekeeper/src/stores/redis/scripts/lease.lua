@@ -25,10 +25,11 @@ ARGV[9]  t: the instance's id (a string); g: the block's blockStart from its tak
          its window's start, the units go back only into that window; bucket: when it was taken,
          the units are credited less what the bucket drained since)
 ARGV[10] t: horizonMs, how long an instance counts as a lessee after its last take
-Reply    t: 6 integers: taken (units, 0: none), validMs (fixed window: ms until its window ends;
+Reply    t: 7 integers: taken (units, 0: none), validMs (fixed window: ms until its window ends;
          bucket: 0), waitMs (taken 0: ms until a block may be available), resetAfterMs,
          blockStart (fixed window: the window's start; bucket: now, in ms), lessees (instances
-         that took a block within horizonMs, this one included)
+         that took a block within horizonMs, this one included), left (units the state still has
+         after this take, which others may take: with the block's, a decision's remaining)
          g: 0
 Blocks are at most max(1, floor(capacity / (2 * lessees))), and a bucket gives nothing below
 max(1, min(want, floor(that / 2))) (see core/lease-block.ts for why).
@@ -153,9 +154,11 @@ if kind ~= "b" then
   if ask < k then k = ask end
   if k > 0 then
     put(start, count + k, endsIn)
-    return { k, endsIn, 0, endsIn, start, lessees }
+    return { k, endsIn, 0, endsIn, start, lessees, limit - count - k }
   end
-  return { 0, endsIn, endsIn, endsIn, start, lessees }
+  local left = limit - count
+  if left < 0 then left = 0 end
+  return { 0, endsIn, endsIn, endsIn, start, lessees, left }
 end
 
 local level = levelAt()
@@ -174,6 +177,8 @@ if available >= least then
   if behind == 0 then na = now end
   local reset = ceil(after / limit) + behind
   put(na, after, reset)
-  return { k, 0, 0, reset, now, lessees }
+  return { k, 0, 0, reset, now, lessees, available - k }
 end
-return { 0, 0, ceil((level + least * W - full) / limit) + behind, ceil(level / limit) + behind, now, lessees }
+local left = available
+if left < 0 then left = 0 end
+return { 0, 0, ceil((level + least * W - full) / limit) + behind, ceil(level / limit) + behind, now, lessees, left }
