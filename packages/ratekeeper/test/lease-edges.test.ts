@@ -91,6 +91,24 @@ describeRedis("quota leasing at its edges, on Redis", () => {
     await store.close();
   });
 
+  // A peek asked Redis, which counts every block as spent: with the allowance out in blocks, a
+  // peek said denied while a consume in the same process was admitted from its block.
+  it("a peek answers as a consume would: from the live block when it holds the cost", async () => {
+    const stores = [0, 1].map(() => new RedisStore({ client, failure: "throw", timeoutMs: 10_000 }));
+    const spec = { algorithm: "fixed-window", limit: 10, window: "1h", namespace: uniq("peek"), lease: true } as const;
+    const [a, b] = stores.map((store) => new RateLimiter({ ...spec, store })) as [RateLimiter, RateLimiter];
+    await a.consume("k");
+    await Promise.all(Array.from({ length: 2 }, () => a.consume("k"))); // a bigger block: units left in it
+    // The other process takes the rest of the window's allowance.
+    while ((await b.consume("k")).allowed);
+    const peeked = await a.peek("k");
+    const consumed = await a.consume("k");
+    expect(consumed.allowed, "a consume is served from the block").toBe(true);
+    expect(peeked.allowed, "the peek says the same").toBe(true);
+    expect(peeked.remaining).toBe(consumed.remaining);
+    await Promise.all(stores.map((s) => s.close()));
+  });
+
   // close() gave back the blocks held when it was called; a take still on its way landed after,
   // and its units stayed taken (until the window ended) in a process about to exit.
   it("RedisStore.close() gives back the units of a take that was on its way", async () => {

@@ -26,7 +26,8 @@ const CLOSE_ROUNDS = 4;
  * - No block available: requests are denied locally until the store said one may be (a bucket's
  *   refill, the next window), rechecked at least every `blockMs` for units others gave back.
  * - The store failing: the waiting decisions go to the unleased table, whose failure policy answers.
- * Peeks ask the store; refunds go to the live block up to what it spent, the rest to the store.
+ * Peeks answer as a consume would (the live block, else the store); refunds go to the live block
+ * up to what it spent, the rest to the store.
  */
 export class LeasedTable implements BoundStore {
   private readonly keys = new Map<string, KeyLease>();
@@ -84,7 +85,18 @@ export class LeasedTable implements BoundStore {
     return this.wait(key, k, cost, nowMs);
   }
 
+  /**
+   * What a consume would answer, changing nothing: from the live block when it holds the cost, a
+   * local denial while the last take found none, else the store's peek (a consume would take a
+   * block then). The store counts every block as spent, so it alone would deny what a block admits.
+   */
   peek(key: string, cost: number, nowMs: number | undefined): Decision | Promise<Decision> {
+    const k = this.keys.get(key);
+    const now = nowMs ?? this.clock();
+    if (k !== undefined && k.units >= cost && now < k.expiresAt) return this.decide(true, k, now, cost);
+    if (k !== undefined && !k.taking && k.waiters.length === 0 && now < k.recheckAt) {
+      return this.decide(false, k, now);
+    }
     return this.inner.peek(key, cost, nowMs);
   }
 
@@ -262,12 +274,13 @@ export class LeasedTable implements BoundStore {
     return this.source.give(key, units, k.blockStart, nowMs).catch(() => undefined);
   }
 
-  private decide(allowed: boolean, k: KeyLease, now: number): Decision {
+  /** A local decision; `spend`: units a peek's request would take from the block (a consume has taken them). */
+  private decide(allowed: boolean, k: KeyLease, now: number, spend = 0): Decision {
     const o = this.out;
     o.allowed = allowed;
     // What this block has, and what the store had left at the last take: what could still be
     // admitted as far as this process knows (the block's alone said 0 at each block's end).
-    o.remaining = k.units + k.left;
+    o.remaining = k.units - spend + k.left;
     o.retryAfterMs = allowed ? 0 : Math.max(1, Math.ceil(k.retryAt - now));
     o.resetAfterMs = Math.max(0, Math.ceil(k.resetAt - now));
     return newDecision(o, this.lim, 0, undefined);
