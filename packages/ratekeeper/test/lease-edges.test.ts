@@ -6,12 +6,13 @@
  * - RedisStore.close() gives back the units of blocks that were still on their way when it was called;
  * - a block lives `blockMs` counted from before its take was sent, not from when the reply arrived
  *   (docs/leasing.md): a reply held back by a busy event loop must not stretch the bound;
- * - Redis killed mid-block with failure "throw": every decision settles, nothing goes unhandled.
+ * - Redis killed mid-block with failure "throw": every decision settles, nothing goes unhandled;
+ * - the rest as each test says (maxKeys, maxPending, remaining, peek, option values, the memory store).
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
-import { RateLimiter, RateLimitConfigError, resolveLimit, type BoundStore, type Decision } from "../src/index.js";
+import { MemoryStore, RateLimiter, RateLimitConfigError, resolveLimit, type BoundStore, type Decision } from "../src/index.js";
 import type { BlockOutcome } from "../src/core/lease-block.js";
 import { LeasedTable, type BlockSource } from "../src/stores/leased-table.js";
 import { RedisStore } from "../src/stores/redis/index.js";
@@ -367,5 +368,22 @@ describe("the lease option, hostile values", () => {
     }
     // Past what a timer holds is accepted: the sweep's interval is capped (lease-sweep-timer.test.ts).
     expect(issues({ blockMs: 2 ** 31, maxKeys: 1 })).toBe("");
+  });
+});
+
+describe("quota leasing on the memory store", () => {
+  it("is ignored: the same decisions as without it (the store is local already)", async () => {
+    const clock = () => 1_000_000;
+    for (const policy of [
+      { algorithm: "fixed-window", limit: 3, window: "1h" },
+      { algorithm: "gcra", limit: 3, window: "1h", burst: 1 },
+    ] as const) {
+      const leased = new RateLimiter({ ...policy, store: new MemoryStore(), clock, lease: true });
+      const plain = new RateLimiter({ ...policy, store: new MemoryStore(), clock });
+      for (let i = 0; i < 5; i++) expect(await leased.consume("k"), `${policy.algorithm} ${i}`).toEqual(await plain.consume("k"));
+      await leased.refund("k");
+      await plain.refund("k");
+      expect(await leased.peek("k")).toEqual(await plain.peek("k"));
+    }
   });
 });
