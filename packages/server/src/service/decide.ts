@@ -77,9 +77,10 @@ export class DecisionService {
     return this.rulesNow;
   }
 
-  /** Puts new rules in force (hot reload). Limiters of unchanged policies keep their state. */
+  /** Puts new rules in force (hot reload): unchanged policies keep their state; gone ones' limiters are let go. */
   setRules(rules: Rules): void {
     this.rulesNow = rules;
+    this.limiters.retain(rules);
   }
 
   /** The limiter for a policy, created once (kept across reloads). */

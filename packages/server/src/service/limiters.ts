@@ -1,5 +1,5 @@
 import { RateLimiter, resolveLimits, type LimitSpec, type Store } from "ratekeeper";
-import type { CompiledPolicy } from "../config/rules.js";
+import type { CompiledPolicy, Rules } from "../config/rules.js";
 import type { Override } from "../overrides/types.js";
 import { MAX_CALLER_LIMITS } from "./request-caps.js";
 import { CheckError, type CallerLimit } from "./types.js";
@@ -36,6 +36,19 @@ export class LimiterCache {
       this.byPolicy.set(id, l);
     }
     return l;
+  }
+
+  /**
+   * Lets go of the limiters of policies not in `rules` (those in force after a reload), so a
+   * service reloaded many times holds the limiters of its rules, not of every policy it ever had.
+   * Nothing is lost: a limiter keeps no state of its own (its counts are in the store, under its
+   * policy id), so one made again for a policy that comes back finds them.
+   */
+  retain(rules: Rules): void {
+    const ids = new Set<string>();
+    for (const r of rules.rules) ids.add(r.policyId);
+    for (const p of rules.policies.values()) ids.add(p.policyId);
+    for (const id of this.byPolicy.keys()) if (!ids.has(id)) this.byPolicy.delete(id);
   }
 
   /** The limiter of an override's own policy, or the error its policy raises (reported per check). */
