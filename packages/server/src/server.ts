@@ -7,6 +7,7 @@ import type { HeaderStyle } from "ratekeeper/http";
 import { loadRulesFile } from "./config/load.js";
 import { watchRules } from "./config/reload.js";
 import { watchRulesDir, type WatchRulesDirOptions } from "./config/reload-dir.js";
+import { rulesState } from "./config/watch.js";
 import { createDashboard, type Dashboard } from "./dashboard/routes.js";
 import { DashboardStats, TeeObserver } from "./dashboard/stats.js";
 import type { StoreHealth } from "./dashboard/state.js";
@@ -128,6 +129,8 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   const metrics = new Metrics({ nearLimitRatio: options.nearLimitRatio, maxValuedKeys: options.maxDetailedMetricKeys });
   // The verdict `config check` gives: size bound per file, empty rules refused unless allowed.
   const { mergeDomains, maxRulesBytes: maxBytes, allowEmptyRules: allowEmpty } = options;
+  // Taken before the load: a change made while the service starts (up to 5 s waiting for Redis) is then applied.
+  const loadedState = rulesState(options.configFile);
   const rules = loadRulesFile(options.configFile, { mergeDomains, maxBytes, allowEmpty });
   const isDirectory = statSync(options.configFile).isDirectory();
   metrics.rules.set(rules.rules.length);
@@ -176,7 +179,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     throw e;
   });
   // A directory (envoyproxy/ratelimit's runtime layout) is watched as a whole: files added, changed, removed.
-  const stopWatching = options.watch === false ? () => {} : watchConfig(core, isDirectory);
+  const stopWatching = options.watch === false ? () => {} : watchConfig(core, isDirectory, loadedState);
   logger.info(
     { httpPort, grpcPort, store: redis ? "redis" : "memory", rules: rules.rules.length, config: options.configFile },
     "listening",
@@ -259,8 +262,9 @@ function grpcServer({ options, logger, metrics, service }: Core, healthy: () => 
 }
 
 /** Watches the rules file or directory; returns the function that stops watching. */
-function watchConfig({ options, logger, metrics, service }: Core, isDirectory: boolean): () => void {
+function watchConfig({ options, logger, metrics, service }: Core, isDirectory: boolean, loadedState: string | undefined): () => void {
   const reloadOptions: WatchRulesDirOptions = {
+    loadedState,
     settleMs: options.reloadSettleMs,
     maxBytes: options.maxRulesBytes,
     allowEmpty: options.allowEmptyRules,

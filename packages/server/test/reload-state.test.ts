@@ -4,10 +4,18 @@
  * the old algorithm's state as its own; and the limiters of policies no longer in the rules are
  * let go, so a service reloaded many times (limits tuned by a tool every minute, a reload storm)
  * holds the limiters of the rules in force, not of every policy it ever had (about 2 KB each).
+ * And a change made while the service starts (after its rules were read, before it watches them:
+ * up to 5 s while it waits for Redis) is applied, not taken for the rules in force.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { MemoryStore } from "ratekeeper";
 import { describe, expect, it } from "vitest";
+import { until } from "../../../test-support/process.js";
 import { parseRules } from "../src/config/load.js";
+import { createLogger } from "../src/log.js";
+import { startService } from "../src/server.js";
 import { DecisionService } from "../src/service/decide.js";
 
 /** Rules with `user` in domain `d` under `policy` (YAML flow map), plus `n` tenants with limits from `base`. */
@@ -44,5 +52,36 @@ describe("state across reloads", () => {
     svc.setRules(first);
     expect(svc.limiterFor(tenant.policyId, tenant.specs)).not.toBe(before);
     expect((await check(svc)).remaining).toBe(2);
+  });
+});
+
+describe("a change made while the service starts", () => {
+  it.each(["file", "directory"])("is applied (a %s)", async (kind) => {
+    const dir = mkdtempSync(path.join(tmpdir(), "rk-reload-state-"));
+    const file = path.join(dir, "rules.yaml");
+    const write = (limit: number) =>
+      writeFileSync(file, `domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: ${limit} }\n`);
+    write(3);
+    // No Redis there: the start waits its 5 s for it, after the rules were read.
+    const starting = startService({
+      configFile: kind === "file" ? file : dir,
+      redisUrl: "redis://127.0.0.1:1",
+      port: 0,
+      grpcPort: 0,
+      host: "127.0.0.1",
+      dashboard: false,
+      reloadSettleMs: 100,
+      logger: createLogger("silent"),
+    });
+    await new Promise((r) => setTimeout(r, 1000));
+    write(7);
+    const svc = await starting;
+    try {
+      const limit = () => svc.service.rules.rules[0]?.limits[0]?.limit;
+      await until(() => limit() === 7, "the change made during the start to apply", 40);
+    } finally {
+      await svc.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

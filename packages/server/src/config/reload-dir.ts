@@ -18,27 +18,19 @@
  * the parent of every symlinked directory on the path (a `RUNTIME_ROOT` such as
  * `/srv/runtime_data/current -> v7`, swapped by the deploy); a poll catches missed events.
  */
-import { lstatSync, realpathSync, statSync } from "node:fs";
+import { lstatSync, realpathSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { mergeRules, rulesFilesIn } from "./load-dir.js";
+import { mergeRules } from "./load-dir.js";
 import { parseOffThread } from "./parse-thread.js";
 import { tooLarge } from "./read-text.js";
 import { RELOAD_DEFAULTS, type WatchRulesOptions } from "./reload.js";
 import { RulesError, type Rules } from "./rules.js";
-import { fileSignature, readUnchanged, SettleWatch } from "./watch.js";
+import { readUnchanged, rulesState, SettleWatch, signatureOf, snapshot, type Seen } from "./watch.js";
 
 /** Options of {@link watchRulesDir}: those of the single-file reload, and how domains merge. */
 export interface WatchRulesDirOptions extends WatchRulesOptions {
   /** Merge a domain split over several files (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`). @default false */
   mergeDomains?: boolean | undefined;
-}
-
-/** One file of the directory as last seen. */
-interface Seen {
-  readonly path: string;
-  readonly sig: string;
-  readonly mtimeMs: number;
-  readonly size: number;
 }
 
 /** A file read and compiled. */
@@ -73,11 +65,7 @@ class RulesDirWatcher {
     private readonly options: WatchRulesDirOptions,
   ) {
     this.maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
-    try {
-      this.appliedSig = signatureOf(snapshot(dir));
-    } catch {
-      this.appliedSig = undefined;
-    }
+    this.appliedSig = options.loadedState ?? rulesState(dir);
     this.watch = new SettleWatch({
       check: () => void this.check(),
       busy: () => this.busy,
@@ -89,6 +77,8 @@ class RulesDirWatcher {
     } catch {
       this.arm([]);
     }
+    // Look once now: the files may have changed since `loadedState` (no event will say so).
+    this.watch.later();
   }
 
   stop(): void {
@@ -208,18 +198,6 @@ class RulesDirWatcher {
       return false;
     }
   }
-}
-
-/** The rules files of the directory now, each with the identity of what it resolves to. */
-function snapshot(dir: string): Seen[] {
-  return rulesFilesIn(dir).map((path) => {
-    const st = statSync(path);
-    return { path, sig: fileSignature(st), mtimeMs: st.mtimeMs, size: st.size };
-  });
-}
-
-function signatureOf(files: readonly Seen[]): string {
-  return files.map((f) => `${f.path}\0${f.sig}`).join("\n");
 }
 
 /**

@@ -16,12 +16,12 @@
  *   parses as "no rules", which would lift every limit).
  * Anything else keeps the last good rules in force and is reported once through `onError`.
  */
-import { readFileSync, realpathSync, statSync, type Stats } from "node:fs";
+import { realpathSync, statSync, type Stats } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseOffThread, type ParseTask } from "./parse-thread.js";
 import { MAX_RULES_BYTES, tooLarge } from "./read-text.js";
 import { RulesError, type Rules } from "./rules.js";
-import { fileSignature, readUnchanged, SettleWatch } from "./watch.js";
+import { fileSignature, readUnchanged, rulesState, SettleWatch } from "./watch.js";
 
 /** Options of {@link watchRules}. */
 export interface WatchRulesOptions {
@@ -42,6 +42,11 @@ export interface WatchRulesOptions {
    * (network file systems, some container runtimes). `0` turns it off. @default 30000
    */
   pollIntervalMs?: number | undefined;
+  /**
+   * The state of the rules in force, taken before they were loaded ({@link rulesState}): a change
+   * made since then, while the caller was starting, is applied. @default the state when watching starts
+   */
+  loadedState?: string | undefined;
 }
 
 /** Defaults of {@link WatchRulesOptions}, for the CLI's help and the docs. */
@@ -63,8 +68,8 @@ export function watchRules(file: string, options: WatchRulesOptions): () => void
 class RulesFileWatcher {
   private readonly maxBytes: number;
   private readonly watch: SettleWatch;
-  /** What is in force: the file's identity and text when it was applied. */
-  private applied: { sig: string; text: string } | undefined;
+  /** What is in force: the file's identity and text (when known) when it was applied. */
+  private applied: { sig: string; text: string | undefined } | undefined;
   /** The identity of the last state refused, so a bad file is reported once. */
   private refused: string | undefined;
   /** The parse under way, of the file's state `sig`. */
@@ -75,11 +80,8 @@ class RulesFileWatcher {
     private readonly options: WatchRulesOptions,
   ) {
     this.maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
-    try {
-      this.applied = { sig: fileSignature(statSync(file)), text: readFileSync(file, "utf8") };
-    } catch {
-      this.applied = undefined;
-    }
+    const sig = options.loadedState ?? rulesState(file);
+    this.applied = sig === undefined ? undefined : { sig, text: undefined };
     this.watch = new SettleWatch({
       check: () => this.check(),
       busy: () => this.job !== undefined,
@@ -87,6 +89,8 @@ class RulesFileWatcher {
       pollMs: options.pollIntervalMs ?? RELOAD_DEFAULTS.pollIntervalMs,
     });
     this.arm();
+    // Look once now: the file may have changed since `loadedState` (no event will say so).
+    this.watch.later();
   }
 
   stop(): void {

@@ -6,6 +6,7 @@
  * only if no write changed it meanwhile.
  */
 import { statSync, watch, type FSWatcher, type Stats } from "node:fs";
+import { rulesFilesIn } from "./load-dir.js";
 import { readRulesText } from "./read-text.js";
 
 /** Options of {@link SettleWatch}. */
@@ -142,4 +143,39 @@ export function readUnchanged(path: string, sig: string, maxBytes: number): stri
 /** A file's identity and version: a rename over it, a symlink swap or a write all change it. */
 export function fileSignature(st: Stats): string {
   return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+}
+
+/**
+ * The state of a rules file or directory now (every file's identity and version), for a reload's
+ * `loadedState`: taken before the rules are loaded, so a change made after is applied.
+ * Undefined when it cannot be read (the next check reports it).
+ * @example const state = rulesState(path); const rules = loadRulesFile(path); watchRules(path, { loadedState: state, ... });
+ */
+export function rulesState(path: string): string | undefined {
+  try {
+    return statSync(path).isDirectory() ? signatureOf(snapshot(path)) : fileSignature(statSync(path));
+  } catch {
+    return undefined;
+  }
+}
+
+/** One file of a rules directory as last seen. */
+export interface Seen {
+  readonly path: string;
+  readonly sig: string;
+  readonly mtimeMs: number;
+  readonly size: number;
+}
+
+/** The rules files of a directory now, each with the identity of what it resolves to. */
+export function snapshot(dir: string): Seen[] {
+  return rulesFilesIn(dir).map((path) => {
+    const st = statSync(path);
+    return { path, sig: fileSignature(st), mtimeMs: st.mtimeMs, size: st.size };
+  });
+}
+
+/** A directory's state: every file's path and signature. */
+export function signatureOf(files: readonly Seen[]): string {
+  return files.map((f) => `${f.path}\0${f.sig}`).join("\n");
 }
