@@ -4,8 +4,9 @@
  * - a refund puts back into the live block only what that block spent; the rest is Redis's to
  *   refund, so refunds never let through more than the same refunds would without leasing;
  * - RedisStore.close() gives back the units of blocks that were still on their way when it was called;
- * - a block lives `blockMs` counted from before its take was sent, not from when the reply arrived
- *   (docs/leasing.md): a reply held back by a busy event loop must not stretch the bound;
+ * - a bucket's block lives `blockMs` counted from before its take was sent, not from when the reply
+ *   arrived (docs/leasing.md): a reply held back by a busy event loop must not stretch the bound; a
+ *   fixed window's, cut at its window's end from the send, still serves a late reply's waiters;
  * - Redis killed mid-block with failure "throw": every decision settles, nothing goes unhandled;
  * - the rest as each test says (maxKeys, maxPending, remaining, peek, option values, the memory store).
  */
@@ -155,7 +156,7 @@ class HeldSource implements BlockSource {
 }
 
 describe("quota leasing: a block's life", () => {
-  it("is counted from before the take was sent, not from the reply (a reply held back 500 ms, blockMs 100)", async () => {
+  it("of a bucket is counted from before the take was sent, not from the reply (a reply held back 500 ms, blockMs 100)", async () => {
     const lim = resolveLimit({ algorithm: "token-bucket", limit: 1000, window: "1s" });
     let now = 1_000_000;
     const shared = new SharedState(lim);
@@ -200,6 +201,27 @@ describe("quota leasing: a block's life", () => {
       await source.letGo();
       await late;
     }
+  });
+
+  // A fixed window's bound is its window's end (counted from the send); blockMs only limits how
+  // long units may sit unused there. A late reply (a busy event loop) still serves its waiters
+  // from the block: sending them to Redis one by one would load Redis most when the process
+  // is most loaded, for no gain in the bound.
+  it("of a fixed window is counted from the reply (the window's end, from the send, keeps it exact)", async () => {
+    const lim = resolveLimit({ algorithm: "fixed-window", limit: 1000, window: "10s" });
+    let now = 1_000_000;
+    const source = new HeldSource(new MemoryBlockSource(new SharedState(lim), "i0", 400), () => now);
+    const inner = perDecisionStub();
+    const table = new LeasedTable(lim, source, inner, { blockMs: 100, maxKeys: 10 }, () => now);
+    const first = Promise.resolve(table.consume("k", 1, undefined));
+    await source.letGo();
+    expect((await first).allowed).toBe(true);
+    now += 1;
+    const waiting = Array.from({ length: 20 }, () => Promise.resolve(table.consume("k", 1, undefined)));
+    now += 500; // the reply comes back 500 ms after the take was sent, well within the window
+    await source.letGo();
+    expect((await Promise.all(waiting)).every((d) => d.allowed)).toBe(true);
+    expect(inner.decisions, "none sent to Redis one by one").toBe(0);
   });
 });
 

@@ -190,15 +190,16 @@ export class LeasedTable implements BoundStore {
     k.resetAt = sentAt + b.resetAfterMs;
     k.left = b.left;
     if (b.taken > 0) {
-      // Spent for at most blockMs and (a fixed window) before its window ends, both counted from
-      // before the take was sent: never later than the store's own end of that window, nor more
-      // than blockMs after the store charged the units (a reply held back by a busy event loop
-      // must not stretch a bucket's bound by its delay).
-      let until = sentAt + this.lease.blockMs;
+      // A bucket's units are spent at most blockMs after the store charged them (its bound in
+      // docs/leasing.md), so counted from before the take was sent: a reply held back by a busy
+      // event loop must not stretch it. A fixed window's bound is its window's end, counted from
+      // the send (never later than the store's own end); there blockMs only limits how long units
+      // sit unused, so it counts from the arrival and a late reply still serves its waiters here.
+      const fixed = this.lim.algorithm === "fixed-window";
+      let until = (fixed ? now : sentAt) + this.lease.blockMs;
       if (b.validMs > 0) until = Math.min(until, sentAt + b.validMs);
       // Leftovers (too few for a waiting cost) of a window that has ended are worth nothing in the
       // new one; otherwise they join the new block, which then ends when the older one did.
-      const fixed = this.lim.algorithm === "fixed-window";
       if (fixed && b.blockStart !== k.blockStart) {
         k.units = 0;
         k.spent = 0;
