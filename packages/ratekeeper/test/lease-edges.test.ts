@@ -162,26 +162,7 @@ describe("quota leasing: a block's life", () => {
     const shared = new SharedState(lim);
     const source = new HeldSource(new MemoryBlockSource(shared, "i0", 400), () => now);
     // The per-decision path (a slow block's waiters go there): a denial.
-    const inner: BoundStore = {
-      consume: (): Decision => {
-        return {
-          allowed: false,
-          limit: 1000,
-          remaining: 0,
-          retryAfterMs: 1,
-          resetAfterMs: 1,
-          delayMs: 0,
-          policy: 0,
-          policyName: "",
-          windowMs: 1000,
-        } as Decision;
-      },
-      peek: () => {
-        throw new Error("not expected");
-      },
-      refund: () => undefined,
-      reset: () => undefined,
-    };
+    const inner = perDecisionStub(1000);
     const table = new LeasedTable(lim, source, inner, { blockMs: 100, maxKeys: 10 }, () => now);
     // Warm up: a first small block, spent, so the next take asks for a bigger one.
     const first = Promise.resolve(table.consume("k", 1, undefined));
@@ -323,15 +304,15 @@ describeRedis("quota leasing: Redis gone mid-block, failure 'throw'", () => {
   });
 });
 
-/** The per-decision path, standing in: counts the decisions sent to it, and denies them. */
-function perDecisionStub(): BoundStore & { decisions: number } {
+/** The per-decision path, standing in: counts the decisions sent to it, and denies them (a limit of `limit`). */
+function perDecisionStub(limit = 10): BoundStore & { decisions: number } {
   const stub = {
     decisions: 0,
     consume: (): Decision => {
       stub.decisions++;
       return {
         allowed: false,
-        limit: 10,
+        limit,
         remaining: 0,
         retryAfterMs: 1,
         resetAfterMs: 1,
