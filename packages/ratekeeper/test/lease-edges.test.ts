@@ -17,22 +17,16 @@ import { MemoryStore, RateLimiter, RateLimitConfigError, resolveLimit, type Boun
 import type { BlockOutcome } from "../src/core/lease-block.js";
 import { LeasedTable, type BlockSource } from "../src/stores/leased-table.js";
 import { RedisStore } from "../src/stores/redis/index.js";
+import { redisStoreFixture } from "./redis-store-support.js";
 import { MemoryBlockSource, SharedState } from "./lease-source-model.js";
 
 let seq = 0;
 const uniq = (tag: string) => `${tag}${process.pid}-${++seq}`;
 
 describeRedis("quota leasing at its edges, on Redis", () => {
-  let redis: RedisHandle;
-  let client: Redis;
-  beforeAll(async () => {
-    redis = await startRedis();
-    client = new Redis(redis.port, redis.host);
-  });
-  afterAll(async () => {
-    client?.disconnect();
-    await redis?.stop();
-  });
+  const fx = redisStoreFixture();
+  /** A store on the fixture's server; every test closes its own (close gives back its blocks). */
+  const newStore = () => new RedisStore({ client: fx.client, failure: "throw", timeoutMs: 10_000 });
 
   // Refunds of units admitted before (in an earlier window, or from a block given back) added
   // themselves to the live block without bound: a stream of refunds was an unlimited allowance.
@@ -41,7 +35,7 @@ describeRedis("quota leasing at its edges, on Redis", () => {
     { algorithm: "token-bucket", limit: 10, window: "1h" },
     { algorithm: "gcra", limit: 10, window: "1h", burst: 9 },
   ] as const)("refunds beyond what the block spent do not grow it ($algorithm)", async (policy) => {
-    const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
+    const store = newStore();
     const spec = { ...policy, namespace: uniq("refund"), store };
     const results: number[] = [];
     for (const lease of [true, false]) {
@@ -57,7 +51,7 @@ describeRedis("quota leasing at its edges, on Redis", () => {
   });
 
   it("a refund of what the block spent goes back into it, with no store call", async () => {
-    const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
+    const store = newStore();
     const spec = { algorithm: "fixed-window", limit: 100, window: "1h", namespace: uniq("refund-own"), store } as const;
     const leased = new RateLimiter({ ...spec, lease: true });
     const plain = new RateLimiter(spec);
@@ -79,7 +73,7 @@ describeRedis("quota leasing at its edges, on Redis", () => {
     { algorithm: "token-bucket", limit: 100, window: "1h" },
     { algorithm: "gcra", limit: 100, window: "1h", burst: 99 },
   ] as const)("remaining counts what Redis had left as well as the block ($algorithm)", async (policy) => {
-    const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
+    const store = newStore();
     const spec = { ...policy, namespace: uniq("remaining"), store };
     const leased = new RateLimiter({ ...spec, lease: true });
     const plain = new RateLimiter({ ...spec, namespace: `${spec.namespace}-plain` });
@@ -96,7 +90,7 @@ describeRedis("quota leasing at its edges, on Redis", () => {
   // A peek asked Redis, which counts every block as spent: with the allowance out in blocks, a
   // peek said denied while a consume in the same process was admitted from its block.
   it("a peek answers as a consume would: from the live block when it holds the cost", async () => {
-    const stores = [0, 1].map(() => new RedisStore({ client, failure: "throw", timeoutMs: 10_000 }));
+    const stores = [0, 1].map(() => newStore());
     const spec = { algorithm: "fixed-window", limit: 10, window: "1h", namespace: uniq("peek"), lease: true } as const;
     const [a, b] = stores.map((store) => new RateLimiter({ ...spec, store })) as [RateLimiter, RateLimiter];
     await a.consume("k");
@@ -114,7 +108,7 @@ describeRedis("quota leasing at its edges, on Redis", () => {
   // close() gave back the blocks held when it was called; a take still on its way landed after,
   // and its units stayed taken (until the window ended) in a process about to exit.
   it("RedisStore.close() gives back the units of a take that was on its way", async () => {
-    const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000 });
+    const store = newStore();
     const spec = { algorithm: "fixed-window", limit: 100, window: "1h", namespace: uniq("close"), store } as const;
     const leased = new RateLimiter({ ...spec, lease: true });
     const plain = new RateLimiter(spec);
