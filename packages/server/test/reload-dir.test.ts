@@ -153,6 +153,15 @@ describe("a directory of rules files, reloaded", () => {
     await until(() => w.errors.length === 1, "empty directory refused");
     expect(w.errors[0]).toMatch(/no rules files left/);
   });
+
+  it("a directory of 130,000 files: a change is checked (the newest time over every file overflowed the stack, an unhandled rejection)", async () => {
+    const dir = tempDir();
+    for (let i = 0; i < 130_000; i++) writeFileSync(path.join(dir, `f${i}`), "");
+    const w = watchDir(dir);
+    writeFileSync(path.join(dir, "a.yaml"), envoyFile("a", 1));
+    await until(() => w.errors.length > 0, "the change to be checked", 300);
+    expect(w.errors[0]).toMatch(/f0: is empty/);
+  });
 });
 
 describe("symlink swaps", () => {

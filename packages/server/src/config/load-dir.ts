@@ -32,7 +32,8 @@ export function rulesFilesIn(dir: string, above: ReadonlySet<string> = new Set()
   for (const name of names) {
     if (name.startsWith(".")) continue;
     const path = join(dir, name);
-    if (statOf(path).isDirectory()) out.push(...rulesFilesIn(path, within));
+    // Loops, not push(...list): spreading 130,000 arguments overflows the stack.
+    if (statOf(path).isDirectory()) for (const f of rulesFilesIn(path, within)) out.push(f);
     else out.push(path);
   }
   return out;
@@ -81,7 +82,7 @@ export function mergeRules(dir: string, parts: ReadonlyArray<Rules>, mergeDomain
       if (pools.has(name)) throw new RulesError(r.source, [{ path: `concurrency.${name}`, message: "duplicate pool name" }]);
       pools.set(name, p);
     }
-    rules.push(...r.rules);
+    for (const rule of r.rules) rules.push(rule);
   }
   return { source: dir, domains, policies, rules, pools };
 }

@@ -115,7 +115,8 @@ class RulesDirWatcher {
     this.arm(files);
     const sig = signatureOf(files);
     if (sig === this.appliedSig || sig === this.refusedSig) return;
-    if (this.watch.settling(Math.max(0, ...files.map((f) => f.mtimeMs)))) return;
+    // A loop, not Math.max(...times): spreading 130,000 arguments overflows the stack.
+    if (this.watch.settling(files.reduce((newest, f) => Math.max(newest, f.mtimeMs), 0))) return;
     const big = files.find((f) => f.size > this.maxBytes);
     if (big) return this.refuse(sig, tooLarge(big.path, big.size, this.maxBytes));
     this.busy = true;
