@@ -11,6 +11,7 @@ import type { BindOptions, BoundLeases, BoundStore, ClockOptions, Store } from "
 import { LeasedTable } from "../leased-table.js";
 import { MemoryStore } from "../memory.js";
 import { isNoScript, type RedisShim } from "./client.js";
+import { CLOSE_WAIT_MS, settleWithin } from "./close-wait.js";
 import { InstanceRegistry } from "./instances.js";
 import { Breakers, PROBE } from "./breakers.js";
 import { RedisDownError, redisDown, RedisTimeoutError, type Lane, type Lanes } from "./lanes.js";
@@ -175,11 +176,14 @@ export class RedisStore implements Store {
   /**
    * Call when the process stops: gives back every unit held in leased blocks (RateLimiter option
    * `lease`), stops the instance heartbeat and leaves the registry, and stops the sweep timer of
-   * the `"degraded"` policy's own memory store. Never closes the client.
+   * the `"degraded"` policy's own memory store. Never closes the client. Waits for Redis at most
+   * 2 s (close-wait.ts), then resolves, so a shutdown never hangs on a silent Redis (`timeoutMs: 0`
+   * and a frozen server): units not given back stay counted until their window ends, the registry
+   * entry expires in 15 s; drop the calls still waiting with the client's `disconnect()`.
    */
   async close(): Promise<void> {
     this.local?.close();
-    await Promise.all([...[...this.leased].map((t) => t.close()), this.registry?.close()]);
+    await settleWithin(Promise.all([...[...this.leased].map((t) => t.close()), this.registry?.close()]), CLOSE_WAIT_MS);
   }
 
   /**
