@@ -154,6 +154,24 @@ describe("a directory of rules files, reloaded", () => {
     expect(w.errors[0]).toMatch(/no rules files left/);
   });
 
+  it("the directory removed, then made again (a deploy's rm -rf and copy): the new files apply without waiting for the poll", async () => {
+    const root = tempDir();
+    const dir = path.join(root, "config");
+    mkdirSync(dir);
+    writeFileSync(path.join(dir, "a.yaml"), envoyFile("a", 1));
+    const applied: Rules[] = [];
+    const errors: string[] = [];
+    stops.push(
+      watchRulesDir(dir, { settleMs: SETTLE, pollIntervalMs: 0, onReload: (r) => applied.push(r), onError: (e) => errors.push(e.message) }),
+    );
+    rmSync(dir, { recursive: true });
+    await until(() => errors.length === 1, "the removed directory to be refused");
+    mkdirSync(dir);
+    writeFileSync(path.join(dir, "a.yaml"), envoyFile("a", 9));
+    await until(() => applied.length === 1, "the directory made again to apply");
+    expect(limits(applied[0])).toEqual({ a: 9 });
+  });
+
   it("a directory of 130,000 files: a change is checked (the newest time over every file overflowed the stack, an unhandled rejection)", async () => {
     const dir = tempDir();
     for (let i = 0; i < 130_000; i++) writeFileSync(path.join(dir, `f${i}`), "");

@@ -16,7 +16,8 @@
  * Symlink swaps are followed: files are compared by what they resolve to, and the watched
  * directories include the targets of symlinked files (a Kubernetes ConfigMap's `..data`) and
  * the parent of every symlinked directory on the path (a `RUNTIME_ROOT` such as
- * `/srv/runtime_data/current -> v7`, swapped by the deploy); a poll catches missed events.
+ * `/srv/runtime_data/current -> v7`, swapped by the deploy), and its parent (the directory
+ * removed and made again); a poll catches missed events.
  */
 import { lstatSync, realpathSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -202,9 +203,9 @@ class RulesDirWatcher {
 }
 
 /**
- * The directories whose events can mean a change: the directory and its subdirectories (as the
- * path names them and as they resolve), the directories the files resolve into, and the parent
- * of every symlink on the directory's path.
+ * The directories whose events can mean a change: the directory, its parent, and its
+ * subdirectories (as the path names them and as they resolve), the directories the files resolve
+ * into, and the parent of every symlink on the directory's path.
  */
 function watchedDirs(dir: string, files: readonly Seen[]): Set<string> {
   const out = new Set<string>();
@@ -218,6 +219,8 @@ function watchedDirs(dir: string, files: readonly Seen[]): Set<string> {
   };
   const abs = resolve(dir);
   add(abs);
+  // Its parent too: the directory removed and made again (a deploy's rm -rf and copy) shows up there.
+  out.add(dirname(abs));
   for (const f of files) {
     add(dirname(f.path));
     try {
