@@ -162,7 +162,7 @@ export class ConcurrencyLimiter {
   async release(key: string, id: string): Promise<boolean> {
     checkKey(key);
     checkLeaseId(id);
-    return (await this.bound.release(key, id, this.now())).ok;
+    return (await this.bound.release(key, id, this.now(), this.leaseMs)).ok;
   }
 
   /** @internal */
@@ -172,7 +172,7 @@ export class ConcurrencyLimiter {
 
   /** @internal */
   releaseLease(key: string, id: string): LeaseAnswer | Promise<LeaseAnswer> {
-    return this.bound.release(key, id, this.now());
+    return this.bound.release(key, id, this.now(), this.leaseMs);
   }
 
   private now(): number | undefined {

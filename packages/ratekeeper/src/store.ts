@@ -87,8 +87,11 @@ export interface BoundLeases {
   acquire(key: string, id: string, leaseMs: number, nowMs: number | undefined): LeaseAnswer | Promise<LeaseAnswer>;
   /** Extends a held lease; `ok: false` when it is no longer held (expired or released). */
   renew(key: string, id: string, leaseMs: number, nowMs: number | undefined): LeaseAnswer | Promise<LeaseAnswer>;
-  /** Gives the slot back; nothing when it is not held. */
-  release(key: string, id: string, nowMs: number | undefined): LeaseAnswer | Promise<LeaseAnswer>;
+  /**
+   * Gives the slot back; nothing when it is not held. `leaseMs`: the limiter's, for a store where
+   * a lease may be held elsewhere for that long (RedisStore: a release it does not hold stands that long).
+   */
+  release(key: string, id: string, nowMs: number | undefined, leaseMs?: number): LeaseAnswer | Promise<LeaseAnswer>;
   /** What an acquire would say now (with `ok: false`), taking nothing. */
   count(key: string, nowMs: number | undefined): LeaseAnswer | Promise<LeaseAnswer>;
 }

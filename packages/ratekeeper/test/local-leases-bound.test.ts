@@ -34,7 +34,7 @@ describe("the failure policy's lease tables are bounded by bytes as well as coun
 
   it("OwedReleases: the same", () => {
     const o = new OwedReleases();
-    for (let i = 0; i < 100_000; i++) o.add(id(i), { key: longKey(i), nowMs: undefined });
+    for (let i = 0; i < 100_000; i++) o.add(id(i), { key: longKey(i), nowMs: undefined, leaseMs: 0 });
     expect(o.bytes).toBeLessThanOrEqual(LOCAL_LEASE_BYTES);
     expect(o.size).toBeLessThan(100_000);
     const taken = o.take((k) => k === longKey(99_999));

@@ -51,6 +51,15 @@ export class LeaseLedger implements Ledger {
     return `${this.head}${key}}:c`;
   }
 
+  /**
+   * concurrency.lua's KEYS for `key`: its leases, and beside them (same hash tag, same slot) its
+   * tombstones, `<prefix>{<namespace>:<key>}:c:r`, the ids released while Redis did not hold them.
+   */
+  keysOf(key: string): string[] {
+    const k = this.keyOf(key);
+    return [k, `${k}:r`];
+  }
+
   /** A lease the policy granted (or, `where: "redis"`, said was renewed): Redis learns of it when it answers. */
   local(key: string, id: string, l: Omit<LocalLease, "key" | "handing">): void {
     this.locals.add(key, id, l);
@@ -59,13 +68,13 @@ export class LeaseLedger implements Ledger {
   }
 
   /** Releases `id` in Redis now; if that fails, when Redis answers again. */
-  releaseInRedis(key: string, id: string, nowMs: number | undefined): void {
-    this.store.ask(this.script, [this.keyOf(key)], releaseArgs(id, nowMs)).catch(() => this.owe(key, id, nowMs));
+  releaseInRedis(key: string, id: string, nowMs: number | undefined, leaseMs: number): void {
+    this.store.ask(this.script, this.keysOf(key), releaseArgs(id, nowMs, leaseMs)).catch(() => this.owe(key, id, nowMs, leaseMs));
   }
 
   /** A release the failure policy answered: Redis gets it when it answers again. */
-  owe(key: string, id: string, nowMs: number | undefined): void {
-    this.owed.add(id, { key, nowMs });
+  owe(key: string, id: string, nowMs: number | undefined, leaseMs: number): void {
+    this.owed.add(id, { key, nowMs, leaseMs });
     this.store.holdsLedger(this);
     this.store.reconcileSoon(this.store.lanes.of(this.keyOf(key)));
   }
@@ -121,7 +130,7 @@ export class LeaseLedger implements Ledger {
   private handOver(id: string, l: LocalLease, redisKey: string, now: number | undefined, leftMs: number, lane: Lane): Promise<void> {
     const mode = l.where === "redis" ? "e" : "d";
     const args = [mode, now === undefined ? "" : String(now), String(l.limit), id, String(leftMs), String(this.store.minTtlMs)];
-    const done = this.store.ask(this.script, [redisKey], args).then(
+    const done = this.store.ask(this.script, [redisKey, `${redisKey}:r`], args).then(
       () => {
         l.handing = undefined;
         this.locals.drop(id, l);
@@ -139,7 +148,7 @@ export class LeaseLedger implements Ledger {
 
   /** Sends a release that did not reach Redis again; kept for the next reconciliation if it fails once more. */
   private releaseOwed(id: string, o: OwedRelease, lane: Lane): Promise<void> {
-    return this.store.ask(this.script, [this.keyOf(o.key)], releaseArgs(id, o.nowMs)).then(
+    return this.store.ask(this.script, this.keysOf(o.key), releaseArgs(id, o.nowMs, o.leaseMs)).then(
       () => undefined,
       (e: unknown) => {
         this.owed.add(id, o);
@@ -150,9 +159,13 @@ export class LeaseLedger implements Ledger {
   }
 }
 
-/** concurrency.lua's arguments for a release of `id` at `nowMs` (the limit is not read). */
-function releaseArgs(id: string, nowMs: number | undefined): string[] {
-  return ["x", nowMs === undefined ? "" : String(nowMs), "1", id, "0", "0"];
+/**
+ * concurrency.lua's arguments for a release of `id` at `nowMs` (the limit is not read): if Redis
+ * does not hold it, the release stands `leaseMs` (a tombstone), so a hand-over of that lease by an
+ * instance that granted it without Redis does not take its slot again.
+ */
+function releaseArgs(id: string, nowMs: number | undefined, leaseMs: number): string[] {
+  return ["x", nowMs === undefined ? "" : String(nowMs), "1", id, String(leaseMs), "0"];
 }
 
 /** Whether a failure was Redis's silence (the watchdog's timeout) rather than an error. */

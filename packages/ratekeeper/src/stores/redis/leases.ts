@@ -31,6 +31,8 @@ type Op = "acquire" | "renew" | "release" | "count";
  *   release go to Redis. The namespace's ledger is shared by its limiters, whatever their limits.
  * A release of a Redis lease that the policy answered (any policy but "throw") is sent to Redis
  * again when it answers, so the slot comes back then rather than when the lease expires.
+ * A release of an id Redis does not hold (a lease another instance granted while only it had lost
+ * Redis) stands there for the limiter's leaseMs, so that instance's hand-over of it does nothing.
  * An acquire whose reply did not come in time is released in the background: on the same
  * connection (the same slot's master, on a cluster) the release runs after the acquire, so a
  * slot taken too late is given back at once (unless the policy granted that lease locally: then
@@ -76,15 +78,16 @@ export class RedisLeases implements BoundLeases {
     });
   }
 
-  release(key: string, id: string, nowMs: number | undefined): Promise<LeaseAnswer> {
+  /** `leaseMs`: the limiter's; a release of an id Redis does not hold stands that long there (concurrency.lua KEYS[2]). */
+  release(key: string, id: string, nowMs: number | undefined, leaseMs = 0): Promise<LeaseAnswer> {
     if (nowMs !== undefined) this.ledger.lastNowMs = nowMs;
     const l = this.ledger.locals.of(key, id);
-    if (l === undefined) return this.call("release", key, id, 0, nowMs);
-    if (l.handing !== undefined) return l.handing.then(() => this.release(key, id, nowMs));
+    if (l === undefined) return this.call("release", key, id, leaseMs, nowMs);
+    if (l.handing !== undefined) return l.handing.then(() => this.release(key, id, nowMs, leaseMs));
     this.ledger.locals.drop(id, l);
     // Redis may hold it too (a Redis lease renewed here, an acquire it took too late, a hand-over
     // whose reply was lost): released there as well, now or when Redis answers again.
-    this.ledger.releaseInRedis(key, id, nowMs);
+    this.ledger.releaseInRedis(key, id, nowMs, leaseMs);
     if (l.where === "redis") return Promise.resolve(this.plain(true, this.store.failure === "open" ? "store-error" : this.policyReason()));
     if (l.where === "none") return Promise.resolve(this.plain(true, "store-error"));
     return Promise.resolve(l.where.release(key, id, nowMs)).then((a) => this.tag(a));
@@ -105,7 +108,8 @@ export class RedisLeases implements BoundLeases {
     const now = nowMs === undefined ? "" : String(nowMs);
     const args = [op === "acquire" ? "a" : op === "renew" ? "r" : op === "release" ? "x" : "n", now];
     args.push(this.limitArg, id, String(leaseMs), String(this.store.minTtlMs));
-    const redisKey = this.keyOf(key);
+    const keys = this.ledger.keysOf(key);
+    const redisKey = keys[0] as string;
     let reply: unknown;
     try {
       // An acquire Redis grants after the policy answered is released as soon as its reply is seen,
@@ -115,7 +119,7 @@ export class RedisLeases implements BoundLeases {
           ? (r: unknown) =>
               Array.isArray(r) && Number(r[0]) === 1 && this.ledger.locals.of(key, id) === undefined && this.giveBack(redisKey, id, now)
           : undefined;
-      reply = await this.store.ask(this.script, [redisKey], args, late);
+      reply = await this.store.ask(this.script, keys, args, late);
     } catch (e) {
       return this.failed(e, op, key, id, leaseMs, nowMs);
     }
@@ -139,7 +143,7 @@ export class RedisLeases implements BoundLeases {
    */
   private giveBack(redisKey: string, id: string, now: string): boolean {
     const args = ["x", now, this.limitArg, id, "0", String(this.store.minTtlMs)];
-    this.store.ask(this.script, [redisKey], args).catch(() => undefined);
+    this.store.ask(this.script, [redisKey, `${redisKey}:r`], args).catch(() => undefined);
     return true;
   }
 
@@ -159,7 +163,7 @@ export class RedisLeases implements BoundLeases {
         return open ? { ok: false, remaining: this.limit, retryAfterMs: 0, reason: "store-error" } : this.plain(false, "store-error", true);
       }
       if (op === "release") {
-        this.ledger.owe(key, id, nowMs);
+        this.ledger.owe(key, id, nowMs, leaseMs);
         return this.plain(false, "store-error");
       }
       // A renew said true: Redis is told when it answers (else the lease may expire there while its
@@ -182,7 +186,7 @@ export class RedisLeases implements BoundLeases {
         this.ledger.local(key, id, this.entry("redis", leaseMs, nowMs)); // as for "open" above
         return this.plain(true, this.policyReason());
       case "release":
-        this.ledger.owe(key, id, nowMs);
+        this.ledger.owe(key, id, nowMs, leaseMs);
         return this.plain(false, this.policyReason());
     }
   }

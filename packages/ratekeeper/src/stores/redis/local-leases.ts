@@ -113,6 +113,8 @@ export class LocalLeases {
 export interface OwedRelease {
   readonly key: string;
   readonly nowMs: number | undefined;
+  /** The releasing limiter's leaseMs: how long the release stands in Redis if it does not hold the id. */
+  readonly leaseMs: number;
 }
 
 /**

@@ -8,23 +8,35 @@ the slots of a holder that crashed come back without anyone releasing them.
 KEYS[1]  the key's leases: a sorted set, member = lease id, score = when the lease expires
          (integer ms since the epoch, on the clock of ARGV[2]). A key without leases does not
          exist; the set expires when its last lease does (PEXPIRE), so it leaves nothing behind.
+KEYS[2]  the key's tombstones (the same hash tag, so the same cluster slot): a sorted set, member =
+         the id of a lease released while this set did not hold it, score = until when that
+         release stands (nowMs + ARGV[5] of the release). Such a lease was granted by an instance
+         that had lost Redis and released through another that had not; without the tombstone its
+         hand-over ("d") or offline renew ("e") would hold its slot until it expires, for nobody.
+         Expires with its latest tombstone (PEXPIRE); each new tombstone first drops past ones.
+         Every mode takes both keys (the caller always sends them); only x, d and e read KEYS[2].
 ARGV[1]  mode: "a" acquire (take a slot when fewer than limit are held; an id already held is
-         renewed instead), "r" renew (extend a held lease), "x" release (remove it), "n" count,
+         renewed instead), "r" renew (extend a held lease), "x" release (remove it; an id not
+         held is recorded in KEYS[2] for ARGV[5] ms when ARGV[5] > 0), "n" count,
          "d" hand over a lease granted while Redis did not answer (add it whatever the count, as
          its holder has it already; an id held keeps the later of the two expiries). "d" alone
          has no twin in core/leases.ts: only a store that can fail hands leases over.
          "e" a renew made while Redis did not answer: an id held is extended (to the later of
-         the two expiries); one no longer held is taken again when fewer than limit are held
+         the two expiries); one no longer held is taken again when fewer than limit are held.
+         "d" and "e" of an id in KEYS[2] (released already) do nothing and answer ok = 1 (done).
 ARGV[2]  nowMs: integer ms since the epoch, or "" for the server's clock (TIME)
 ARGV[3]  limit: integer, the most leases held at once
 ARGV[4]  lease id (a, r, x, d, e): a string unique over every process (the caller makes it)
-ARGV[5]  leaseMs: integer ms a lease lives after its acquire or renew (a, r), or has left (d, e)
+ARGV[5]  leaseMs: integer ms a lease lives after its acquire or renew (a, r), or has left (d, e);
+         for x, how long a release of an id not held stands (the releasing limiter's leaseMs, the
+         longest a lease granted elsewhere can still live; 0: no tombstone)
 ARGV[6]  minTtlMs: integer ms, the least PEXPIRE given to the set (0: exactly until its last lease expires)
 Reply    4 integers: ok (1: acquired / renewed / released; 0: not, and always 0 for a count),
          remaining (slots free after the call), retryAfterMs (when every slot is held and the
          call was not a granted acquire: ms until the earliest lease expires; else 0),
          held (leases held after the call)
-Cost: O(log n) per call for n leases held, plus the expired leases it drops.
+Cost: O(log n) per call for n leases held, plus the expired leases it drops (and, for a release
+of an id not held, O(log m) for m tombstones plus the past ones it drops).
 ]]
 local key = KEYS[1]
 local mode = ARGV[1]
@@ -45,6 +57,12 @@ redis.call("ZREMRANGEBYSCORE", key, "-inf", now)
 local held = redis.call("ZCARD", key)
 local ok = 0
 local wrote = false
+-- A hand-over or offline renew of a lease released already (see KEYS[2]).
+local released = false
+if mode == "d" or mode == "e" then
+  local stands = redis.call("ZSCORE", KEYS[2], id)
+  released = stands ~= false and tonumber(stands) > now
+end
 if mode == "a" then
   local has = redis.call("ZSCORE", key, id)
   if has or held < limit then
@@ -60,6 +78,15 @@ elseif mode == "r" then
 elseif mode == "x" then
   ok = redis.call("ZREM", key, id)
   held = held - ok
+  local standMs = tonumber(ARGV[5])
+  if ok == 0 and standMs > 0 then
+    local tombs = KEYS[2]
+    redis.call("ZREMRANGEBYSCORE", tombs, "-inf", now)
+    redis.call("ZADD", tombs, now + standMs, id)
+    if redis.call("PTTL", tombs) < standMs then redis.call("PEXPIRE", tombs, standMs) end
+  end
+elseif released then
+  ok = 1 -- released already (through an instance that reached Redis): nothing to hand over, done
 elseif mode == "d" then
   local has = redis.call("ZSCORE", key, id)
   local at = now + tonumber(ARGV[5])
