@@ -54,4 +54,34 @@ describeRedis("a lease released through another instance during a one-sided outa
       ioB.disconnect();
     }
   });
+  it("an offline renew of a lease Redis let expire, released through B, is not taken again ('e')", { timeout: 15_000 }, async () => {
+    const ioA = new Redis(redis.port, redis.host);
+    const ioB = new Redis(redis.port, redis.host);
+    try {
+      const ctl = { down: false };
+      const a = new RedisStore({ client: outageClient(ioA, ctl).client, failure: "degraded", timeoutMs: 200, instances: 1 });
+      const b = new RedisStore({ client: ioB, failure: "degraded", timeoutMs: 200, instances: 1 });
+      const opts = { limit: 1, leaseMs: 2_000, namespace: "t-renew" };
+      const poolA = new ConcurrencyLimiter({ ...opts, store: a });
+      const poolB = new ConcurrencyLimiter({ ...opts, store: b });
+      const lease = await poolA.acquire("k"); // in Redis, until t0 + 2 s
+      expect(lease.acquired).toBe(true);
+      ctl.down = true;
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(await lease.renew()).toBe(true); // A alone: said true, to tell Redis later ("e")
+      await new Promise((r) => setTimeout(r, 1_100)); // Redis let it expire
+      expect(await poolB.release("k", lease.id)).toBe(false); // not held: a tombstone
+      ctl.down = false;
+      for (let i = 0; i < 20 && a.state !== "closed"; i++) await new Promise((r) => setTimeout(r, 100));
+      await poolA.peek("k"); // hands the offline renew over first
+      await new Promise((r) => setTimeout(r, 200));
+      expect(await ioB.zscore("rk:{t-renew:k}:c", lease.id)).toBeNull();
+      const again = await poolB.acquire("k");
+      expect(again.acquired).toBe(true);
+      await again.release();
+    } finally {
+      ioA.disconnect();
+      ioB.disconnect();
+    }
+  });
 });
