@@ -16,19 +16,7 @@ import { ALGORITHM_IMPLS } from "../src/core/algorithms/index.js";
 import { LeasedTable } from "../src/stores/leased-table.js";
 import type { ResolvedLimit } from "../src/core/options.js";
 import type { BoundStore } from "../src/index.js";
-import { MemoryBlockSource, SharedState } from "./lease-source-model.js";
-
-/** The unleased table is only used for peeks and when the source fails; neither happens here. */
-const UNUSED: BoundStore = {
-  consume: () => {
-    throw new Error("not expected");
-  },
-  peek: () => {
-    throw new Error("not expected");
-  },
-  refund: () => undefined,
-  reset: () => undefined,
-};
+import { MemoryBlockSource, SharedState, UNUSED } from "./lease-source-model.js";
 
 type Op =
   | { kind: "consume"; dt: number; inst: number; n: number; cost: number; spread: number }

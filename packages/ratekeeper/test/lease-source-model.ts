@@ -6,7 +6,23 @@
 import { giveBack, newBlockOutcome, takeBlock, type BlockOutcome } from "../src/core/lease-block.js";
 import type { LimitState } from "../src/core/algorithms/types.js";
 import type { ResolvedLimit } from "../src/core/options.js";
+import type { BoundStore } from "../src/store.js";
 import type { BlockSource } from "../src/stores/leased-table.js";
+
+/**
+ * The unleased table of a LeasedTable in tests where it must not be asked: it is used only for
+ * peeks and when the source fails, which these tests never do.
+ */
+export const UNUSED: BoundStore = {
+  consume: () => {
+    throw new Error("not expected");
+  },
+  peek: () => {
+    throw new Error("not expected");
+  },
+  refund: () => undefined,
+  reset: () => undefined,
+};
 
 /** The state every instance shares: per key, the limit's state and when each instance last took a block. */
 export class SharedState {

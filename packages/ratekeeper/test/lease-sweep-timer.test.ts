@@ -5,20 +5,9 @@
  * spy, nothing waits.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { resolveLimit, type BoundStore } from "../src/index.js";
+import { resolveLimit } from "../src/index.js";
 import { LeasedTable } from "../src/stores/leased-table.js";
-import { MemoryBlockSource, SharedState } from "./lease-source-model.js";
-
-const UNUSED: BoundStore = {
-  consume: () => {
-    throw new Error("not expected");
-  },
-  peek: () => {
-    throw new Error("not expected");
-  },
-  refund: () => undefined,
-  reset: () => undefined,
-};
+import { MemoryBlockSource, SharedState, UNUSED } from "./lease-source-model.js";
 
 afterEach(() => {
   vi.restoreAllMocks();
