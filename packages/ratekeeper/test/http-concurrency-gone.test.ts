@@ -6,49 +6,11 @@
  * the connection close.
  */
 import { describe, expect, it } from "vitest";
-import { ConcurrencyLimiter, MemoryStore, type Store } from "ratekeeper";
-import type { BoundLeases, ClockOptions, LeaseAnswer } from "../src/store.js";
+import { ConcurrencyLimiter } from "ratekeeper";
 import { until } from "../../../test-support/process.js";
+import { SlowLeases } from "../../../test-support/slow-leases.js";
 import { FRAMEWORKS } from "./http-gone-support.js";
 import { httpAbandon } from "./http-support.js";
-
-/** A memory store whose lease acquires wait for `open()` (one gate for all of them). */
-class SlowLeases implements Store {
-  private readonly inner = new MemoryStore({ sweepIntervalMs: 0 });
-  waiting = 0;
-  /** Acquires answered, and granted. */
-  answered = 0;
-  granted = 0;
-  private waiters: Array<() => void> = [];
-
-  bind(...a: Parameters<MemoryStore["bind"]>): ReturnType<MemoryStore["bind"]> {
-    return this.inner.bind(...a);
-  }
-
-  bindLeases(limit: number, namespace: string, options?: ClockOptions): BoundLeases {
-    const b = this.inner.bindLeases(limit, namespace, options);
-    return {
-      acquire: async (key, id, leaseMs, nowMs): Promise<LeaseAnswer> => {
-        this.waiting++;
-        await new Promise<void>((r) => this.waiters.push(r));
-        this.waiting--;
-        const a = await b.acquire(key, id, leaseMs, nowMs);
-        this.answered++;
-        if (a.ok) this.granted++;
-        return a;
-      },
-      renew: (...a) => b.renew(...a),
-      release: (...a) => b.release(...a),
-      count: (...a) => b.count(...a),
-    };
-  }
-
-  open(): void {
-    const w = this.waiters;
-    this.waiters = [];
-    for (const r of w) r();
-  }
-}
 
 let seq = 0;
 

@@ -8,8 +8,8 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
-import { MemoryStore, type BoundLeases, type ClockOptions, type LeaseAnswer, type Store } from "ratekeeper";
 import { until } from "../../../test-support/process.js";
+import { SlowLeases } from "../../../test-support/slow-leases.js";
 import { DecisionService, parseRules } from "../src/index.js";
 import { createLogger } from "../src/log.js";
 import { Metrics } from "../src/metrics.js";
@@ -23,41 +23,6 @@ descriptors:
 concurrency:
   reports: { limit: 1, lease: 1h }
 `;
-
-/** A memory store whose lease acquires wait for `open()`. */
-class SlowLeases implements Store {
-  readonly inner = new MemoryStore({ sweepIntervalMs: 0 });
-  waiting = 0;
-  answered = 0;
-  private waiters: Array<() => void> = [];
-
-  bind(...a: Parameters<MemoryStore["bind"]>): ReturnType<MemoryStore["bind"]> {
-    return this.inner.bind(...a);
-  }
-
-  bindLeases(limit: number, namespace: string, options?: ClockOptions): BoundLeases {
-    const b = this.inner.bindLeases(limit, namespace, options);
-    return {
-      acquire: async (key, id, leaseMs, nowMs): Promise<LeaseAnswer> => {
-        this.waiting++;
-        await new Promise<void>((r) => this.waiters.push(r));
-        this.waiting--;
-        const a = await b.acquire(key, id, leaseMs, nowMs);
-        this.answered++;
-        return a;
-      },
-      renew: (...a) => b.renew(...a),
-      release: (...a) => b.release(...a),
-      count: (...a) => b.count(...a),
-    };
-  }
-
-  open(): void {
-    const w = this.waiters;
-    this.waiters = [];
-    for (const r of w) r();
-  }
-}
 
 describe("POST /v1/leases/acquire, the client gone before the grant", () => {
   it("gives the lease back: the slot is free again", async () => {
