@@ -73,6 +73,34 @@ export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest
   handler?: (req: FastifyRequest, reply: FastifyReply, result: RateLimitResult) => void | Promise<void>;
 }
 
+/** A thrown value as an Error, for Fastify's `done(err)`. */
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
+}
+
+/**
+ * Runs the custom refusal. What it throws or rejects with goes to Fastify's error handling
+ * (`done(err)`): after a verdict that came late (an async key, a Redis store) this runs in a
+ * promise callback, where a throw would be an unhandled rejection (node ends the process on one)
+ * and the request would never be answered.
+ */
+function refuseWith(
+  handler: NonNullable<FastifyRateLimitOptions["handler"]>,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  result: RateLimitResult,
+  done: HookHandlerDoneFunction,
+): void {
+  let out: void | Promise<void>;
+  try {
+    out = handler(req, reply, result);
+  } catch (e) {
+    done(asError(e));
+    return;
+  }
+  if (out instanceof Promise) out.catch((e: unknown) => done(asError(e)));
+}
+
 /** The hook, with its framework-neutral core attached. */
 export type FastifyRateLimitHook = onRequestHookHandler & { readonly core: HttpRateLimiter<FastifyRequest> };
 
@@ -92,10 +120,7 @@ export function rateLimitHook(options: FastifyRateLimitOptions): FastifyRateLimi
     if (!result.pass) {
       // Fastify's rule for callback hooks that answer early: send, and do not call done().
       if (handler === undefined) void reply.code(result.status).type(result.contentType).send(result.body);
-      else {
-        const out = handler(req, reply, result);
-        if (out instanceof Promise) out.catch((e: unknown) => done(e instanceof Error ? e : new Error(String(e))));
-      }
+      else refuseWith(handler, req, reply, result, done);
       return;
     }
     if (result.delayMs > 0) {
@@ -109,7 +134,7 @@ export function rateLimitHook(options: FastifyRateLimitOptions): FastifyRateLimi
           settleNode(core, result, req, reply.raw);
           done();
         },
-        (e: unknown) => done(e instanceof Error ? e : new Error(String(e))),
+        (e: unknown) => done(asError(e)),
       );
       return;
     }
@@ -122,7 +147,7 @@ export function rateLimitHook(options: FastifyRateLimitOptions): FastifyRateLimi
     if (r instanceof Promise)
       r.then(
         (x) => apply(x, req, reply, done),
-        (e: unknown) => done(e instanceof Error ? e : new Error(String(e))),
+        (e: unknown) => done(asError(e)),
       );
     else apply(r, req, reply, done);
   }
@@ -139,7 +164,7 @@ export function rateLimitPlugin(app: FastifyInstance, options: FastifyRateLimitO
     app.addHook("onRequest", rateLimitHook(options));
     done();
   } catch (e) {
-    done(e instanceof Error ? e : new Error(String(e)));
+    done(asError(e));
   }
 }
 // fastify-plugin's marker, set by hand so the library has no runtime dependency on it.
