@@ -71,6 +71,27 @@ export interface NodeRateLimit {
 }
 
 /**
+ * Whether the response has closed (it finished, or the client left), so that its 'close' has
+ * fired already and will not again. node:http's response says so (`closed`); node:http2's
+ * compatibility response (`http2.createServer(listener)`, `Fastify({ http2: true })`) has no such
+ * flag, and its stream is destroyed once it closes.
+ */
+function responseClosed(res: ServerResponse): boolean {
+  if (res.closed) return true;
+  const stream = (res as { stream?: { destroyed?: unknown } }).stream;
+  return stream !== undefined && stream !== null && stream.destroyed === true;
+}
+
+/**
+ * The status of a response that has closed, or `undefined` when it closed before it was all sent
+ * (the client left). node:http2's compatibility response counts as finished once it closes,
+ * however it closed; only its `writableEnded` says whether the app ended it.
+ */
+function closedStatus(res: ServerResponse): number | undefined {
+  return res.writableFinished && res.writableEnded ? res.statusCode : undefined;
+}
+
+/**
  * Waits out a shaping delay on a `node:http` response; a client that disconnects meanwhile (or
  * already did) gives its place back. Resolves whether to go on.
  */
@@ -79,7 +100,7 @@ export async function holdNode<Req>(core: HttpRateLimiter<Req>, result: RateLimi
   const ac = new AbortController();
   // The client left while the verdict was being made (a slow store): the response has closed
   // already and no `close` comes again, so the place is given back now, not after the delay.
-  if (res.closed) ac.abort();
+  if (responseClosed(res)) ac.abort();
   const onClose = (): void => ac.abort();
   res.once("close", onClose);
   const ok = await core.hold(result, ac.signal, req);
@@ -99,8 +120,8 @@ export function settleNode<Req>(core: HttpRateLimiter<Req>, result: RateLimitRes
   if (!result.settles) return;
   // The client left while the verdict was being made (a lease granted by a slow store): the
   // response has closed already, and neither event below would ever fire.
-  if (res.closed) {
-    core.settle(result, res.writableFinished ? res.statusCode : undefined, req);
+  if (responseClosed(res)) {
+    core.settle(result, closedStatus(res), req);
     return;
   }
   // A response on its socket closes with it (node emits its 'close'): only one not attached to
