@@ -144,8 +144,8 @@ class HeldSource implements BlockSource {
     return true;
   }
   leave(): void {}
-  give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void> {
-    return this.inner.give(key, units, blockStart, nowMs ?? this.clock());
+  give(key: string, units: number, blockStart: number, epoch: number, nowMs: number | undefined): Promise<void> {
+    return this.inner.give(key, units, blockStart, epoch, nowMs ?? this.clock());
   }
 }
 

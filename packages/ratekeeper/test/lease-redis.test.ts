@@ -47,7 +47,8 @@ const SPECS: fc.Arbitrary<LimitSpec> = fc.oneof(
 
 type Op =
   | { kind: "take"; dt: number; inst: number; key: number; want: number }
-  | { kind: "give"; dt: number; inst: number; key: number; units: number; back: number };
+  | { kind: "give"; dt: number; inst: number; key: number; units: number; back: number }
+  | { kind: "reset"; dt: number; key: number };
 
 const OPS: fc.Arbitrary<Op[]> = fc.array(
   fc.oneof(
@@ -70,6 +71,14 @@ const OPS: fc.Arbitrary<Op[]> = fc.array(
         key: fc.integer({ min: 0, max: 1 }),
         units: fc.integer({ min: 1, max: 30 }),
         back: fc.integer({ min: 0, max: 400 }),
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant("reset" as const),
+        dt: fc.integer({ min: 0, max: 300 }),
+        key: fc.integer({ min: 0, max: 1 }),
       }),
     },
   ),
@@ -104,20 +113,34 @@ describeRedis("quota leasing on Redis", () => {
           const shared = new SharedState(lim);
           const model = [0, 1, 2, 3].map((i) => new MemoryBlockSource(shared, `i${i}`, 4 * blockMs));
           const real = [0, 1, 2, 3].map(() => new RedisBlockSource(store, lim, ns, lease));
+          // Resets go through the per-decision script (ratekeeper.lua), which raises the key's epoch
+          // at Redis's time, not at t: each side gives back with the epoch of the instance's last
+          // take on the key there, and the takes are compared on whether the epoch changed since.
+          const resetter = new RateLimiter({ ...spec, namespace: ns, store });
+          const epochs = { real: new Map<string, number>(), model: new Map<string, number>() };
           let t = t0;
           for (const [step, op] of ops.entries()) {
             t += op.dt;
             const key = `k${op.key}`;
-            if (op.kind === "take") {
-              const got = await (real[op.inst] as RedisBlockSource).take(key, op.want, t);
-              const { lessees, ...want } = (model[op.inst] as MemoryBlockSource).takeNow(key, op.want, t);
+            if (op.kind === "reset") {
+              await resetter.reset(key);
+              shared.reset(key, t);
+            } else if (op.kind === "take") {
+              const slot = `${op.inst}:${key}`;
+              const { epoch: realEpoch, ...got } = await (real[op.inst] as RedisBlockSource).take(key, op.want, t);
+              const { lessees, epoch: modelEpoch, ...want } = (model[op.inst] as MemoryBlockSource).takeNow(key, op.want, t);
               expect(got, `take at step ${step}`).toEqual(want);
               expect((real[op.inst] as RedisBlockSource).lessees).toBe(lessees);
+              const changed = (m: Map<string, number>, e: number) => (m.get(slot) ?? 0) !== e;
+              expect(changed(epochs.real, realEpoch), `epoch changed at step ${step}`).toBe(changed(epochs.model, modelEpoch));
+              epochs.real.set(slot, realEpoch);
+              epochs.model.set(slot, modelEpoch);
             } else {
+              const slot = `${op.inst}:${key}`;
               // A block start from the past: the current window's (or one that ended), or a bucket's take time.
               const start = lim.algorithm === "fixed-window" ? t - (t % lim.windowMs) - (op.back > 200 ? lim.windowMs : 0) : t - op.back;
-              await (real[op.inst] as RedisBlockSource).give(key, op.units, start, t);
-              (model[op.inst] as MemoryBlockSource).giveNow(key, op.units, start, t);
+              await (real[op.inst] as RedisBlockSource).give(key, op.units, start, epochs.real.get(slot) ?? 0, t);
+              (model[op.inst] as MemoryBlockSource).giveNow(key, op.units, start, epochs.model.get(slot) ?? 0, t);
             }
           }
         },

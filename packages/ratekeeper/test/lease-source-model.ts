@@ -28,9 +28,17 @@ export const UNUSED: BoundStore = {
 export class SharedState {
   readonly states = new Map<string, LimitState>();
   readonly lessees = new Map<string, Map<string, number>>();
+  /** Per key, its reset epoch (absent: 0), as ratekeeper.lua's reset raises it: max(old + 1, now). */
+  readonly epochs = new Map<string, number>();
   takes = 0;
   gives = 0;
   constructor(readonly lim: ResolvedLimit) {}
+
+  /** A reset of `key` at `nowMs`: its state is forgotten and its epoch raised. */
+  reset(key: string, nowMs: number): void {
+    this.states.delete(key);
+    this.epochs.set(key, Math.max((this.epochs.get(key) ?? 0) + 1, nowMs));
+  }
 }
 
 export class MemoryBlockSource implements BlockSource {
@@ -52,14 +60,16 @@ export class MemoryBlockSource implements BlockSource {
     const out = newBlockOutcome();
     takeBlock(s, nowMs, want, ls.size, sh.lim, out);
     if (out.taken > 0) sh.states.set(key, s);
+    out.epoch = sh.epochs.get(key) ?? 0;
     return { ...out, lessees: ls.size };
   }
 
-  giveNow(key: string, units: number, blockStart: number, nowMs: number): void {
+  /** As lease.lua: nothing goes back into a state that expired, or into a key reset since the block's take (`epoch`). */
+  giveNow(key: string, units: number, blockStart: number, epoch: number, nowMs: number): void {
     const sh = this.shared;
     sh.gives++;
     const s = sh.states.get(key);
-    if (s !== undefined) giveBack(s, nowMs, units, blockStart, sh.lim);
+    if (s !== undefined && epoch === (sh.epochs.get(key) ?? 0)) giveBack(s, nowMs, units, blockStart, sh.lim);
   }
 
   take(key: string, want: number, nowMs: number | undefined): Promise<BlockOutcome> {
@@ -74,8 +84,8 @@ export class MemoryBlockSource implements BlockSource {
 
   leave(): void {}
 
-  give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void> {
-    this.giveNow(key, units, blockStart, nowMs as number);
+  give(key: string, units: number, blockStart: number, epoch: number, nowMs: number | undefined): Promise<void> {
+    this.giveNow(key, units, blockStart, epoch, nowMs as number);
     return Promise.resolve();
   }
 }

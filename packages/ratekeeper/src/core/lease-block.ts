@@ -42,11 +42,17 @@ export interface BlockOutcome {
    * drained meanwhile, see {@link giveBack}).
    */
   blockStart: number;
+  /**
+   * The key's reset epoch at this take (the shared store's; {@link takeBlock} leaves it alone). A
+   * reset raises it: units of a block from an earlier epoch were taken against the state the
+   * reset forgot, so they are never given back into the new one (see docs/leasing.md, "A reset").
+   */
+  epoch: number;
 }
 
 /** A fresh scratch {@link BlockOutcome}. */
 export function newBlockOutcome(): BlockOutcome {
-  return { taken: 0, validMs: 0, waitMs: 0, resetAfterMs: 0, blockStart: 0, left: 0 };
+  return { taken: 0, validMs: 0, waitMs: 0, resetAfterMs: 0, blockStart: 0, left: 0, epoch: 0 };
 }
 
 /** Whether quota leasing can hold this limit's bound (see docs/leasing.md for why the others cannot). */

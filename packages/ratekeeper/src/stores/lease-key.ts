@@ -11,7 +11,8 @@ import type { BlockOutcome } from "../core/lease-block.js";
  */
 export interface BlockSource {
   take(key: string, want: number, nowMs: number | undefined): Promise<BlockOutcome>;
-  give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void>;
+  /** `epoch`: the block's, from its take; the store credits nothing when the key was reset since. */
+  give(key: string, units: number, blockStart: number, epoch: number, nowMs: number | undefined): Promise<void>;
   /**
    * A decision starts waiting for a take: false when the store already has as many decisions
    * waiting as it allows (its backpressure bound, such as RedisStore's `maxPending`).
@@ -35,6 +36,8 @@ export interface KeyLease {
   units: number;
   /** Units spent from the current block: what a refund may put back into it. */
   spent: number;
+  /** The key's reset epoch when the block was taken (BlockOutcome.epoch): a take in a later one drops what is left. */
+  epoch: number;
   /** When the block may no longer be spent (its unused units then go back). */
   expiresAt: number;
   /** The block's `blockStart` (fixed window: its window; bucket: when the oldest of its units was taken). */
@@ -60,6 +63,7 @@ export function newKeyLease(): KeyLease {
   return {
     units: 0,
     spent: 0,
+    epoch: 0,
     expiresAt: 0,
     blockStart: 0,
     recheckAt: Number.NEGATIVE_INFINITY,

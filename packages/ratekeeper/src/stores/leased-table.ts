@@ -187,6 +187,13 @@ export class LeasedTable implements BoundStore {
     this.taken += b.taken;
     const now = nowMs ?? this.clock();
     if (k.units > 0 && now >= k.expiresAt) void this.giveBack(key, k, nowMs);
+    // The key was reset since the block was taken: what is left of it (too little for a waiting
+    // cost) was counted in the state the reset forgot, and goes nowhere (docs/leasing.md).
+    if (b.epoch !== k.epoch) {
+      k.units = 0;
+      k.spent = 0;
+      k.epoch = b.epoch;
+    }
     k.resetAt = sentAt + b.resetAfterMs;
     k.left = b.left;
     if (b.taken > 0) {
@@ -272,7 +279,7 @@ export class LeasedTable implements BoundStore {
     k.spent = 0;
     k.expiresAt = 0;
     this.calls++;
-    return this.source.give(key, units, k.blockStart, nowMs).catch(() => undefined);
+    return this.source.give(key, units, k.blockStart, k.epoch, nowMs).catch(() => undefined);
   }
 
   /** A local decision; `spend`: units a peek's request would take from the block (a consume has taken them). */

@@ -14,7 +14,8 @@ const LESSEE_BLOCKS = 4;
 /**
  * Blocks of a key's allowance from Redis (scripts/lease.lua): one script call per take or give
  * back, on the key's own state (the same key and encoding as the per-decision script, so leased
- * and unleased limiters of one policy share the allowance) and hash slot.
+ * and unleased limiters of one policy share the allowance) and hash slot, with its lessees
+ * (`:L`) and its reset epoch (`:e`, raised by the per-decision script's reset).
  */
 export class RedisBlockSource implements BlockSource {
   private readonly script: LoadedScript = loadScript("lease", []);
@@ -42,8 +43,8 @@ export class RedisBlockSource implements BlockSource {
   async take(key: string, want: number, nowMs: number | undefined): Promise<BlockOutcome> {
     const head = `${this.head}${key}`;
     const args = ["t", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(want), this.id, this.horizon];
-    const r = await this.store.ask(this.script, [`${head}}`, `${head}}:L`], args);
-    if (!Array.isArray(r) || r.length !== 7)
+    const r = await this.store.ask(this.script, [`${head}}`, `${head}}:L`, `${head}}:e`], args);
+    if (!Array.isArray(r) || r.length !== 8)
       throw new RateLimitStoreError(`RedisStore lease "${key}": unexpected script reply ${describeValue(r)}`);
     this.lessees = Number(r[5]);
     return {
@@ -53,6 +54,7 @@ export class RedisBlockSource implements BlockSource {
       resetAfterMs: Number(r[3]),
       blockStart: Number(r[4]),
       left: Number(r[6]),
+      epoch: Number(r[7]),
     };
   }
 
@@ -65,9 +67,9 @@ export class RedisBlockSource implements BlockSource {
     this.store.leave();
   }
 
-  async give(key: string, units: number, blockStart: number, nowMs: number | undefined): Promise<void> {
+  async give(key: string, units: number, blockStart: number, epoch: number, nowMs: number | undefined): Promise<void> {
     const head = `${this.head}${key}`;
-    const args = ["g", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(units), String(blockStart)];
-    await this.store.ask(this.script, [`${head}}`, `${head}}:L`], args);
+    const args = ["g", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(units), String(blockStart), String(epoch)];
+    await this.store.ask(this.script, [`${head}}`, `${head}}:L`, `${head}}:e`], args);
   }
 }

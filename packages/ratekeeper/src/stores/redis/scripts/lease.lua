@@ -11,6 +11,11 @@ KEYS[1]  the limit's state: <prefix>{<namespace>:<key>} (leasing has one limit),
          units x windowMs), packed "<i6i6" when both are whole numbers in [0, 2^47), else "<dd"
 KEYS[2]  the key's lessees: a sorted set, member = instance id, score = when it last took a block
          (ms); same hash tag. Expires max(horizonMs, minTtlMs) after the last take.
+KEYS[3]  the key's reset epoch: <KEYS[1]>:e, an integer that ratekeeper.lua's reset ("x") raises
+         (same hash tag); absent: 0. A block belongs to the epoch it was taken in: after a reset
+         its units were taken against a count that no longer exists, so a give-back of a block
+         of another epoch does nothing (its units would be admitted a second time), and the
+         instance drops what it still holds of such a block when a take tells it the new epoch.
 ARGV[1]  mode: "t" take a block, "g" give units back
 ARGV[2]  nowMs: integer ms since the epoch, or "" for the server's clock (TIME)
 ARGV[3]  kind: "f" fixed window aligned on the clock, "n" the same in ratekeeper.lua's counter
@@ -24,12 +29,14 @@ ARGV[8]  t: want, units the instance asks for (>= 1); g: units given back
 ARGV[9]  t: the instance's id (a string); g: the block's blockStart from its take (fixed window:
          its window's start, the units go back only into that window; bucket: when it was taken,
          the units are credited less what the bucket drained since)
-ARGV[10] t: horizonMs, how long an instance counts as a lessee after its last take
-Reply    t: 7 integers: taken (units, 0: none), validMs (fixed window: ms until its window ends;
+ARGV[10] t: horizonMs, how long an instance counts as a lessee after its last take;
+         g: the block's epoch (the 8th integer of its take's reply)
+Reply    t: 8 integers: taken (units, 0: none), validMs (fixed window: ms until its window ends;
          bucket: 0), waitMs (taken 0: ms until a block may be available), resetAfterMs,
          blockStart (fixed window: the window's start; bucket: now, in ms), lessees (instances
          that took a block within horizonMs, this one included), left (units the state still has
-         after this take, which others may take: with the block's, a decision's remaining)
+         after this take, which others may take: with the block's, a decision's remaining),
+         epoch (the key's reset epoch, KEYS[3], whether or not a block was taken)
          g: 0
 Blocks are at most max(1, floor(capacity / (2 * lessees))), and a bucket gives nothing below
 max(1, min(want, floor(that / 2))) (see core/lease-block.ts for why).
@@ -109,9 +116,13 @@ local function levelAt()
   return b - elapsed * limit
 end
 
+-- The key's reset epoch (see KEYS[3]).
+local epoch = tonumber(redis.call("GET", KEYS[3])) or 0
+
 if mode == "g" then
-  -- Nothing to give back into when the state has expired (a fresh state already has it all).
-  if not raw then return 0 end
+  -- Nothing to give back into when the state has expired (a fresh state already has it all), nor
+  -- when the key was reset since the block was taken (the fresh state never counted its units).
+  if not raw or tonumber(ARGV[10]) ~= epoch then return 0 end
   if kind ~= "b" then
     local start = tonumber(ARGV[9])
     if a == start and windowStart() == start then
@@ -154,11 +165,11 @@ if kind ~= "b" then
   if ask < k then k = ask end
   if k > 0 then
     put(start, count + k, endsIn)
-    return { k, endsIn, 0, endsIn, start, lessees, limit - count - k }
+    return { k, endsIn, 0, endsIn, start, lessees, limit - count - k, epoch }
   end
   local left = limit - count
   if left < 0 then left = 0 end
-  return { 0, endsIn, endsIn, endsIn, start, lessees, left }
+  return { 0, endsIn, endsIn, endsIn, start, lessees, left, epoch }
 end
 
 local level = levelAt()
@@ -177,8 +188,8 @@ if available >= least then
   if behind == 0 then na = now end
   local reset = ceil(after / limit) + behind
   put(na, after, reset)
-  return { k, 0, 0, reset, now, lessees, available - k }
+  return { k, 0, 0, reset, now, lessees, available - k, epoch }
 end
 local left = available
 if left < 0 then left = 0 end
-return { 0, 0, ceil((level + least * W - full) / limit) + behind, ceil(level / limit) + behind, now, lessees, left }
+return { 0, 0, ceil((level + least * W - full) / limit) + behind, ceil(level / limit) + behind, now, lessees, left, epoch }

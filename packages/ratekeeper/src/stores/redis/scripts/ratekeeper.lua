@@ -22,8 +22,9 @@ ARGV[3..] per limit i, 8 entries from 3 + (i-1)*8 (ResolvedLimit in core/options
 then per decision d, E entries from 3 + 8N + (d-1)*E, E = 4 when a limit shapes (shape 1), else 3:
           mode: "c" consume (check every limit; if all admit, charge all), "p" peek (no
           writes), "r" refund (give back cost on every limit whose key still exists; keeps the
-          TTLs), "x" reset (delete the keys; in the script so that it keeps its place in a
-          batch); nowMs: integer ms since the epoch, or "" for the server clock (TIME, read once
+          TTLs), "x" reset (delete the keys, and, for a one-limit policy that can lease,
+          raise the key's reset epoch: see "x" below; in the script so that it keeps its
+          place in a batch); nowMs: integer ms since the epoch, or "" for the server clock (TIME, read once
           per call); cost: integer cost units, 1 <= cost <= the smallest capacity
           (The store sends Redis's time as nowMs: a clock it keeps calibrated against TIME, see
           server-clock.ts; "" only for the call that takes a new reading.)
@@ -1008,6 +1009,24 @@ for d = 0, D - 1 do
   local o = d * 5 * N
   if mode == "x" then
     for i = 1, N do redis.call("DEL", KEYS[d * N + i]) end
+    -- A reset of a one-limit policy that quota leasing can use (fixed window, buckets but a
+    -- shaping one) raises the key's reset epoch, <key>:e (same hash tag, so the same slot; not in
+    -- KEYS, which hold N state keys per decision): lease.lua gives nothing back for blocks taken
+    -- in an earlier epoch (their units were counted in the state deleted here), and tells the
+    -- instances holding them. The new epoch is max(old + 1, now), so an epoch key that expired
+    -- and is made again does not come back to a value a live block holds (short of Redis's clock
+    -- stepping back that far). It lives twice as long as the state can matter, a window or the
+    -- time a full bucket takes to drain: past that, giving back an old block credits nothing.
+    -- Inline rather than a function: Lua makes every local function's closure on every call.
+    local L = limits[1]
+    if N == 1 and not L.shape and L.alg ~= 1 and L.alg ~= 2 then
+      local ek = KEYS[d + 1] .. ":e"
+      local e = (tonumber(redis.call("GET", ek)) or 0) + 1
+      if now > e then e = now end
+      local span = L.windowMs
+      if L.alg ~= 0 then span = max(span, ceil(L.capacity * L.windowMs / L.limit)) end
+      redis.call("SET", ek, string.format("%.0f", e), "PX", max(2 * span, minTtl, 1))
+    end
     for k = 1, 5 * N do reply[o + k] = 0 end
   else
     for i = 1, N do states[i] = load(KEYS[d * N + i], limits[i]) end
