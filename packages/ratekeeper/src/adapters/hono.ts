@@ -164,6 +164,60 @@ function setHeaders(c: Context, h: [string, string][], out: NodeBindings["outgoi
 }
 
 /**
+ * `body`, passed on chunk by chunk, calling `done` once when it has been read to its end, has
+ * failed, or is cancelled by its reader (the runtime cancels a response's body when the client
+ * goes away).
+ */
+function untilDone(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  let called = false;
+  const once = (): void => {
+    if (called) return;
+    called = true;
+    done();
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const chunk = await reader.read();
+        if (chunk.done) {
+          once();
+          controller.close();
+        } else controller.enqueue(chunk.value);
+      } catch (e) {
+        once();
+        controller.error(e);
+      }
+    },
+    cancel(reason) {
+      once();
+      return reader.cancel(reason);
+    },
+  });
+}
+
+/**
+ * Settles a request that held a lease (gives the lease back, and the `countOnly` refund) once its
+ * response is done. On @hono/node-server when its Node response closes. Elsewhere (Bun, Deno,
+ * Workers, app.request()) there is no Node response to watch, and a streamed body is still in
+ * flight when the handler returns: settled when the body ends or is cancelled. HEAD runs the GET
+ * handler and Hono drops its body unread (never cancelled): settled now.
+ */
+function settleWhenDone(core: HttpRateLimiter<Context>, c: Context, result: RateLimitResult, out: NodeBindings["outgoing"]): void {
+  const status = c.res.status;
+  const settle = (): void => core.settle(result, status, c);
+  if (out !== undefined && typeof out.once === "function") {
+    if (out.writableFinished !== true && out.closed !== true) out.once("close", settle);
+    else settle();
+    return;
+  }
+  const body = c.res.body;
+  if (body !== null && !body.locked && !c.req.raw.signal.aborted && c.req.raw.method !== "HEAD") {
+    c.res = new Response(untilDone(body, settle), c.res);
+  } else settle();
+}
+
+/**
  * Creates Hono middleware that limits requests.
  * @throws RateLimitConfigError naming every bad option
  * @example app.post("/user", rateLimit({ limiter, cost: { "GET /user": 1, "POST /user": 2 } }), handler)
@@ -211,9 +265,8 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
       if (result.settles) core.settle(result, c.res.status, c);
       return;
     }
-    // A lease (option `concurrency`) goes back when the response is done: on @hono/node-server when
-    // its Node response closes (a streamed body included), elsewhere when the handler has returned;
-    // at once if the client goes away first. A client that left while the lease was being acquired
+    // A lease (option `concurrency`) goes back when the response is done (settleWhenDone), a streamed
+    // body included, or at once if the client goes away first. A client that left while the lease was being acquired
     // (a slow store) has aborted already and its response has closed: neither event fires again.
     const signal = c.req.raw.signal;
     const gone = (): void => core.releaseLease(result, c);
@@ -223,10 +276,7 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
       await next();
     } finally {
       signal.removeEventListener("abort", gone);
-      if (out !== undefined && typeof out.once === "function" && out.writableFinished !== true && out.closed !== true) {
-        const status = c.res.status;
-        out.once("close", () => core.settle(result, status, c));
-      } else core.settle(result, c.res.status, c);
+      settleWhenDone(core, c, result, out);
     }
   };
   // Not an async function: a request that simply goes on costs no promise of its own. Whatever
