@@ -1,4 +1,5 @@
 import { describeValue, type ConfigIssue } from "../core/errors.js";
+import { fitKey, MAX_KEY_CHARS } from "./key-fit.js";
 import type { FrameworkTrust } from "./validations.js";
 
 /**
@@ -135,7 +136,8 @@ export class KeyBuilder<Req> {
       const v = (this.parts[i] as CompiledPart<Req>)(req, info) as string | undefined;
       key += (i === 0 ? "" : "|") + (v === undefined || v === "" ? EMPTY_PART : v);
     }
-    return key;
+    // A part the client writes (a header's value, the path) may be longer than the limiter takes.
+    return key.length > MAX_KEY_CHARS ? fitKey(key) : key;
   }
 
   /** The key, awaiting function parts that return promises. */
@@ -147,6 +149,6 @@ export class KeyBuilder<Req> {
       if (typeof v === "object") v = await v;
       key += (i === 0 ? "" : "|") + (v === undefined || v === "" ? EMPTY_PART : v);
     }
-    return key;
+    return key.length > MAX_KEY_CHARS ? fitKey(key) : key;
   }
 }
