@@ -167,7 +167,11 @@ export function isExpressRateLimitOptions(o: object): o is ExpressRateLimitCompa
 export function mapValidate(v: ExpressRateLimitCompatOptions["validate"]): RateLimitOptions<Request>["validate"] {
   if (v === undefined || typeof v === "boolean") return v;
   const def = v.default !== false;
-  return { forwardedHeader: v.xForwardedForHeader ?? v.forwardedHeader ?? def, trustProxy: v.trustProxy ?? def };
+  return {
+    forwardedHeader: v.xForwardedForHeader ?? v.forwardedHeader ?? def,
+    trustProxy: v.trustProxy ?? def,
+    unsharedStore: v.unsharedStore ?? def,
+  };
 }
 
 /** express-rate-limit's default identifier: `100-in-15min`. */

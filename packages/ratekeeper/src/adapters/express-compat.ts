@@ -1,6 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult } from "../http/core.js";
 import { ipv6Prefix } from "../http/ip.js";
+import { COUNTER_OWNER } from "../http/counter-claims.js";
 import { expressAccess } from "./express-access.js";
 import { isIPv6 } from "node:net";
 import { infoOf, ipKeyGenerator, resetSeconds, writeHeaders } from "./express-compat-headers.js";
@@ -108,6 +109,7 @@ function limitersFor(o: ExpressRateLimitCompatOptions, windowMs: number, keys: W
   // Limit values met lately, for resetKey and getKey (their limiters may have been let go).
   const seen = new Set<number>();
   let store = o.store;
+  const owner = {};
   const coreFor = (limit: number): HttpRateLimiter<Request> => {
     let core = cores.get(limit);
     if (core !== undefined) {
@@ -118,7 +120,9 @@ function limitersFor(o: ExpressRateLimitCompatOptions, windowMs: number, keys: W
       }
       return core;
     }
-    core = new HttpRateLimiter(coreOptions(o, Math.max(limit, 1), windowMs, keys, store), expressAccess);
+    // All one rateLimit() to the user: its limiters claim their counters together (RK_STORE_REUSE).
+    const options = { ...coreOptions(o, Math.max(limit, 1), windowMs, keys, store), [COUNTER_OWNER]: owner };
+    core = new HttpRateLimiter(options, expressAccess);
     // Every limit value's limiter uses one store: a limiter made again for a value finds its counters there.
     store ??= core.limiter?.store;
     cores.set(limit, core);

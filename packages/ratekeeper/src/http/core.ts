@@ -90,7 +90,7 @@ export class HttpRateLimiter<Req> {
    * @throws RateLimitConfigError listing every bad option with its name
    */
   constructor(options: RateLimitOptions<Req>, access: RequestAccess<Req>) {
-    const o = resolveHttpOptions(options, access);
+    const o = resolveHttpOptions(options, access, this);
     this.o = o;
     this.access = access;
     this.limiter = o.limiter;

@@ -13,6 +13,7 @@ import { HEADER_STYLES, HeaderWriter, type HeaderStyle } from "./headers.js";
 import { AddressSet, ClientIpResolver } from "./ip.js";
 import { KeyBuilder, type RequestAccess } from "./keys.js";
 import type { RateLimitOptions, ResolvedHttpOptions } from "./options.js";
+import { claimCounters, COUNTER_OWNER } from "./counter-claims.js";
 import { resolveValidate, trustValidations } from "./validations.js";
 
 const KNOWN_OPTIONS = new Set([
@@ -94,7 +95,11 @@ function isLimiter(v: unknown): v is RateLimiter {
  * Checks and compiles the middleware's options.
  * @throws RateLimitConfigError listing every bad option with its name
  */
-export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: RequestAccess<Req>): ResolvedHttpOptions<Req> {
+export function resolveHttpOptions<Req>(
+  options: RateLimitOptions<Req>,
+  access: RequestAccess<Req>,
+  owner: object,
+): ResolvedHttpOptions<Req> {
   if (typeof options !== "object" || options === null) {
     throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describeValue(options)})` }]);
   }
@@ -117,6 +122,19 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
   if (issues.length > 0 || (limiter === undefined && concurrency === undefined) || ips === undefined)
     throw new RateLimitConfigError(issues);
 
+  const validations = trustValidations(checks, o.onWarning, ips, o.trustedProxies);
+  // Counters of a namespace left to its default, in a store given: warn if another middleware counts there.
+  if (
+    checks.unsharedStore &&
+    limiter !== undefined &&
+    o.limits !== undefined &&
+    typeof o.store === "object" &&
+    o.store !== null &&
+    o.namespace === undefined
+  ) {
+    const claimant = (options as { [COUNTER_OWNER]?: object })[COUNTER_OWNER] ?? owner;
+    if (!claimCounters(o.store, limiter.namespace, claimant)) validations.storeReuse(limiter.namespace);
+  }
   // The clock of the limiter's decisions, given built or as options: headers with absolute times add their durations to it.
   const clock = o.limiter === undefined ? o.clock : (o.limiter as { clock?: () => number }).clock;
   return {
@@ -138,7 +156,7 @@ export function resolveHttpOptions<Req>(options: RateLimitOptions<Req>, access: 
     onError: o.onError,
     onDecision: o.onDecision,
     clock: clock ?? Date.now,
-    validations: trustValidations(checks, o.onWarning, ips, o.trustedProxies),
+    validations,
     ownTrust: o.trustedProxies !== undefined,
   };
 }

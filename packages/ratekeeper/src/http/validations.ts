@@ -18,8 +18,12 @@ import type { ClientIpResolver } from "./ip.js";
  *   twice (mounted twice on its way); it was counted once.
  * - `RK_TRUST_PROXY_OVERRIDDEN` (`validate.trustProxy`): `trustedProxies` and the framework's
  *   own setting found different clients for a request; `trustedProxies` wins.
+ * - `RK_STORE_REUSE` (`validate.unsharedStore`, told when the middleware is built): another
+ *   middleware of this process counts in the same counters (same store, same limits, neither
+ *   naming a namespace); see counter-claims.ts.
  */
-export type ValidationCode = "RK_FORWARDED_HEADER_IGNORED" | "RK_PERMISSIVE_TRUST_PROXY" | "RK_TRUST_PROXY_OVERRIDDEN" | "RK_DOUBLE_COUNT";
+export type ValidationCode =
+  "RK_FORWARDED_HEADER_IGNORED" | "RK_PERMISSIVE_TRUST_PROXY" | "RK_TRUST_PROXY_OVERRIDDEN" | "RK_DOUBLE_COUNT" | "RK_STORE_REUSE";
 
 /** A validation's warning, for `onWarning`. */
 export interface RateLimitWarning {
@@ -28,7 +32,18 @@ export interface RateLimitWarning {
 }
 
 /** The `validate` option: `false` turns every check off; an object turns single checks off. @default true */
-export type ValidateOption = boolean | { readonly forwardedHeader?: boolean; readonly trustProxy?: boolean };
+export type ValidateOption =
+  | boolean
+  | { readonly forwardedHeader?: boolean; readonly trustProxy?: boolean; readonly unsharedStore?: boolean; readonly default?: boolean };
+
+/** The checks, each on or off. */
+export interface ValidationChecks {
+  readonly forwardedHeader: boolean;
+  readonly trustProxy: boolean;
+  readonly unsharedStore: boolean;
+}
+
+const CHECKS = ["forwardedHeader", "trustProxy", "unsharedStore"] as const;
 
 /** Where each code is explained. */
 const DOCS = "ratekeeper's docs/middleware.md#validations";
@@ -42,26 +57,28 @@ export interface FrameworkTrust {
 }
 
 /** The `validate` option checked; its switches. */
-export function resolveValidate(v: unknown, issues: ConfigIssue[]): { forwardedHeader: boolean; trustProxy: boolean } {
-  if (v === undefined || v === true) return { forwardedHeader: true, trustProxy: true };
-  if (v === false) return { forwardedHeader: false, trustProxy: false };
+export function resolveValidate(v: unknown, issues: ConfigIssue[]): ValidationChecks {
+  const all = (on: boolean): ValidationChecks => ({ forwardedHeader: on, trustProxy: on, unsharedStore: on });
+  if (v === undefined || v === true) return all(true);
+  if (v === false) return all(false);
   if (typeof v === "object" && v !== null && !Array.isArray(v)) {
     const o = v as Record<string, unknown>;
     for (const k of Object.keys(o)) {
-      if (k !== "forwardedHeader" && k !== "trustProxy" && k !== "default") {
-        issues.push({ path: `validate.${k}`, message: `unknown check: the checks are forwardedHeader and trustProxy (or default)` });
+      if (!(CHECKS as readonly string[]).includes(k) && k !== "default") {
+        issues.push({ path: `validate.${k}`, message: `unknown check: the checks are ${CHECKS.join(", ")} (or default)` });
       } else if (typeof o[k] !== "boolean") {
         issues.push({ path: `validate.${k}`, message: `must be true or false (got ${describeValue(o[k])})` });
       }
     }
     const def = o.default !== false;
-    return { forwardedHeader: (o.forwardedHeader ?? def) !== false, trustProxy: (o.trustProxy ?? def) !== false };
+    const on = (k: (typeof CHECKS)[number]) => (o[k] ?? def) !== false;
+    return { forwardedHeader: on("forwardedHeader"), trustProxy: on("trustProxy"), unsharedStore: on("unsharedStore") };
   }
   issues.push({
     path: "validate",
-    message: `must be true, false or { forwardedHeader?: boolean, trustProxy?: boolean } (got ${describeValue(v)})`,
+    message: `must be true, false or { ${CHECKS.map((k) => `${k}?: boolean`).join(", ")} } (got ${describeValue(v)})`,
   });
-  return { forwardedHeader: true, trustProxy: true };
+  return all(true);
 }
 
 /** Emits each validation's warning at most once per middleware. */
@@ -75,7 +92,7 @@ export class Validations {
   private readonly warned = new Set<ValidationCode>();
 
   constructor(
-    checks: { forwardedHeader: boolean; trustProxy: boolean },
+    checks: ValidationChecks,
     private readonly onWarning: ((w: RateLimitWarning) => void) | undefined,
   ) {
     this.watchForwarded = checks.forwardedHeader;
@@ -130,6 +147,18 @@ export class Validations {
     );
   }
 
+  /** Another middleware of this process counts in `namespace` of the same store (told once, when built). */
+  storeReuse(namespace: string): void {
+    this.warn(
+      "RK_STORE_REUSE",
+      `another middleware was given the same store and the same limits (namespace ${JSON.stringify(namespace)}, ` +
+        `which defaults to the limits), so the two count in the same counters: a request through both is counted ` +
+        `twice, and each limits the other's routes. Give each middleware its own namespace (namespace: "login"), ` +
+        `or a store of its own. If they are meant to share one budget, give both the same namespace, or one ` +
+        `RateLimiter (limiter: ...); or turn this check off with validate: { unsharedStore: false }.`,
+    );
+  }
+
   private warn(code: ValidationCode, text: string): void {
     if (this.warned.has(code)) return;
     this.warned.add(code);
@@ -146,7 +175,7 @@ export class Validations {
 
 /** The middleware's {@link Validations}, having warned already when `trustedProxies` trusts everyone. */
 export function trustValidations(
-  checks: { forwardedHeader: boolean; trustProxy: boolean },
+  checks: ValidationChecks,
   onWarning: ((w: RateLimitWarning) => void) | undefined,
   ips: ClientIpResolver,
   trustedProxies: unknown,

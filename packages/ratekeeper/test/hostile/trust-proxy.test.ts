@@ -139,7 +139,7 @@ describe("Express: app.set('trust proxy') is honoured; a spoofed X-Forwarded-For
     await httpRequest(url2, xff("1.1.1.1"));
     expect(one.codes()).toEqual(["RK_PERMISSIVE_TRUST_PROXY"]);
     expect(() => expressLimit({ ...one.options, validate: { xForwardedFor: false } } as never)).toThrow(
-      /validate\.xForwardedFor: unknown check: the checks are forwardedHeader and trustProxy/,
+      /validate\.xForwardedFor: unknown check: the checks are forwardedHeader, trustProxy, unsharedStore/,
     );
   });
 
