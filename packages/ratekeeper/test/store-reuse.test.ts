@@ -62,6 +62,18 @@ describe("ratekeeper's own options", () => {
     expect(s.codes()).toEqual(["RK_STORE_REUSE"]);
   });
 
+  it("warns for two concurrency limits with one store and the same limit: they would share leases", () => {
+    const store = new MemoryStore();
+    const s = sink();
+    nodeLimit({ concurrency: { limit: 3, store }, onWarning: s.onWarning });
+    nodeLimit({ concurrency: { limit: 4, store }, onWarning: s.onWarning });
+    nodeLimit({ concurrency: { limit: 3, store, namespace: "uploads" }, onWarning: s.onWarning });
+    expect(s.codes()).toEqual([]);
+    nodeLimit({ concurrency: { limit: 3, store }, onWarning: s.onWarning });
+    expect(s.codes()).toEqual(["RK_STORE_REUSE"]);
+    expect(s.warnings[0]?.message).toMatch(/concurrency\.namespace/);
+  });
+
   it("stays silent when the counters cannot meet, or when sharing was chosen", () => {
     const store = new MemoryStore();
     const s = sink();

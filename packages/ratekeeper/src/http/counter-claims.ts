@@ -7,6 +7,8 @@
  * same limits then meet too: a request through both (an app-wide limiter and a login limiter
  * with the same numbers) is counted twice in one counter, and each limits the other's routes.
  * Only namespaces left to their default are claimed: a namespace the user wrote is sharing chosen.
+ * Concurrency limits are claimed likewise: two middlewares' `concurrency: { limit, store }` with
+ * the same limit share their in-flight leases.
  */
 
 /**
@@ -45,4 +47,39 @@ export function claimCounters(store: object, namespace: string, owner: object): 
   }
   byNamespace.set(namespace, new WeakRef(owner));
   return true;
+}
+
+/** A middleware's options, as far as the namespaces of its counters go. */
+interface CounterOptions {
+  readonly limits?: unknown;
+  readonly store?: unknown;
+  readonly namespace?: unknown;
+  readonly concurrency?: unknown;
+}
+
+/**
+ * Claims the namespaces `o` leaves to their default in a store it names (counters of `limits`
+ * built into `limiter`; leases of `concurrency` options built into `concurrency`), and warns
+ * through `v` for each that another middleware holds.
+ */
+export function claimDefaultNamespaces(
+  o: CounterOptions,
+  limiter: { readonly namespace: string } | undefined,
+  concurrency: { readonly namespace: string } | undefined,
+  owner: object,
+  v: { storeReuse(namespace: string, kind: "limits" | "concurrency"): void },
+): void {
+  if (limiter !== undefined && o.limits !== undefined && isObject(o.store) && o.namespace === undefined) {
+    if (!claimCounters(o.store, limiter.namespace, owner)) v.storeReuse(limiter.namespace, "limits");
+  }
+  // Options, not a ConcurrencyLimiter given (one limiter given to two middlewares is sharing chosen).
+  const c = o.concurrency as CounterOptions | undefined;
+  if (concurrency !== undefined && c !== concurrency && isObject(c) && isObject(c.store) && c.namespace === undefined) {
+    // Leases live apart from counters: claimed under their own name.
+    if (!claimCounters(c.store, `concurrency ${concurrency.namespace}`, owner)) v.storeReuse(concurrency.namespace, "concurrency");
+  }
+}
+
+function isObject(x: unknown): x is object {
+  return typeof x === "object" && x !== null;
 }

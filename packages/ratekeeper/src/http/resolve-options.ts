@@ -13,7 +13,7 @@ import { HEADER_STYLES, HeaderWriter, type HeaderStyle } from "./headers.js";
 import { AddressSet, ClientIpResolver } from "./ip.js";
 import { KeyBuilder, type RequestAccess } from "./keys.js";
 import type { RateLimitOptions, ResolvedHttpOptions } from "./options.js";
-import { claimCounters, COUNTER_OWNER } from "./counter-claims.js";
+import { claimDefaultNamespaces, COUNTER_OWNER } from "./counter-claims.js";
 import { resolveValidate, trustValidations } from "./validations.js";
 
 const KNOWN_OPTIONS = new Set([
@@ -123,18 +123,8 @@ export function resolveHttpOptions<Req>(
     throw new RateLimitConfigError(issues);
 
   const validations = trustValidations(checks, o.onWarning, ips, o.trustedProxies);
-  // Counters of a namespace left to its default, in a store given: warn if another middleware counts there.
-  if (
-    checks.unsharedStore &&
-    limiter !== undefined &&
-    o.limits !== undefined &&
-    typeof o.store === "object" &&
-    o.store !== null &&
-    o.namespace === undefined
-  ) {
-    const claimant = (options as { [COUNTER_OWNER]?: object })[COUNTER_OWNER] ?? owner;
-    if (!claimCounters(o.store, limiter.namespace, claimant)) validations.storeReuse(limiter.namespace);
-  }
+  const claimant = (options as { [COUNTER_OWNER]?: object })[COUNTER_OWNER] ?? owner;
+  if (checks.unsharedStore) claimDefaultNamespaces(o, limiter, concurrency, claimant, validations);
   // The clock of the limiter's decisions, given built or as options: headers with absolute times add their durations to it.
   const clock = o.limiter === undefined ? o.clock : (o.limiter as { clock?: () => number }).clock;
   return {

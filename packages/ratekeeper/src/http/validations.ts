@@ -148,14 +148,19 @@ export class Validations {
   }
 
   /** Another middleware of this process counts in `namespace` of the same store (told once, when built). */
-  storeReuse(namespace: string): void {
+  storeReuse(namespace: string, kind: "limits" | "concurrency"): void {
+    const what =
+      kind === "limits"
+        ? `the same limits (namespace ${JSON.stringify(namespace)}, which defaults to the limits), so the two count in the same ` +
+          `counters: a request through both is counted twice, and each limits the other's routes`
+        : `the same concurrency limit (concurrency namespace ${JSON.stringify(namespace)}, which defaults to the limit), so ` +
+          `the two share their in-flight leases: each admits fewer than its limit while the other is busy`;
+    const where = kind === "limits" ? "namespace" : "concurrency.namespace";
     this.warn(
       "RK_STORE_REUSE",
-      `another middleware was given the same store and the same limits (namespace ${JSON.stringify(namespace)}, ` +
-        `which defaults to the limits), so the two count in the same counters: a request through both is counted ` +
-        `twice, and each limits the other's routes. Give each middleware its own namespace (namespace: "login"), ` +
-        `or a store of its own. If they are meant to share one budget, give both the same namespace, or one ` +
-        `RateLimiter (limiter: ...); or turn this check off with validate: { unsharedStore: false }.`,
+      `another middleware was given the same store and ${what}. Give each middleware its own ${where} ` +
+        `(${where}: "login"), or a store of its own. If they are meant to share one budget, give both the same ` +
+        `${where}, or one limiter built once; or turn this check off with validate: { unsharedStore: false }.`,
     );
   }
 
