@@ -356,6 +356,19 @@ describe("the lease option, hostile values", () => {
     expect(issues({ blockMs: null })).toMatch(/^lease\.blockMs: .*\(got null\)$/);
   });
 
+  // A Map (or a Set, a Date, any class instance) was read as {}: its entries are not properties,
+  // so new Map([["blockMs", 5]]) leased with the default blockMs, silently.
+  it("a Map, or another object that is not a plain one, is refused naming the field and what it got", () => {
+    expect(issues(new Map())).toBe("lease: must be true, false or { blockMs, maxKeys } (got a Map)");
+    expect(issues(new Map([["blockMs", 5]]))).toBe("lease: must be true, false or { blockMs, maxKeys } (got a Map)");
+    expect(issues(new Set())).toMatch(/^lease: .*\(got a Set\)$/);
+    expect(issues(new Date(0))).toMatch(/^lease: .*\(got a Date\)$/);
+    expect(issues(new (class Options {})())).toMatch(/^lease: .*\(got a Options\)$/);
+    // Plain objects, with or without a prototype (as some parsers make them), are options.
+    expect(issues(Object.assign(Object.create(null) as object, { blockMs: 5 }))).toBe("");
+    expect(issues({ blockMs: 5 })).toBe("");
+  });
+
   it("blockMs and maxKeys that are not positive whole numbers are refused naming the field", () => {
     for (const blockMs of [0, -5, Number.NaN, Number.POSITIVE_INFINITY, 1.5, 2 ** 53, "1.5s", "soon", true]) {
       expect(issues({ blockMs }), String(blockMs)).toMatch(/^lease\.blockMs: must be a positive duration/);
