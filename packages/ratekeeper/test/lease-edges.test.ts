@@ -18,7 +18,7 @@ import type { BlockOutcome } from "../src/core/lease-block.js";
 import { LeasedTable, type BlockSource } from "../src/stores/leased-table.js";
 import { RedisStore } from "../src/stores/redis/index.js";
 import { redisStoreFixture } from "./redis-store-support.js";
-import { MemoryBlockSource, SharedState } from "./lease-source-model.js";
+import { MemoryBlockSource, SharedState, UNUSED } from "./lease-source-model.js";
 
 let seq = 0;
 const uniq = (tag: string) => `${tag}${process.pid}-${++seq}`;
@@ -337,6 +337,42 @@ describe("quota leasing: maxKeys while the store is slow", () => {
     for (let i = 0; i < 1000; i++) void table.consume(`k${i}`, 1, undefined); // every take held back
     expect(table.size).toBeLessThanOrEqual(100);
     expect(inner.decisions).toBe(900);
+  });
+});
+
+describe("quota leasing: which key makes room (maxKeys)", () => {
+  /** Store calls (takes and give-backs) for `hot`, deciding it among a stream of keys seen once. */
+  const hotCalls = async (maxKeys: number): Promise<number> => {
+    const lim = resolveLimit({ algorithm: "fixed-window", limit: 1_000_000, window: "1h" });
+    const inner = new MemoryBlockSource(new SharedState(lim), "i0", 400);
+    let calls = 0;
+    const source: BlockSource = {
+      take: (key, want, nowMs) => ((calls += key === "hot" ? 1 : 0), inner.take(key, want, nowMs)),
+      give: (key, units, blockStart, epoch, nowMs) => ((calls += key === "hot" ? 1 : 0), inner.give(key, units, blockStart, epoch, nowMs)),
+      enter: () => true,
+      leave: () => undefined,
+    };
+    const table = new LeasedTable(lim, source, UNUSED, { blockMs: 100, maxKeys }, () => 0);
+    let now = 3_600_000 * 100;
+    for (let i = 0; i < 2000; i++) {
+      now += 1;
+      // The hot key: 10 decisions a ms; a key seen once, every ms (an IP, a user).
+      expect(
+        (await Promise.all(Array.from({ length: 10 }, () => Promise.resolve(table.consume("hot", 1, now))))).every((d) => d.allowed),
+      ).toBe(true);
+      await table.consume(`once${i}`, 1, now);
+    }
+    return calls;
+  };
+
+  // Room was made by dropping the first idle key in the order keys were opened: the hot key,
+  // opened first and idle between its takes, was dropped (its block given back) whenever the
+  // table was full, then opened again cold (a first take sized for what waits): a stream of keys
+  // seen once cost the hot key a give-back and extra takes every maxKeys of them. A key whose
+  // block is spent or over goes first; and a take makes its key the newest.
+  it("a stream of keys seen once does not push out the hot key: its store calls are those of a table with room", async () => {
+    const roomy = await hotCalls(100_000);
+    expect(await hotCalls(8)).toBe(roomy);
   });
 });
 

@@ -3,6 +3,7 @@ import type { BlockOutcome } from "../core/lease-block.js";
 import { MAX_TIMER_MS } from "../core/max-timer.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { BoundStore, ResolvedLease } from "../store.js";
+import { evictee } from "./lease-evict.js";
 import { newKeyLease, type BlockSource, type KeyLease, type Waiter } from "./lease-key.js";
 
 export type { BlockSource } from "./lease-key.js";
@@ -171,6 +172,11 @@ export class LeasedTable implements BoundStore {
     k.demand = 0;
     k.askedAt = now;
     k.taking = true;
+    // The newest key now, for evictee(): a key that takes often stays clear of the ones making room.
+    if (this.keys.get(key) === k) {
+      this.keys.delete(key);
+      this.keys.set(key, k);
+    }
     this.calls++;
     const taking: Promise<void> = this.source
       .take(key, Math.min(want, this.lim.capacity), nowMs)
@@ -294,15 +300,14 @@ export class LeasedTable implements BoundStore {
     return newDecision(o, this.lim, 0, undefined);
   }
 
-  /** Drops an idle key (its unused units go back) to stay within `maxKeys`; false when every key is busy with a take. */
+  /** Drops an idle key (its unused units go back) to stay within `maxKeys` (lease-evict.ts); false when every key is busy with a take. */
   private evict(): boolean {
-    for (const [key, k] of this.keys) {
-      if (k.taking || k.waiters.length > 0) continue;
-      if (k.units > 0) void this.giveBack(key, k, this.lastNowMs);
-      this.keys.delete(key);
-      return true;
-    }
-    return false;
+    const key = evictee(this.keys, this.lastNowMs ?? this.clock());
+    if (key === undefined) return false;
+    const k = this.keys.get(key) as KeyLease;
+    if (k.units > 0) void this.giveBack(key, k, this.lastNowMs);
+    this.keys.delete(key);
+    return true;
   }
 
   /** Every `blockMs`: expired blocks give their unused units back; idle keys are forgotten. */
