@@ -312,6 +312,24 @@ describe("admin handler mounted by an embedder (it checks the token itself)", ()
     expect((await call(base, "GET", "/v1/admin/keys/api/user_id=1", { token: TOKEN })).status).toBe(404);
   });
 
+  it("a write whose cache refresh fails still answers (it is durable) and tells the log this instance applies it later", async () => {
+    const warned: { obj: object; msg: string }[] = [];
+    const logger = { info: () => undefined, warn: (obj: object, msg: string) => warned.push({ obj, msg }) };
+    const failing = { refresh: () => Promise.reject(new Error("connection reset")) };
+    const [srv, url] = await listen(createAdminHandler({ token: TOKEN, overrides: store, cache: failing, logger }));
+    try {
+      const r = await call(url, "POST", "/v1/admin/keys/api/user_id=9/block", { token: TOKEN, body: {} });
+      expect(r.status).toBe(200);
+      expect(await store.get("api", "user_id=9")).toBeDefined();
+      expect(warned).toHaveLength(1);
+      expect(warned[0]?.msg).toMatch(/stored.*not yet applied/);
+      expect((warned[0]?.obj as { err?: Error }).err?.message).toBe("connection reset");
+      expect(JSON.stringify(warned[0]?.obj)).toMatch(/"action":"block"/);
+    } finally {
+      await new Promise((r) => srv.close(r));
+    }
+  });
+
   it("an empty token turns the API off: 404 even with a matching header", async () => {
     expect((await call(offBase, "GET", "/v1/admin/overrides", { token: "" })).status).toBe(404);
     expect((await call(offBase, "GET", "/v1/admin/overrides", { token: TOKEN })).status).toBe(404);

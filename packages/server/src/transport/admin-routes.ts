@@ -27,8 +27,11 @@ export interface Admin {
   readonly maxBodyBytes: number;
   /** Writes one change to the audit log. */
   audit(entry: AdminAuditEntry): void;
-  /** Brings this instance's cache up to date with a write just made (read-your-writes). */
-  refreshCache(): Promise<void>;
+  /**
+   * Brings this instance's cache up to date with `change`, just written (read-your-writes). Never
+   * rejects: the write is durable, and a cache that cannot catch up now does on its next sync.
+   */
+  refreshCache(change: AdminAuditEntry): Promise<void>;
 }
 
 /** One admin request once its path has matched a route. */
@@ -90,8 +93,9 @@ export async function createOverride(call: AdminCall): Promise<void> {
   const o = validate(admin, await body(call, false), {});
   try {
     const stored = await needStore(admin).create(o, admin.clock());
-    await admin.refreshCache();
-    admin.audit({ action: "create", domain: o.domain, key: o.key });
+    const change: AdminAuditEntry = { action: "create", domain: o.domain, key: o.key };
+    await admin.refreshCache(change);
+    admin.audit(change);
     res.setHeader("Location", `${ADMIN_PREFIX}overrides/${encodeURIComponent(o.domain)}/${encodeURIComponent(o.key)}`);
     send(res, 201, toDocument(stored, true));
   } catch (e) {
@@ -116,8 +120,9 @@ export async function replaceOverride(call: AdminCall): Promise<void> {
   const o = validate(admin, await body(call, false), { domain, key });
   const updated = await store.update(o);
   const stored = updated ?? (await store.put(o));
-  await admin.refreshCache();
-  admin.audit({ action: updated ? "replace" : "create", domain, key });
+  const change: AdminAuditEntry = { action: updated ? "replace" : "create", domain, key };
+  await admin.refreshCache(change);
+  admin.audit(change);
   send(res, updated ? 200 : 201, toDocument(stored, true));
 }
 
@@ -127,8 +132,9 @@ export async function deleteOverride(call: AdminCall): Promise<void> {
   await body(call, true);
   if (!(await needStore(admin).delete(domain, key)))
     throw new HttpError("not_found", `no override for ${JSON.stringify(key)} in domain ${JSON.stringify(domain)}`);
-  await admin.refreshCache();
-  admin.audit({ action: "delete", domain, key });
+  const change: AdminAuditEntry = { action: "delete", domain, key };
+  await admin.refreshCache(change);
+  admin.audit(change);
   res.statusCode = 204;
   res.end();
 }
@@ -159,8 +165,9 @@ export async function blockKey(call: AdminCall): Promise<void> {
   const store = needStore(admin);
   const o = validate(admin, (await body(call, true)) ?? {}, { domain, key, policy: "blocked" });
   const stored = await store.put(o);
-  await admin.refreshCache();
-  admin.audit({ action: "block", domain, key });
+  const change: AdminAuditEntry = { action: "block", domain, key };
+  await admin.refreshCache(change);
+  admin.audit(change);
   send(res, 200, toDocument(stored, true));
 }
 
@@ -174,8 +181,9 @@ export async function unblockKey(call: AdminCall): Promise<void> {
   if (!o || o.policy !== "blocked" || (o.expiresAtMs !== undefined && o.expiresAtMs <= admin.clock())) throw notBlocked();
   // Only a block: another admin may have put an override in its place since the read above.
   if (!(await store.delete(domain, key, "blocked"))) throw notBlocked();
-  await admin.refreshCache();
-  admin.audit({ action: "unblock", domain, key });
+  const change: AdminAuditEntry = { action: "unblock", domain, key };
+  await admin.refreshCache(change);
+  admin.audit(change);
   send(res, 200, { domain, key, blocked: false });
 }
 

@@ -39,7 +39,7 @@ export interface AdminContext {
   /** Peek and reset (the decision service); undefined: those routes answer 404. */
   readonly limiters?: AdminLimiters | undefined;
   /** For the audit log: every change is logged with its action, domain and key. */
-  readonly logger?: { info(obj: object, msg: string): void } | undefined;
+  readonly logger?: { info(obj: object, msg: string): void; warn?(obj: object, msg: string): void } | undefined;
   /**
    * The bearer token callers must send (`Authorization: Bearer <token>`), checked here in
    * constant time. Present but empty: the admin API is off (404). Absent: the caller (the HTTP
@@ -99,9 +99,18 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
     clock: ctx.clock ?? Date.now,
     maxBodyBytes: ctx.maxBodyBytes ?? 1024 * 1024,
     audit: (entry) => ctx.logger?.info({ admin: entry }, "admin change"),
-    async refreshCache() {
-      // The write is durable already; a cache that cannot catch up now will on the next signal.
-      await ctx.cache?.refresh().catch(() => undefined);
+    async refreshCache(change) {
+      // The write is durable already (its answer stands); a cache that cannot catch up now does
+      // on its next signal or resync. Until then this instance decides without the change: said
+      // in the log, so an operator who just blocked a client knows why it still gets through here.
+      await ctx.cache
+        ?.refresh()
+        .catch((err: unknown) =>
+          ctx.logger?.warn?.(
+            { admin: change, err },
+            "admin change stored but not yet applied by this instance: its override cache could not read the change feed; it applies the change on its next sync",
+          ),
+        );
     },
   };
 
