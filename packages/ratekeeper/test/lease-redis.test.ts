@@ -50,40 +50,45 @@ type Op =
   | { kind: "give"; dt: number; inst: number; key: number; units: number; back: number }
   | { kind: "reset"; dt: number; key: number };
 
-const OPS: fc.Arbitrary<Op[]> = fc.array(
-  fc.oneof(
-    {
-      weight: 3,
-      arbitrary: fc.record({
-        kind: fc.constant("take" as const),
-        dt: fc.integer({ min: 0, max: 300 }),
-        inst: fc.integer({ min: 0, max: 3 }),
-        key: fc.integer({ min: 0, max: 1 }),
-        want: fc.integer({ min: 1, max: 60 }),
-      }),
-    },
-    {
-      weight: 1,
-      arbitrary: fc.record({
-        kind: fc.constant("give" as const),
-        dt: fc.integer({ min: 0, max: 300 }),
-        inst: fc.integer({ min: 0, max: 3 }),
-        key: fc.integer({ min: 0, max: 1 }),
-        units: fc.integer({ min: 1, max: 30 }),
-        back: fc.integer({ min: 0, max: 400 }),
-      }),
-    },
-    {
-      weight: 1,
-      arbitrary: fc.record({
-        kind: fc.constant("reset" as const),
-        dt: fc.integer({ min: 0, max: 300 }),
-        key: fc.integer({ min: 0, max: 1 }),
-      }),
-    },
-  ),
-  { minLength: 1, maxLength: 40 },
-);
+/** Random takes, give-backs and resets, `dt` ms apart (Redis's clock: a negative dt is a step back). */
+const opsWith = (dt: fc.Arbitrary<number>): fc.Arbitrary<Op[]> =>
+  fc.array(
+    fc.oneof(
+      {
+        weight: 3,
+        arbitrary: fc.record({
+          kind: fc.constant("take" as const),
+          dt,
+          inst: fc.integer({ min: 0, max: 3 }),
+          key: fc.integer({ min: 0, max: 1 }),
+          want: fc.integer({ min: 1, max: 60 }),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant("give" as const),
+          dt,
+          inst: fc.integer({ min: 0, max: 3 }),
+          key: fc.integer({ min: 0, max: 1 }),
+          units: fc.integer({ min: 1, max: 30 }),
+          back: fc.integer({ min: 0, max: 400 }),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant("reset" as const),
+          dt,
+          key: fc.integer({ min: 0, max: 1 }),
+        }),
+      },
+    ),
+    { minLength: 1, maxLength: 40 },
+  );
+const OPS = opsWith(fc.integer({ min: 0, max: 300 }));
+// Redis's clock stepping back and forth (NTP, a VM restored), up to 5 s at a time, with blocks out.
+const STEPPING = opsWith(fc.oneof(fc.integer({ min: 0, max: 300 }), fc.integer({ min: -5000, max: 5000 })));
 
 describeRedis("quota leasing on Redis", () => {
   let redis: RedisHandle;
@@ -97,56 +102,62 @@ describeRedis("quota leasing on Redis", () => {
     await redis?.stop();
   });
 
-  it("takes and gives back exactly as the reference: random traffic of four instances on two keys", async () => {
+  /** lease.lua against the reference (core/lease-block.ts) on `ops`, from a time drawn by `t0`. */
+  const differential = async (t0s: fc.Arbitrary<number>, opss: fc.Arbitrary<Op[]>): Promise<void> => {
     // With an injected clock the TTLs are logical: keep keys for the test's real duration.
     const store = new RedisStore({ client, failure: "throw", timeoutMs: 10_000, minTtlMs: 600_000 });
     await fc.assert(
-      fc.asyncProperty(
-        SPECS,
-        fc.integer({ min: 1, max: 200 }),
-        fc.integer({ min: 0, max: 2 ** 41 }),
-        OPS,
-        async (spec, blockMs, t0, ops) => {
-          const lim = resolveLimit(spec);
-          const ns = uniq("ld");
-          const lease = { blockMs, maxKeys: 10 };
-          const shared = new SharedState(lim);
-          const model = [0, 1, 2, 3].map((i) => new MemoryBlockSource(shared, `i${i}`, 4 * blockMs));
-          const real = [0, 1, 2, 3].map(() => new RedisBlockSource(store, lim, ns, lease));
-          // Resets go through the per-decision script (ratekeeper.lua), which raises the key's epoch
-          // at Redis's time, not at t: each side gives back with the epoch of the instance's last
-          // take on the key there, and the takes are compared on whether the epoch changed since.
-          const resetter = new RateLimiter({ ...spec, namespace: ns, store });
-          const epochs = { real: new Map<string, number>(), model: new Map<string, number>() };
-          let t = t0;
-          for (const [step, op] of ops.entries()) {
-            t += op.dt;
-            const key = `k${op.key}`;
-            if (op.kind === "reset") {
-              await resetter.reset(key);
-              shared.reset(key, t);
-            } else if (op.kind === "take") {
-              const slot = `${op.inst}:${key}`;
-              const { epoch: realEpoch, ...got } = await (real[op.inst] as RedisBlockSource).take(key, op.want, t);
-              const { lessees, epoch: modelEpoch, ...want } = (model[op.inst] as MemoryBlockSource).takeNow(key, op.want, t);
-              expect(got, `take at step ${step}`).toEqual(want);
-              expect((real[op.inst] as RedisBlockSource).lessees).toBe(lessees);
-              const changed = (m: Map<string, number>, e: number) => (m.get(slot) ?? 0) !== e;
-              expect(changed(epochs.real, realEpoch), `epoch changed at step ${step}`).toBe(changed(epochs.model, modelEpoch));
-              epochs.real.set(slot, realEpoch);
-              epochs.model.set(slot, modelEpoch);
-            } else {
-              const slot = `${op.inst}:${key}`;
-              // A block start from the past: the current window's (or one that ended), or a bucket's take time.
-              const start = lim.algorithm === "fixed-window" ? t - (t % lim.windowMs) - (op.back > 200 ? lim.windowMs : 0) : t - op.back;
-              await (real[op.inst] as RedisBlockSource).give(key, op.units, start, epochs.real.get(slot) ?? 0, t);
-              (model[op.inst] as MemoryBlockSource).giveNow(key, op.units, start, epochs.model.get(slot) ?? 0, t);
-            }
+      fc.asyncProperty(SPECS, fc.integer({ min: 1, max: 200 }), t0s, opss, async (spec, blockMs, t0, ops) => {
+        const lim = resolveLimit(spec);
+        const ns = uniq("ld");
+        const lease = { blockMs, maxKeys: 10 };
+        const shared = new SharedState(lim);
+        const model = [0, 1, 2, 3].map((i) => new MemoryBlockSource(shared, `i${i}`, 4 * blockMs));
+        const real = [0, 1, 2, 3].map(() => new RedisBlockSource(store, lim, ns, lease));
+        // Resets go through the per-decision script (ratekeeper.lua), which raises the key's epoch
+        // at Redis's time, not at t: each side gives back with the epoch of the instance's last
+        // take on the key there, and the takes are compared on whether the epoch changed since.
+        const resetter = new RateLimiter({ ...spec, namespace: ns, store });
+        const epochs = { real: new Map<string, number>(), model: new Map<string, number>() };
+        let t = t0;
+        for (const [step, op] of ops.entries()) {
+          t += op.dt;
+          const key = `k${op.key}`;
+          if (op.kind === "reset") {
+            await resetter.reset(key);
+            shared.reset(key, t);
+          } else if (op.kind === "take") {
+            const slot = `${op.inst}:${key}`;
+            const { epoch: realEpoch, ...got } = await (real[op.inst] as RedisBlockSource).take(key, op.want, t);
+            const { lessees, epoch: modelEpoch, ...want } = (model[op.inst] as MemoryBlockSource).takeNow(key, op.want, t);
+            expect(got, `take at step ${step}`).toEqual(want);
+            expect((real[op.inst] as RedisBlockSource).lessees).toBe(lessees);
+            const changed = (m: Map<string, number>, e: number) => (m.get(slot) ?? 0) !== e;
+            expect(changed(epochs.real, realEpoch), `epoch changed at step ${step}`).toBe(changed(epochs.model, modelEpoch));
+            epochs.real.set(slot, realEpoch);
+            epochs.model.set(slot, modelEpoch);
+          } else {
+            const slot = `${op.inst}:${key}`;
+            // A block start from the past: the current window's (or one that ended), or a bucket's take time.
+            const start = lim.algorithm === "fixed-window" ? t - (t % lim.windowMs) - (op.back > 200 ? lim.windowMs : 0) : t - op.back;
+            await (real[op.inst] as RedisBlockSource).give(key, op.units, start, epochs.real.get(slot) ?? 0, t);
+            (model[op.inst] as MemoryBlockSource).giveNow(key, op.units, start, epochs.model.get(slot) ?? 0, t);
           }
-        },
-      ),
+        }
+      }),
       { numRuns: 80 },
     );
+  };
+
+  it("takes and gives back exactly as the reference: random traffic of four instances on two keys", async () => {
+    await differential(fc.integer({ min: 0, max: 2 ** 41 }), OPS);
+  });
+
+  // Steps back keep a fixed window's later state (windowStart takes the state's start) and stop a
+  // bucket's drain until the clock is past its last update; give-backs are credited by the same
+  // clock. Steps forward end windows and drain buckets early, as they do per decision.
+  it("takes and gives back exactly as the reference with Redis's clock stepping back and forth", async () => {
+    await differential(fc.integer({ min: 1_000_000, max: 2 ** 41 }), STEPPING);
   });
 
   // A namespace with ":" or "%" is written escaped in the keys (key-part.ts): both must escape it alike.
