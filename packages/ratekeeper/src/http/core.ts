@@ -9,13 +9,7 @@ import { forbidden, noClientAddress, tooManyRequests, tooManyRequestsFor, unavai
 import { PASS, admission, refusal, type RateLimitResult } from "./result.js";
 import { LeaseGate } from "./leases.js";
 import { Shaper } from "./shaping.js";
-
-/** A kept 429 `detail`, its whole JSON body and its `Retry-After` header (one shared pair: callers only read pairs). */
-interface RefusalText {
-  readonly detail: string;
-  readonly body: string;
-  readonly retryAfter: [string, string];
-}
+import { RefusalTexts } from "./refusal-text.js";
 
 /** The one policy that denied `d`, or undefined when several did (a decision of several limits). */
 function soleViolated(d: Decision): string | undefined {
@@ -79,10 +73,8 @@ export class HttpRateLimiter<Req> {
   private readonly syncPath: boolean;
   /** Whether a request's KeyInfo is needed (a key of more than the address, or a cost rule that reads the route). */
   private readonly needsInfo: boolean;
-  /** 429 bodies and details by policy, then seconds (see refusalText). */
-  private readonly bodies = new Map<string, Map<number, RefusalText>>();
-  /** Entries in {@link HttpRateLimiter.bodies}, at most 64. */
-  private bodyCount = 0;
+  /** 429 bodies and details naming one policy, kept (see refusal-text.ts). */
+  private readonly refusals = new RefusalTexts();
 
   /**
    * @param options see {@link RateLimitOptions}
@@ -274,39 +266,11 @@ export class HttpRateLimiter<Req> {
         );
         return refusal(problem, headers, d, key, cost, JSON.stringify(problem));
       }
-      const text = this.refusalText(policy, seconds);
+      const text = this.refusals.get(policy, seconds);
       headers.push(text.retryAfter);
       return refusal(tooManyRequestsFor(policy, seconds, text.detail), headers, d, key, cost, text.body, false);
     }
     return admission(headers, this.shadow || limited ? 0 : d.delayMs, d, key, cost, this.o.countOnly !== undefined && !limited);
-  }
-
-  /**
-   * The `detail` and the JSON body of a 429 naming one policy: the same few over and over under a
-   * flood, so they are kept (JSON.stringify was about a microsecond per denial; then building the
-   * detail and a "<policy> <seconds>" key to look the body up were a third of a denial's own CPU
-   * time, docs/benchmarks/overhead.md). Looked up by policy, then seconds (no key built); at most
-   * 64 kept. Each denial still gets a problem object of its own (`result.problem` is the caller's).
-   */
-  private refusalText(policy: string, seconds: number): RefusalText {
-    let bySeconds = this.bodies.get(policy);
-    let text = bySeconds?.get(seconds);
-    if (text !== undefined) return text;
-    if (this.bodyCount >= 64) {
-      this.bodies.clear();
-      this.bodyCount = 0;
-      bySeconds = undefined;
-    }
-    if (bySeconds === undefined) this.bodies.set(policy, (bySeconds = new Map<number, RefusalText>()));
-    const problem = tooManyRequests(seconds, [policy]);
-    text = {
-      detail: problem.detail,
-      body: JSON.stringify(problem),
-      retryAfter: Object.freeze(["Retry-After", String(seconds)]) as [string, string],
-    };
-    bySeconds.set(seconds, text);
-    this.bodyCount++;
-    return text;
   }
 
   private writeHeaders(d: Decision, out: [string, string][]): void {
