@@ -116,7 +116,7 @@ describe("HttpRateLimiter.check", () => {
     expect((await byUser.check(req({ peer: undefined }))).key).toBe("user:7");
   });
 
-  it("errors thrown by user callbacks go to onError and the request passes", async () => {
+  it("errors thrown by user callbacks go to onError and the request is answered 500, never let through", async () => {
     const errors: unknown[] = [];
     const rl = new HttpRateLimiter(
       {
@@ -129,17 +129,20 @@ describe("HttpRateLimiter.check", () => {
       access,
     );
     const r = await rl.check(req());
-    expect(r.pass).toBe(true);
+    expect([r.pass, r.status]).toEqual([false, 500]);
     expect(String(errors[0])).toMatch(/boom/);
   });
 
-  it("a cost above what the policy can ever admit is an error reported through onError, not a crash", async () => {
-    const errors: unknown[] = [];
-    const rl = new HttpRateLimiter(
-      { limits: [{ algorithm: "fixed-window", limit: 2, window: "1m" }], cost: 3, onError: (e) => errors.push(e) },
-      access,
+  it("a fixed cost or table entry above what the policy can ever admit is a config error; a cost function's, a 429 reported through onError", async () => {
+    const limits = [{ algorithm: "fixed-window" as const, limit: 2, window: "1m" as const }];
+    expect(() => new HttpRateLimiter({ limits, cost: 3 }, access)).toThrow(
+      /cost: 3 is more than the policy could ever admit \(at most 2\)/,
     );
-    expect((await rl.check(req())).pass).toBe(true);
+    expect(() => new HttpRateLimiter({ limits, cost: { "POST /x": 5 } }, access)).toThrow(/cost\["POST \/x"\]: 5 is more/);
+    const errors: unknown[] = [];
+    const rl = new HttpRateLimiter({ limits, cost: () => 3, onError: (e) => errors.push(e) }, access);
+    const r = await rl.check(req());
+    expect([r.pass, r.status, r.headers]).toEqual([false, 429, []]);
     expect(errors[0]).toBeInstanceOf(RangeError);
   });
 

@@ -27,7 +27,7 @@ import { applyNode } from "./node.js";
 /** Options of the Express middleware. */
 export interface ExpressRateLimitOptions extends RateLimitOptions<Request> {
   /**
-   * Sends the refusal yourself (429, 403 or 503). Headers and `Retry-After` are already set;
+   * Sends the refusal yourself (429, 403, 500 or 503). Headers and `Retry-After` are already set;
    * `result.problem` holds the default body.
    * @example handler: (req, res, next, result) => res.status(result.status).json({ error: "slow down" })
    */

@@ -66,7 +66,7 @@ function readTrustProxy(server: object): FrameworkTrust {
 /** Options of the Fastify plugin and hook. */
 export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest> {
   /**
-   * Sends the refusal yourself (429, 403 or 503); headers and `Retry-After` are already on the
+   * Sends the refusal yourself (429, 403, 500 or 503); headers and `Retry-After` are already on the
    * reply; `result.problem` holds the default body.
    * @example handler: (req, reply, result) => reply.code(result.status).send({ error: "slow down" })
    */

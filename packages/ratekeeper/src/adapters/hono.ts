@@ -98,7 +98,7 @@ export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
    */
   getRemoteAddress?: (c: Context) => string | undefined;
   /**
-   * Builds the refusal yourself (429, 403 or 503); the rate-limit headers are added to it.
+   * Builds the refusal yourself (429, 403, 500 or 503); the rate-limit headers are added to it.
    * `result.problem` holds the default body.
    * @example handler: (c, result) => c.json({ error: "slow down" }, 429)
    */

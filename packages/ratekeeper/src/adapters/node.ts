@@ -57,7 +57,7 @@ export const nodeAccess: RequestAccess<IncomingMessage> = {
 /** Options of the `node:http` adapter. */
 export interface NodeRateLimitOptions extends RateLimitOptions<IncomingMessage> {
   /**
-   * Sends the refusal yourself (429, 403 or 503). The rate-limit headers and `Retry-After` are
+   * Sends the refusal yourself (429, 403, 500 or 503). The rate-limit headers and `Retry-After` are
    * already set on `res`; `result.problem` holds the default body.
    */
   handler?: (req: IncomingMessage, res: ServerResponse, result: RateLimitResult) => void | Promise<void>;

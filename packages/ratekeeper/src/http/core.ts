@@ -5,7 +5,8 @@ import { normalizeIp, stripPort } from "./ip.js";
 import type { RequestAccess } from "./keys.js";
 import type { RateLimitOptions, ResolvedHttpOptions } from "./options.js";
 import { resolveHttpOptions } from "./resolve-options.js";
-import { forbidden, noClientAddress, tooManyRequests, tooManyRequestsFor, unavailable } from "./problem.js";
+import { costTooHigh, forbidden, internalError, noClientAddress, tooManyRequests, tooManyRequestsFor, unavailable } from "./problem.js";
+import { checkCost, type BadCost } from "./cost.js";
 import { PASS, admission, refusal, type RateLimitResult } from "./result.js";
 import { LeaseGate } from "./leases.js";
 import { Shaper } from "./shaping.js";
@@ -159,32 +160,22 @@ export class HttpRateLimiter<Req> {
     if (!this.syncPath) return this.checkAsync(req);
     let key: string;
     let cost: number;
-    let d: Decision | Promise<Decision>;
     try {
       const ip = this.addressOrAnswer(req);
       if (typeof ip !== "string") return ip;
       const info = this.needsInfo ? this.o.keys.info(req, ip) : undefined;
       key = this.o.keys.buildSync(req, ip, this.o.keys.ipOnly ? undefined : info);
       cost = this.o.cost.of(req, info);
-      if (this.limiter === undefined) return this.leaseOnly(req, key);
-      d = this.consume(key, cost);
     } catch (e) {
-      return this.failed(e, req);
+      return this.broken(e, req);
     }
-    if (d instanceof Promise) {
-      return d.then(
-        (decision) => this.admit(req, this.verdict(req, key, cost, decision)),
-        (e: unknown) => this.failed(e, req),
-      );
-    }
-    return this.admit(req, this.verdict(req, key, cost, d));
+    return this.decide(req, key, cost);
   }
 
   /** The general path: awaits `skip` and key functions. */
   private async checkAsync(req: Req): Promise<RateLimitResult> {
     let key: string;
     let cost: number;
-    let decision: Decision;
     try {
       if (this.o.skip !== undefined && (await this.o.skip(req))) return PASS;
       const ip = this.addressOrAnswer(req);
@@ -192,12 +183,37 @@ export class HttpRateLimiter<Req> {
       const info = this.needsInfo ? this.o.keys.info(req, ip) : undefined;
       key = await this.o.keys.buildAsync(req, ip, this.o.keys.ipOnly ? undefined : info);
       cost = this.o.cost.of(req, info);
-      if (this.limiter === undefined) return await this.leaseOnly(req, key);
-      decision = await this.consume(key, cost);
     } catch (e) {
-      return this.failed(e, req);
+      return this.broken(e, req);
     }
-    return this.admit(req, this.verdict(req, key, cost, decision));
+    return this.decide(req, key, cost);
+  }
+
+  /**
+   * Asks the limiter about a request whose key and cost are known. A cost the limiter cannot
+   * take, and a RangeError from it (a key function's ill-formed key, an injected clock's bad
+   * reading), are the app's own errors (`broken`); anything else it throws or rejects with is
+   * the store's (`failed`, the `failure` policy).
+   */
+  private decide(req: Req, key: string, cost: number): RateLimitResult | Promise<RateLimitResult> {
+    if (this.limiter === undefined) return this.leaseOnly(req, key);
+    if (cost !== 1) {
+      const bad = checkCost(cost, this.limiter);
+      if (bad !== undefined) return this.badCost(bad, req);
+    }
+    let d: Decision | Promise<Decision>;
+    try {
+      d = this.consume(key, cost);
+    } catch (e) {
+      return e instanceof RangeError ? this.broken(e, req) : this.failed(e, req);
+    }
+    if (d instanceof Promise) {
+      return d.then(
+        (decision) => this.admit(req, this.verdict(req, key, cost, decision)),
+        (e: unknown) => (e instanceof RangeError ? this.broken(e, req) : this.failed(e, req)),
+      );
+    }
+    return this.admit(req, this.verdict(req, key, cost, d));
   }
 
   /** With `concurrency`: an admitted request takes a lease (or is refused for want of one). */
@@ -228,9 +244,27 @@ export class HttpRateLimiter<Req> {
     return this.o.ips.group(rawIp);
   }
 
+  /** The store failed: the `failure` policy answers (`"open"` lets the request through). */
   private failed(e: unknown, req: Req): RateLimitResult {
     this.report(e, req);
     return this.o.storeDeny ? refusal(unavailable(), []) : PASS;
+  }
+
+  /**
+   * The app's own code failed on this request (`key`, `cost`, `skip`, `getRemoteAddress` threw, or
+   * a key the limiter cannot take): no outage, so no `failure` policy, and never a pass, which a
+   * client able to make a key function throw (a malformed token it decodes) would use to go
+   * unlimited. Reported, and answered 500.
+   */
+  private broken(e: unknown, req: Req): RateLimitResult {
+    this.report(e, req);
+    return refusal(internalError(), []);
+  }
+
+  /** A cost the limiter cannot take: 429 when it is more than the policy ever admits, else 500. */
+  private badCost(bad: BadCost, req: Req): RateLimitResult {
+    this.report(bad.error, req);
+    return bad.tooHigh === undefined ? refusal(internalError(), []) : refusal(costTooHigh(bad.tooHigh), []);
   }
 
   /**

@@ -1,4 +1,5 @@
 import { describeValue, type ConfigIssue } from "../core/errors.js";
+import type { RateLimiter } from "../limiter.js";
 import type { KeyInfo } from "./keys.js";
 
 /** Cost of a request: a number, a table (`{ "GET /user": 1, "POST /user": 2 }`), or a function. */
@@ -14,15 +15,45 @@ export interface CostRule<Req> {
   of(req: Req, info: KeyInfo | undefined): number;
 }
 
+/** A request's cost the limiter cannot take, and whether it is more than the policy ever admits (a 429, not a 500). */
+export interface BadCost {
+  readonly error: RangeError;
+  readonly tooHigh: { readonly cost: number; readonly maxCost: number; readonly policies: string[] } | undefined;
+}
+
+/**
+ * Checks a request's cost (a cost function's answer, which may come from the client: a batch
+ * size) before the limiter sees it: undefined when the limiter takes it.
+ * @example checkCost(NaN, limiter)?.error.message // "cost: must be a positive whole number of cost units (got NaN)"
+ */
+export function checkCost(cost: unknown, limiter: RateLimiter): BadCost | undefined {
+  if (typeof cost !== "number" || !Number.isSafeInteger(cost) || cost <= 0) {
+    return {
+      error: new RangeError(`cost: must be a positive whole number of cost units (got ${describeValue(cost)})`),
+      tooHigh: undefined,
+    };
+  }
+  // maxCost may be missing on a limiter from an older copy of the package: it then checks for itself.
+  const maxCost = limiter.maxCost as number | undefined;
+  if (typeof maxCost !== "number" || cost <= maxCost) return undefined;
+  return {
+    error: new RangeError(`cost: ${cost} is more than this policy could ever admit (at most ${maxCost})`),
+    tooHigh: { cost, maxCost, policies: limiter.limits.filter((l) => l.capacity < cost).map((l) => l.name) },
+  };
+}
+
 /**
  * Compiles the `cost` option; problems are added to `issues`, each naming its path.
  * Table keys are normalised (`"get  /user"` matches `"GET /user"`).
+ * @param maxCost the most the policy ever admits at once: a fixed cost or a table entry above it is refused here
  */
-export function compileCost<Req>(cost: CostOption<Req> | undefined, issues: ConfigIssue[]): CostRule<Req> {
+export function compileCost<Req>(cost: CostOption<Req> | undefined, issues: ConfigIssue[], maxCost = Infinity): CostRule<Req> {
   if (cost === undefined) return fixed(1);
   if (typeof cost === "number") {
     if (!Number.isSafeInteger(cost) || cost <= 0)
       issues.push({ path: "cost", message: `must be a positive whole number (got ${describeValue(cost)})` });
+    else if (cost > maxCost)
+      issues.push({ path: "cost", message: `${cost} is more than the policy could ever admit (at most ${maxCost})` });
     return fixed(cost);
   }
   if (typeof cost === "function") return { needsInfo: true, of: (req, info) => cost(req, info as KeyInfo) };
@@ -31,6 +62,8 @@ export function compileCost<Req>(cost: CostOption<Req> | undefined, issues: Conf
     for (const [k, v] of Object.entries(cost)) {
       if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0)
         issues.push({ path: `cost["${k}"]`, message: `must be a positive whole number (got ${describeValue(v)})` });
+      else if (v > maxCost)
+        issues.push({ path: `cost["${k}"]`, message: `${v} is more than the policy could ever admit (at most ${maxCost})` });
       table[normaliseRoute(k)] = v;
     }
     // Express folds paths as its router matches them (lower case, no trailing slash: adapters/express-access.ts);

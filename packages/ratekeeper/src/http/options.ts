@@ -57,7 +57,7 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
   key?: KeyPart<Req> | readonly KeyPart<Req>[];
   /** Prepended to every key, to give middlewares that share a limiter separate buckets. @default "" */
   keyPrefix?: string;
-  /** Cost units per request. A table is matched on `"METHOD route"` (HEAD, which runs the GET handler, then on `"GET route"`), then `"route"`; unmatched requests cost 1. @default 1 */
+  /** Cost units per request (a cost function's bad answer is a 500; one above what the policy ever admits, a 429). A table is matched on `"METHOD route"` (HEAD, which runs the GET handler, then on `"GET route"`), then `"route"`; unmatched requests cost 1. @default 1 */
   cost?: CostOption<Req>;
   /** Requests for which this returns true are not limited and get no headers. */
   skip?: (req: Req) => boolean | Promise<boolean>;
@@ -101,7 +101,7 @@ export interface RateLimitOptions<Req> extends ClientIpOptions {
    * @default "deny"
    */
   noAddress?: "deny" | "allow";
-  /** Told about store failures and timeouts, and errors thrown by `key`, `cost`, `skip`. */
+  /** Told about store failures and timeouts, and errors thrown by `key`, `cost`, `skip` (such a request is answered 500). */
   onError?: (error: unknown, req: Req) => void;
   /** Told about every decision, allowed or not (metrics, logs, shadow-mode reports). */
   onDecision?: (event: RateLimitEvent<Req>) => void;

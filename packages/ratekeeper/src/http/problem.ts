@@ -99,3 +99,33 @@ export function noClientAddress(): ProblemDetails {
 export function unavailable(): ProblemDetails {
   return { type: "about:blank", title: "Service Unavailable", status: 503, detail: "The rate limiter is unavailable; try again later." };
 }
+
+/**
+ * The 500 body when the app's own code failed on a request (a `key`, `cost` or `skip` function
+ * threw, or gave a cost or key the limiter cannot take): no decision could be made, and the
+ * request is not let through unlimited.
+ * @example JSON.stringify(internalError())
+ */
+export function internalError(): ProblemDetails {
+  return {
+    type: "about:blank",
+    title: "Internal Server Error",
+    status: 500,
+    detail: "The rate limit could not be decided for this request.",
+  };
+}
+
+/**
+ * The 429 body for a request that costs more than the policy ever admits at once: waiting will not
+ * help, so it has no `retry-after` (and the response no `Retry-After`).
+ * @example costTooHigh({ cost: 1000, maxCost: 100, policies: ["100-per-1m"] })
+ */
+export function costTooHigh(t: { cost: number; maxCost: number; policies: readonly string[] }): ProblemDetails {
+  return {
+    type: QUOTA_EXCEEDED,
+    title: "Too Many Requests",
+    status: 429,
+    detail: `This request costs ${t.cost}, more than the policy ever admits at once (${t.maxCost}); it cannot be admitted.`,
+    "violated-policies": [...t.policies],
+  };
+}

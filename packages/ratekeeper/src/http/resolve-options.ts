@@ -113,7 +113,7 @@ export function resolveHttpOptions<Req>(
   if (o.keyPrefix !== undefined && typeof o.keyPrefix !== "string") {
     issues.push({ path: "keyPrefix", message: `must be a string (got ${describeValue(o.keyPrefix)})` });
   }
-  const cost = compileCost(o.cost, issues);
+  const cost = compileCost(o.cost, issues, typeof limiter?.maxCost === "number" ? limiter.maxCost : undefined);
   const checks = resolveValidate(o.validate, issues);
   checkCallbacks(o, issues);
   const allow = o.allowList === undefined ? undefined : collectIssues(issues, () => new AddressSet(o.allowList as string[], "allowList"));

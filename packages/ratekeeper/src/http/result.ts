@@ -9,7 +9,7 @@ import { PROBLEM_CONTENT_TYPE, type ProblemDetails } from "./problem.js";
  */
 export interface RateLimitResult {
   readonly pass: boolean;
-  /** 429, 403 or 503 when `pass` is false; 0 otherwise. */
+  /** 429, 403, 500 or 503 when `pass` is false; 0 otherwise. */
   readonly status: number;
   readonly headers: [string, string][];
   /** The problem details to send when `pass` is false (JSON in `body`). */
