@@ -6,15 +6,18 @@
  * state (that would admit them a second time, by anyone, at any time in the window).
  *
  * Several RedisStore instances (each its own instance id, as separate processes are) on one key
- * of a throw-away redis-server: A leased, holding a block; B leased, which resets; C per decision.
+ * of a throw-away redis-server: A leased, holding a block; B leased, which resets; C per decision;
+ * and child processes holding blocks (fixtures/lease-reset-worker.ts) on real time.
  * And on a Redis Cluster: the reset writes the epoch key next to the state, in its slot.
  */
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Cluster, Redis } from "ioredis";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis-cluster.js";
 import { RateLimiter, type LimitSpec } from "../src/index.js";
 import { RedisStore } from "../src/stores/redis/index.js";
+import { Holder } from "./fixtures/holders.js";
 
 let seq = 0;
 const uniq = (tag: string) => `${tag}${process.pid}-${++seq}`;
@@ -145,6 +148,40 @@ describeRedis("quota leasing across a reset", () => {
     after += await drain(c);
     // The bucket refills 100 an hour: at most a unit more in the test's time.
     expect(after, "admitted after the reset").toBeLessThanOrEqual(101);
+  });
+
+  // Two other processes hold blocks when this one resets: one spends 10 more from its block, the
+  // other nothing; their blocks end (500 ms) and their sweeps give them back.
+  it("child processes holding blocks: at most the fresh allowance + what their old blocks spent after the reset", async () => {
+    const namespace = uniq("reset-child");
+    const worker = fileURLToPath(new URL("./fixtures/lease-reset-worker.ts", import.meta.url));
+    const children = await Promise.all([0, 1].map(() => Holder.start({ port: redis.port, namespace }, worker)));
+    try {
+      for (const child of children) {
+        child.send({ type: "hold" });
+        await child.next("held");
+      }
+      const spec = { algorithm: "token-bucket", limit: 100, window: "1h", namespace } as const;
+      const b = new RateLimiter({ ...spec, store: newStore(), lease: { blockMs: 500 } });
+      const c = new RateLimiter({ ...spec, store: newStore() });
+      await b.reset("k");
+      const [one] = children as [Holder, Holder];
+      one.send({ type: "spend", n: 10 });
+      const spentOld = (await one.next<{ admitted: number }>("spent")).admitted;
+      expect(spentOld, "from its old block, which has not ended").toBe(10);
+      let after = spentOld + (await drain(c));
+      await new Promise((resolve) => setTimeout(resolve, 1200)); // their blocks end and go back
+      after += await drain(c);
+      for (const child of children) {
+        child.send({ type: "spend", n: 50 });
+        after += (await child.next<{ admitted: number }>("spent")).admitted;
+      }
+      // The bucket refills 100 an hour: at most a unit more in the test's time.
+      expect(after, "admitted after the reset").toBeLessThanOrEqual(100 + spentOld + 1);
+      expect(after).toBeGreaterThanOrEqual(100 + spentOld);
+    } finally {
+      await Promise.all(children.map((child) => child.stop()));
+    }
   });
 });
 
