@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from "fastify";
 import { HttpRateLimiter, type FrameworkTrust, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
 import { wireName } from "../http/headers.js";
+import { decodedPath, targetPath } from "../http/request-target.js";
 import { holdNode, rawForwarded, settleNode } from "./node.js";
 
 /**
@@ -18,10 +19,8 @@ import { holdNode, rawForwarded, settleNode } from "./node.js";
 
 const fastifyAccess: RequestAccess<FastifyRequest> = {
   method: (req) => req.method,
-  path: (req) => {
-    const q = req.url.indexOf("?");
-    return q < 0 ? req.url : req.url.slice(0, q);
-  },
+  // As Fastify's router matches it: the absolute form's path, percent-decoded.
+  path: (req) => decodedPath(targetPath(req.url)),
   // The route pattern (`/user/:id`), known in onRequest; undefined when no route matched.
   route: (req) => req.routeOptions.url,
   remoteAddress: (req) => req.raw.socket.remoteAddress,

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
 import { wireName } from "../http/headers.js";
+import { targetPath } from "../http/request-target.js";
 
 /**
  * `ratekeeper/node`: rate limiting for a plain `node:http` server.
@@ -40,11 +41,7 @@ export function rawForwarded(req: IncomingMessage): "X-Forwarded-For" | "Forward
 /** How the core reads a `node:http` request (also used by the Express adapter). */
 export const nodeAccess: RequestAccess<IncomingMessage> = {
   method: (req) => req.method ?? "GET",
-  path: (req) => {
-    const url = req.url ?? "/";
-    const q = url.indexOf("?");
-    return q < 0 ? url : url.slice(0, q);
-  },
+  path: (req) => targetPath(req.url ?? "/"),
   route: () => undefined,
   remoteAddress: (req) => req.socket.remoteAddress,
   header: (req, name) => {
