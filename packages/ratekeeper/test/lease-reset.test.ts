@@ -16,7 +16,7 @@ import { Cluster, Redis } from "ioredis";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis-cluster.js";
 import { RateLimiter, type LimitSpec } from "../src/index.js";
-import { RedisStore } from "../src/stores/redis/index.js";
+import { RedisStore, type RedisClientLike } from "../src/stores/redis/index.js";
 import { Holder } from "./fixtures/holders.js";
 
 let seq = 0;
@@ -148,6 +148,31 @@ describeRedis("quota leasing across a reset", () => {
     after += await drain(c);
     // The bucket refills 100 an hour: at most a unit more in the test's time.
     expect(after, "admitted after the reset").toBeLessThanOrEqual(101);
+  });
+
+  // The reset wrote <key>:e from a name it made (KEYS held only the state keys): Redis's rule is
+  // that a script declares every key it touches (a cluster routes by them; Dragonfly refuses
+  // undeclared ones by default). Resets batched with decisions, on each algorithm that can lease.
+  it.each(POLICIES)("a reset declares every key it writes, batched with other decisions (%s)", async (_title, policy) => {
+    const declared = new Set<string>();
+    const record = (a: unknown[]) => {
+      const n = Number(a[1]);
+      for (const k of a.slice(2, 2 + n)) declared.add(String(k));
+    };
+    const recording: RedisClientLike = {
+      evalsha: (...a: Parameters<Redis["evalsha"]>) => (record(a), client.evalsha(...a)),
+      eval: (...a: Parameters<Redis["eval"]>) => (record(a), client.eval(...a)),
+      del: (...keys: string[]) => client.del(...keys),
+    };
+    const namespace = uniq("reset-keys");
+    const store = new RedisStore({ client: recording, failure: "throw", timeoutMs: 10_000, instances: 1 });
+    stores.push(store);
+    const limiter = new RateLimiter({ ...policy, namespace, store });
+    await Promise.all([limiter.consume("a"), limiter.consume("b"), limiter.consume("c")]);
+    await Promise.all([limiter.reset("a"), limiter.consume("b"), limiter.reset("c"), limiter.consume("d")]);
+    const written = await client.keys(`*${namespace}*`);
+    expect(written.filter((k) => k.endsWith(":e")).length, "the epoch keys of a and c").toBe(2);
+    for (const k of written) expect(declared.has(k), `${k} declared`).toBe(true);
   });
 
   // Two other processes hold blocks when this one resets: one spends 10 more from its block, the

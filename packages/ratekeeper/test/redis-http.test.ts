@@ -68,6 +68,21 @@ describeRedis("HttpRedisStore over @upstash/redis (REST) on a real Redis", () =>
     expect((await edge.consume("user:1")).remaining).toBe(4);
   });
 
+  // A reset of a policy that can lease raises the key's reset epoch as RedisStore's does (quota
+  // leasing reads it; docs/leasing.md), on a key the call declares (KEYS after the state keys).
+  it("a reset raises the key's reset epoch, as RedisStore's does", async () => {
+    const namespace = ns("epoch");
+    const spec = { algorithm: "fixed-window", limit: 5, window: "1h", namespace } as const;
+    const edge = new RateLimiter({ ...spec, store: store() });
+    const node = new RateLimiter({ ...spec, store: new RedisStore({ client: tcp, timeoutMs: 60_000 }) });
+    const epoch = `rk:{${namespace}:k}:e`;
+    await node.reset("k");
+    const first = Number(await tcp.get(epoch));
+    expect(first).toBeGreaterThan(0);
+    await edge.reset("k");
+    expect(Number(await tcp.get(epoch))).toBeGreaterThan(first);
+  });
+
   it("falls back to EVAL when the server has not got the script (SCRIPT FLUSH, a restart, a failover)", async () => {
     const limiter = new RateLimiter({ ...SPEC, store: store(), namespace: ns("flush") });
     expect((await limiter.consume("k")).remaining).toBe(4);

@@ -223,7 +223,7 @@ class HttpRedisTable implements BoundStore {
     nowMs: number | undefined,
     maxDelayMs?: number,
   ): Promise<readonly unknown[]> {
-    const keys = this.format.keysOf(key);
+    const keys = mode === "x" ? [...this.format.keysOf(key), ...this.format.resetKeysOf(key)] : this.format.keysOf(key);
     const args = [...this.format.head, mode, nowMs === undefined ? "" : String(nowMs), String(cost)];
     if (this.shapes) args.push(maxDelayMs === undefined ? "" : String(maxDelayMs));
     const n = 5 * this.format.n;

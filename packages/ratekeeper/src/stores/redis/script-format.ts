@@ -76,6 +76,16 @@ export class ScriptFormat {
     return keys;
   }
 
+  /**
+   * The keys a reset of `key` adds after every decision's state keys, one per reset of the call:
+   * a one-limit policy's reset epoch, `<its key>:e` (same hash tag; ratekeeper.lua's "x", read
+   * by quota leasing, lease.lua). Declared like every key a script touches (a cluster routes by
+   * them, and stores such as Dragonfly refuse undeclared ones). None for several limits.
+   */
+  resetKeysOf(key: string): string[] {
+    return this.single ? [`${this.keyHead}${key}}:e`] : [];
+  }
+
   /** Builds the decision from the script's 5 integers per limit, exactly as `Evaluator.run` does. */
   decision(r: readonly unknown[], cost: number): Decision {
     const outs = this.ev.outcomes;

@@ -222,6 +222,8 @@ export class RedisTable implements BoundStore, QueuedOwner {
   private async send(batch: Pending[]): Promise<void> {
     const keys: string[] = [];
     for (const p of batch) for (const k of this.keysOf(p.key)) keys.push(k);
+    // A reset's epoch key comes after every decision's state keys (ratekeeper.lua's "x").
+    for (const p of batch) if (p.mode === "x") for (const k of this.format.resetKeysOf(p.key)) keys.push(k);
     const lane = this.store.lanes.of(keys[0] as string);
     if (lane.breaker.state !== "closed") {
       const err = redisDown();

@@ -12,6 +12,8 @@ One call runs D >= 1 decisions of one limiter (one policy of N limits), in order
 atomic and all-or-nothing over its N limits; D > 1 only when the store batches (option `batch`).
 KEYS[(d-1)*N + i]  state of limit i (1..N) of decision d (1..D). The keys of one decision share
           one hash tag (one Redis Cluster slot); a batch (D > 1) is only sent to a single Redis.
+KEYS[D*N + j]  when N = 1, for the j-th reset ("x") of the call: that key's reset epoch,
+          <its state key>:e, same hash tag (quota leasing, lease.lua KEYS[3]; see "x" below).
 ARGV[1]   minTtlMs: integer ms, the least PEXPIRE given to a written key (0: exactly resetAfterMs)
 ARGV[2]   N: limits per decision
 ARGV[3..] per limit i, 8 entries from 3 + (i-1)*8 (ResolvedLimit in core/options.ts):
@@ -989,6 +991,8 @@ local serverNow, serverUs
 local reply = { 0, 0, 0, 0, 0 }
 local out = { 0, 0, 0, 0, 0 }
 local states = {}
+-- Resets met so far in this call: the epoch key of the j-th is KEYS[D * N + j] (N = 1).
+local resets = 0
 for d = 0, D - 1 do
   local mode = ARGV[base + E * d]
   local nowArg = ARGV[base + E * d + 1]
@@ -1010,17 +1014,19 @@ for d = 0, D - 1 do
   if mode == "x" then
     for i = 1, N do redis.call("DEL", KEYS[d * N + i]) end
     -- A reset of a one-limit policy that quota leasing can use (fixed window, buckets but a
-    -- shaping one) raises the key's reset epoch, <key>:e (same hash tag, so the same slot; not in
-    -- KEYS, which hold N state keys per decision): lease.lua gives nothing back for blocks taken
-    -- in an earlier epoch (their units were counted in the state deleted here), and tells the
-    -- instances holding them. The new epoch is max(old + 1, now), so an epoch key that expired
-    -- and is made again does not come back to a value a live block holds (short of Redis's clock
-    -- stepping back that far). It lives twice as long as the state can matter, a window or the
-    -- time a full bucket takes to drain: past that, giving back an old block credits nothing.
+    -- shaping one) raises the key's reset epoch (its KEYS entry after the state keys, see the
+    -- header): lease.lua gives nothing back for blocks taken in an earlier epoch (their units
+    -- were counted in the state deleted here), and tells the instances holding them. The new
+    -- epoch is max(old + 1, now), so an epoch key that expired and is made again does not come
+    -- back to a value a live block holds (short of Redis's clock stepping back that far). It
+    -- lives twice as long as the state can matter, a window or the time a full bucket takes to
+    -- drain: past that, giving back an old block credits nothing.
     -- Inline rather than a function: Lua makes every local function's closure on every call.
     local L = limits[1]
+    if N == 1 then resets = resets + 1 end
     if N == 1 and not L.shape and L.alg ~= 1 and L.alg ~= 2 then
-      local ek = KEYS[d + 1] .. ":e"
+      local ek = KEYS[D * N + resets]
+      if ek == nil then return redis.error_reply("ratekeeper.lua: a reset without its epoch key") end
       local e = (tonumber(redis.call("GET", ek)) or 0) + 1
       if now > e then e = now end
       local span = L.windowMs
