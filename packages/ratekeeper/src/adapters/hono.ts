@@ -18,8 +18,10 @@ import { wireName } from "../http/headers.js";
 
 /** The shape of `@hono/node-server`'s bindings that the default address reader needs. */
 interface NodeBindings {
-  incoming?: { socket?: { remoteAddress?: string }; headers?: Record<string, string | string[] | undefined> };
+  incoming?: { socket?: NodeSocket; headers?: Record<string, string | string[] | undefined> };
   outgoing?: {
+    /** null while a pipelined request's response waits behind the answer before it. */
+    socket?: unknown;
     setHeader?: (name: string, value: string) => unknown;
     headersSent?: boolean;
     writableFinished?: boolean;
@@ -27,6 +29,39 @@ interface NodeBindings {
     closed?: boolean;
     once?: (event: "close", listener: () => void) => unknown;
   };
+}
+
+/** The part of a Node socket read here. */
+interface NodeSocket {
+  remoteAddress?: string;
+  destroyed?: boolean;
+  once?: (event: "close", listener: () => void) => unknown;
+  off?: (event: "close", listener: () => void) => unknown;
+}
+
+/**
+ * The signal that says the client left, for a shaped request's hold: the request's own, and on
+ * @hono/node-server, for a pipelined request whose response waits unattached behind the answer
+ * before it, also its socket's 'close' (the request's signal never aborts then).
+ * @returns the signal, and what to call once the hold is over
+ */
+function goneSignal(c: Context): [AbortSignal, () => void] {
+  const signal = c.req.raw.signal;
+  const env = c.env as NodeBindings | undefined;
+  const socket = env?.outgoing !== undefined && env.outgoing.socket === null ? env.incoming?.socket : undefined;
+  if (socket === undefined || typeof socket.once !== "function" || typeof socket.off !== "function") return [signal, nothing];
+  const ac = new AbortController();
+  const abort = (): void => ac.abort();
+  if (signal.aborted || socket.destroyed === true) abort();
+  signal.addEventListener("abort", abort, { once: true });
+  socket.once("close", abort);
+  return [
+    ac.signal,
+    () => {
+      signal.removeEventListener("abort", abort);
+      socket.off?.("close", abort);
+    },
+  ];
 }
 
 /** Deno.serve's handler info (`c.env` when the app is served with `Deno.serve(app.fetch)`). */
@@ -256,9 +291,12 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
   };
   /** The rest of an admitted request: shaping delay, `countOnly` refund, lease. */
   const proceed = async (c: Context, next: Next, result: RateLimitResult, out: NodeBindings["outgoing"]): Promise<Response | void> => {
-    if (result.delayMs > 0 && !(await core.hold(result, c.req.raw.signal, c))) {
+    if (result.delayMs > 0) {
+      const [signal, done] = goneSignal(c);
+      const ok = await core.hold(result, signal, c);
+      done();
       // The client left while queued (its place was given back); nobody reads this answer.
-      return new Response(null, { status: 499 });
+      if (!ok) return new Response(null, { status: 499 });
     }
     if (result.lease === undefined) {
       await next();

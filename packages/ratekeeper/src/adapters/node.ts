@@ -99,9 +99,15 @@ export async function holdNode<Req>(core: HttpRateLimiter<Req>, result: RateLimi
   // already and no `close` comes again, so the place is given back now, not after the delay.
   if (responseClosed(res)) ac.abort();
   const onClose = (): void => ac.abort();
+  // A pipelined request's response waits unattached (no socket yet) behind the answer before it,
+  // and emits no 'close' when the client goes away: its request's socket tells.
+  const socket = res.socket === null ? ((res.req as IncomingMessage | undefined)?.socket as Socket | null | undefined) : undefined;
+  if (socket?.destroyed === true) ac.abort();
   res.once("close", onClose);
+  socket?.once("close", onClose);
   const ok = await core.hold(result, ac.signal, req);
   res.off("close", onClose);
+  socket?.off("close", onClose);
   return ok;
 }
 
