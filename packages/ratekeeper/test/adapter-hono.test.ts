@@ -61,4 +61,22 @@ describe("Hono specifics", () => {
     expect(r.headers.get("ratelimit")).toBe('"1-per-1m";r=0;t=60');
     expect(keys).toEqual(["198.51.100.7", "198.51.100.7"]);
   });
+
+  it("a custom handler's Response with immutable headers (Response.redirect, a fetch() answer) still gets the limit headers", async () => {
+    const { Hono } = await import("hono");
+    const { rateLimit } = await import("ratekeeper/hono");
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }],
+        clock: () => 1_700_000_040_000,
+        getRemoteAddress: () => "198.51.100.7",
+        handler: () => Response.redirect("https://example.com/slow-down", 302),
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    expect((await app.request("/")).status).toBe(200);
+    const r = await app.request("/");
+    expect([r.status, r.headers.get("location"), r.headers.get("retry-after")]).toEqual([302, "https://example.com/slow-down", "60"]);
+  });
 });

@@ -253,6 +253,21 @@ function settleWhenDone(core: HttpRateLimiter<Context>, c: Context, result: Rate
 }
 
 /**
+ * `res` with the rate-limit headers added. A Response whose headers are immutable
+ * (`Response.redirect()`, a `fetch()` answer) is copied first, with headers of its own.
+ */
+function withHeaders(res: Response, h: [string, string][]): Response {
+  let out = res;
+  try {
+    for (let i = 0; i < h.length; i++) out.headers.set((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+  } catch {
+    out = new Response(res.body, res);
+    for (let i = 0; i < h.length; i++) out.headers.set((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
+  }
+  return out;
+}
+
+/**
  * Creates Hono middleware that limits requests.
  * @throws RateLimitConfigError naming every bad option
  * @example app.post("/user", rateLimit({ limiter, cost: { "GET /user": 1, "POST /user": 2 } }), handler)
@@ -284,10 +299,7 @@ export function rateLimit(options: HonoRateLimitOptions): HonoRateLimit {
   };
   /** A custom refusal, with the rate-limit headers added to it. */
   const refuseWith = async (c: Context, result: RateLimitResult): Promise<Response> => {
-    const res = await (handler as NonNullable<HonoRateLimitOptions["handler"]>)(c, result);
-    const h = result.headers;
-    for (let i = 0; i < h.length; i++) res.headers.set((h[i] as [string, string])[0], (h[i] as [string, string])[1]);
-    return res;
+    return withHeaders(await (handler as NonNullable<HonoRateLimitOptions["handler"]>)(c, result), result.headers);
   };
   /** The rest of an admitted request: shaping delay, `countOnly` refund, lease. */
   const proceed = async (c: Context, next: Next, result: RateLimitResult, out: NodeBindings["outgoing"]): Promise<Response | void> => {
