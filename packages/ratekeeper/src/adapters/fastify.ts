@@ -19,8 +19,8 @@ import { holdNode, rawForwarded, settleNode } from "./node.js";
 
 const fastifyAccess: RequestAccess<FastifyRequest> = {
   method: (req) => req.method,
-  // As Fastify's router matches it: the absolute form's path, percent-decoded.
-  path: (req) => decodedPath(targetPath(req.url)),
+  // As Fastify's router matches it: the absolute form's path, percent-decoded, folded as its options say.
+  path: (req) => routedPath(decodedPath(targetPath(req.url)), pathFolding(req.server)),
   // The route pattern (`/user/:id`), known in onRequest; undefined when no route matched.
   route: (req) => req.routeOptions.url,
   remoteAddress: (req) => req.raw.socket.remoteAddress,
@@ -32,6 +32,49 @@ const fastifyAccess: RequestAccess<FastifyRequest> = {
   frameworkIp: (req) => req.ip,
   forwarded: (req) => rawForwarded(req.raw),
 };
+
+/** Fastify's router options that route several spellings of a path to one handler. */
+interface PathFolding {
+  readonly semicolon: boolean;
+  readonly duplicateSlashes: boolean;
+  readonly trailingSlash: boolean;
+  readonly anyCase: boolean;
+}
+const foldingCache = new WeakMap<object, PathFolding>();
+
+/** The server's router options (`routerOptions`, or the same names beside them as Fastify 4 and early 5 take them). */
+function pathFolding(server: object): PathFolding {
+  let f = foldingCache.get(server);
+  if (f === undefined) {
+    const o = serverOptions(server);
+    const r = { ...o, ...((o.routerOptions as Record<string, unknown> | undefined) ?? {}) };
+    f = {
+      semicolon: r.useSemicolonDelimiter === true,
+      duplicateSlashes: r.ignoreDuplicateSlashes === true,
+      trailingSlash: r.ignoreTrailingSlash === true,
+      anyCase: r.caseSensitive === false,
+    };
+    foldingCache.set(server, f);
+  }
+  return f;
+}
+
+/**
+ * A path as Fastify's router (find-my-way) matches it under the server's options: `;` ends it
+ * (`useSemicolonDelimiter`), runs of `/` are one (`ignoreDuplicateSlashes`), a trailing `/` is
+ * dropped (`ignoreTrailingSlash`), lower case (`caseSensitive: false`). So a client cannot get a
+ * fresh allowance by respelling a path the app answers the same way.
+ */
+function routedPath(path: string, f: PathFolding): string {
+  let p = path;
+  if (f.semicolon) {
+    const i = p.indexOf(";");
+    if (i >= 0) p = p.slice(0, i);
+  }
+  if (f.duplicateSlashes && p.includes("//")) p = p.replace(/\/{2,}/g, "/");
+  if (f.trailingSlash && p.length > 1 && p.endsWith("/")) p = p.slice(0, -1);
+  return f.anyCase ? p.toLowerCase() : p;
+}
 
 /** "No trustProxy", cached like a setting. */
 const NO_TRUST: FrameworkTrust = Object.freeze({ setting: "", permissive: false });
@@ -52,12 +95,22 @@ function fastifyTrust(req: FastifyRequest): FrameworkTrust | undefined {
   return t === NO_TRUST ? undefined : t;
 }
 
-function readTrustProxy(server: object): FrameworkTrust {
-  let value: unknown;
-  for (let o: object | null = server; o !== null && value === undefined; o = Object.getPrototypeOf(o) as object | null) {
+/**
+ * The options the server was made with (`Fastify(options)`), found by their symbol's name on the
+ * instance or its prototype chain (a child context's prototype is its parent): read there rather
+ * than from `initialConfig`, whose router settings warn as deprecated when read in Fastify 5.
+ */
+function serverOptions(server: object): Record<string, unknown> {
+  for (let o: object | null = server; o !== null; o = Object.getPrototypeOf(o) as object | null) {
     const sym = Object.getOwnPropertySymbols(o).find((x) => x.description === "fastify.options");
-    if (sym !== undefined) value = ((o as Record<symbol, { trustProxy?: unknown } | undefined>)[sym] ?? {}).trustProxy;
+    const found = sym === undefined ? undefined : (o as Record<symbol, Record<string, unknown> | undefined>)[sym];
+    if (found !== undefined) return found;
   }
+  return {};
+}
+
+function readTrustProxy(server: object): FrameworkTrust {
+  const value = serverOptions(server).trustProxy;
   const shown = value === undefined ? "<set>" : typeof value === "function" ? "<function>" : JSON.stringify(value);
   return { setting: `Fastify({ trustProxy: ${shown} })`, permissive: value === true };
 }

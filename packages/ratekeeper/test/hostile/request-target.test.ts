@@ -74,4 +74,26 @@ describe("the request target's spelling", () => {
       await app.close();
     }
   });
+
+  it("Fastify's router options (ignoreTrailingSlash, caseSensitive: false, ignoreDuplicateSlashes, useSemicolonDelimiter): one route, one key", async () => {
+    for (const config of [
+      { routerOptions: { ignoreTrailingSlash: true, caseSensitive: false, ignoreDuplicateSlashes: true, useSemicolonDelimiter: true } },
+      { ignoreTrailingSlash: true, caseSensitive: false, ignoreDuplicateSlashes: true, useSemicolonDelimiter: true },
+    ]) {
+      const seen: { key: string; cost: number }[] = [];
+      const app = Fastify(config as never);
+      app.addHook("onRequest", rateLimitHook(options(seen, { key: ["ip", "path"] })));
+      app.post("/login", async () => "in");
+      await app.listen({ port: 0, host: "127.0.0.1" });
+      try {
+        const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+        for (const target of ["/login", "/LOGIN/", "//Login", "/login;jsessionid=1"]) {
+          expect([target, await post(url, target)]).toEqual([target, 200]);
+        }
+        expect(new Set(seen.map((e) => e.key))).toEqual(new Set(["127.0.0.1|/login"]));
+      } finally {
+        await app.close();
+      }
+    }
+  });
 });
