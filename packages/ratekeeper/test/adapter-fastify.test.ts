@@ -90,4 +90,31 @@ describe("Fastify specifics", () => {
     expect([r.statusCode, r.json(), r.headers["retry-after"]]).toEqual([429, { custom: true }, "60"]);
     await app.close();
   });
+
+  it("as a preHandler hook the parsed body is there: a cost priced by the body (a batch's size)", async () => {
+    const Fastify = (await import("fastify")).default;
+    const { rateLimitHook } = await import("ratekeeper/fastify");
+    const app = Fastify();
+    const costs: number[] = [];
+    app.post(
+      "/batch",
+      {
+        preHandler: rateLimitHook({
+          limits: [{ algorithm: "fixed-window", limit: 10, window: "1h" }],
+          clock: () => 1_700_000_040_000,
+          cost: (req) => (req.body as { items?: unknown[] } | undefined)?.items?.length ?? 1,
+          onDecision: (e) => costs.push(e.cost),
+        }),
+      },
+      async () => "ok",
+    );
+    const send = async (n: number) =>
+      (await app.inject({ method: "POST", url: "/batch", payload: { items: Array<number>(n).fill(0) } })).statusCode;
+    expect([await send(3), await send(5), await send(4), await send(2)]).toEqual([200, 200, 429, 200]);
+    expect(costs).toEqual([3, 5, 4, 2]);
+    // More than the policy ever admits: refused, and never charged.
+    expect(await send(50)).toBe(429);
+    expect(costs).toEqual([3, 5, 4, 2]);
+    await app.close();
+  });
 });
