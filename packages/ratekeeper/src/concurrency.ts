@@ -4,6 +4,7 @@ import type { LeaseReason } from "./core/lease-reason.js";
 import { checkKey } from "./key.js";
 import { MemoryStore } from "./stores/memory.js";
 import type { BoundLeases, LeaseAnswer, Store } from "./store.js";
+import { isPlainObject } from "./core/plain-object.js";
 
 /** Options of {@link ConcurrencyLimiter}. */
 export interface ConcurrencyLimiterOptions {
@@ -88,7 +89,7 @@ export class ConcurrencyLimiter {
   private readonly clock: (() => number) | undefined;
 
   constructor(options: ConcurrencyLimiterOptions) {
-    if (typeof options !== "object" || options === null) {
+    if (!isPlainObject(options)) {
       throw new RateLimitConfigError([{ path: "options", message: `must be an object with a limit (got ${describeValue(options)})` }]);
     }
     const issues: ConfigIssue[] = [];

@@ -7,6 +7,7 @@ import { checkKey } from "./key.js";
 import { MemoryStore } from "./stores/memory.js";
 import type { BoundStore, Store } from "./store.js";
 import { keepStringPrototypeFast } from "./string-prototype.js";
+import { isPlainObject } from "./core/plain-object.js";
 
 interface CommonOptions {
   /** Where state lives. @default a new `MemoryStore()` */
@@ -65,7 +66,7 @@ export class RateLimiter {
   constructor(options: RateLimiterOptions) {
     // Once per process: string methods stay fast even if the app loads ioredis (string-prototype.ts).
     keepStringPrototypeFast();
-    if (typeof options !== "object" || options === null) {
+    if (!isPlainObject(options)) {
       throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describeValue(options)})` }]);
     }
     const issues: ConfigIssue[] = [];

@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from "express";
 import type { RateLimitOptions } from "../http/core.js";
+import { describeNonPlain, isPlainObject } from "../http/plain-object.js";
 
 /**
  * express-rate-limit's options (v7/v8), accepted by `ratekeeper/express`'s `rateLimit` with the
@@ -190,7 +191,7 @@ const TYPES: [string[], (v: unknown) => boolean, string][] = [
   [["skip", "keyGenerator", "handler", "requestWasSuccessful"], (v) => typeof v === "function", "a function"],
   [["identifier"], (v) => typeof v === "string" || typeof v === "function", "a string or a function"],
   [["requestPropertyName"], (v) => typeof v === "string" && v.length > 0, "a non-empty string"],
-  [["validate"], (v) => typeof v === "boolean" || (typeof v === "object" && v !== null), "true, false or an object"],
+  [["validate"], (v) => typeof v === "boolean" || isPlainObject(v), "true, false or an object"],
   [["statusCode"], (v) => typeof v === "number" && Number.isInteger(v) && v >= 100 && v <= 599, "a whole number from 100 to 599"],
 ];
 
@@ -291,7 +292,7 @@ export function check(o: ExpressRateLimitCompatOptions): void {
 
 /** A value as an error message shows it: strings quoted, so "10" and 10 are told apart. */
 export function describeValue(v: unknown): string {
-  return typeof v === "string" ? JSON.stringify(v) : typeof v === "function" ? "a function" : String(v);
+  return typeof v === "string" ? JSON.stringify(v) : typeof v === "function" ? "a function" : (describeNonPlain(v) ?? String(v));
 }
 
 /** Whether `n` is a `Retry-After` value: whole seconds, not negative. */

@@ -8,6 +8,7 @@ import {
 } from "./express-compat.js";
 import { expressAccess } from "./express-access.js";
 import { applyNode } from "./node.js";
+import { describeNonPlain } from "../http/plain-object.js";
 
 /**
  * `ratekeeper/express`: rate-limiting middleware for Express 4 and 5. Imports only Express's
@@ -51,6 +52,9 @@ export function rateLimit(
   // null too is "no options" (express-rate-limit's defaults), as express-rate-limit takes it.
   const options = given ?? {};
   if (typeof options !== "object") throw new TypeError(`rateLimit: options must be an object (got ${typeof options})`);
+  // A Map, Date or class instance would read as {} (every default): refused, naming what it is.
+  const kind = describeNonPlain(options);
+  if (kind !== undefined) throw new TypeError(`rateLimit: options must be an object literal (got ${kind})`);
   if (isExpressRateLimitOptions(options)) return erlRateLimit(options);
   return ratekeeperLimit(options);
 }

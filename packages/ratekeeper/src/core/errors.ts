@@ -1,3 +1,5 @@
+import { describeNonPlain } from "./plain-object.js";
+
 /** One problem in a configuration, with the path of the offending field. */
 export interface ConfigIssue {
   /** Path of the field, e.g. `limits[1].window`. */
@@ -52,11 +54,14 @@ export function collectIssues<T>(
 
 /**
  * Renders a value for an error message (`got ...`) without dumping large objects: strings
- * quoted, objects as JSON cut at 60 characters.
+ * quoted, objects as JSON cut at 60 characters, objects that are not plain ones by their kind.
  */
 export function describeValue(value: unknown): string {
   if (typeof value === "string") return JSON.stringify(value);
   if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value);
+  // A Map, Set, Date or class instance by its kind ("a Map"): its JSON ({}) would mislead.
+  const kind = describeNonPlain(value);
+  if (kind !== undefined) return kind;
   try {
     const s = JSON.stringify(value);
     return s.length > 60 ? `${s.slice(0, 57)}...` : s;

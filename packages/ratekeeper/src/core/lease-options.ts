@@ -2,6 +2,7 @@ import { parseDuration, type Duration } from "./duration.js";
 import { describeValue, type ConfigIssue } from "./errors.js";
 import { leasable } from "./lease-block.js";
 import type { ResolvedLimit } from "./options.js";
+import { isPlainObject } from "./plain-object.js";
 
 /**
  * Quota leasing for a hot key (RateLimiter option `lease`): each process takes blocks of the
@@ -38,8 +39,8 @@ export interface ResolvedLease {
  */
 export function resolveLease(value: unknown, limits: readonly ResolvedLimit[], issues: ConfigIssue[]): ResolvedLease | undefined {
   if (value === undefined || value === false) return undefined;
-  if (value !== true && !plainObject(value)) {
-    issues.push({ path: "lease", message: `must be true, false or { blockMs, maxKeys } (got ${describeLease(value)})` });
+  if (value !== true && !isPlainObject(value)) {
+    issues.push({ path: "lease", message: `must be true, false or { blockMs, maxKeys } (got ${describeValue(value)})` });
     return undefined;
   }
   const o = (value === true ? {} : value) as Record<string, unknown>;
@@ -77,21 +78,4 @@ export function resolveLease(value: unknown, limits: readonly ResolvedLimit[], i
   }
   if (issues.length > before) return undefined;
   return { blockMs, maxKeys: maxKeys as number };
-}
-
-/**
- * An object literal (or one made with no prototype, as some parsers make them). A Map, Set, Date,
- * array or class instance is not: its entries are not properties, so it would read as `{}`.
- */
-function plainObject(value: unknown): value is object {
-  if (typeof value !== "object" || value === null) return false;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  return proto === Object.prototype || proto === null;
-}
-
-/** The refused value: an object by its constructor's name ("a Map"), which JSON would show as {}. */
-function describeLease(value: unknown): string {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return describeValue(value);
-  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
-  return typeof name === "string" && name !== "" ? `a ${name}` : "an object that is not a plain one";
 }

@@ -1,6 +1,7 @@
 import { gcd } from "./arith.js";
 import { parseDuration, type Duration } from "./duration.js";
 import { describeValue, RateLimitConfigError, type ConfigIssue } from "./errors.js";
+import { isPlainObject } from "./plain-object.js";
 
 /** The algorithms ratekeeper implements; see docs/algorithms.md for their guarantees. */
 export const ALGORITHMS = ["fixed-window", "sliding-log", "sliding-window", "token-bucket", "leaky-bucket", "gcra"] as const;
@@ -134,7 +135,7 @@ export function resolveLimits(specs: unknown, path = "limits"): ResolvedLimit[] 
 
 function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): ResolvedLimit | undefined {
   const at = (field: string) => (path ? `${path}.${field}` : field);
-  if (typeof spec !== "object" || spec === null || Array.isArray(spec)) {
+  if (!isPlainObject(spec)) {
     issues.push({ path: path || "options", message: `must be an object (got ${describeValue(spec)})` });
     return undefined;
   }

@@ -1,6 +1,7 @@
 import { describeValue, type ConfigIssue } from "../core/errors.js";
 import type { RateLimiter } from "../limiter.js";
 import type { KeyInfo } from "./keys.js";
+import { isPlainObject } from "../core/plain-object.js";
 
 /** Cost of a request: a number, a table (`{ "GET /user": 1, "POST /user": 2 }`), or a function. */
 export type CostOption<Req> = number | Readonly<Record<string, number>> | ((req: Req, info: KeyInfo) => number);
@@ -57,7 +58,8 @@ export function compileCost<Req>(cost: CostOption<Req> | undefined, issues: Conf
     return fixed(cost);
   }
   if (typeof cost === "function") return { needsInfo: true, of: (req, info) => cost(req, info as KeyInfo) };
-  if (typeof cost === "object" && cost !== null) {
+  // A table is an object literal: a Map's entries are no properties (it would read as an empty table).
+  if (isPlainObject(cost)) {
     const table: Record<string, number> = {};
     for (const [k, v] of Object.entries(cost)) {
       if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0)

@@ -15,6 +15,7 @@ import { KeyBuilder, type RequestAccess } from "./keys.js";
 import type { RateLimitOptions, ResolvedHttpOptions } from "./options.js";
 import { claimDefaultNamespaces, COUNTER_OWNER } from "./counter-claims.js";
 import { resolveValidate, trustValidations } from "./validations.js";
+import { isPlainObject } from "../core/plain-object.js";
 
 const KNOWN_OPTIONS = new Set([
   "limiter",
@@ -100,7 +101,7 @@ export function resolveHttpOptions<Req>(
   access: RequestAccess<Req>,
   owner: object,
 ): ResolvedHttpOptions<Req> {
-  if (typeof options !== "object" || options === null) {
+  if (!isPlainObject(options)) {
     throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describeValue(options)})` }]);
   }
   const issues: ConfigIssue[] = [];

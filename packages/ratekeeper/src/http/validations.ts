@@ -1,5 +1,6 @@
 import { describeValue, type ConfigIssue } from "../core/errors.js";
 import type { ClientIpResolver } from "./ip.js";
+import { isPlainObject } from "../core/plain-object.js";
 
 /**
  * Checks the middleware makes on live requests, about how the client address is found, each
@@ -61,7 +62,7 @@ export function resolveValidate(v: unknown, issues: ConfigIssue[]): ValidationCh
   const all = (on: boolean): ValidationChecks => ({ forwardedHeader: on, trustProxy: on, unsharedStore: on });
   if (v === undefined || v === true) return all(true);
   if (v === false) return all(false);
-  if (typeof v === "object" && v !== null && !Array.isArray(v)) {
+  if (isPlainObject(v)) {
     const o = v as Record<string, unknown>;
     for (const k of Object.keys(o)) {
       if (!(CHECKS as readonly string[]).includes(k) && k !== "default") {

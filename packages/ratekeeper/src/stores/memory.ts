@@ -7,6 +7,7 @@ import { LeaseBudget, LeaseKeys, leaseClock, MemoryLeases } from "./memory-lease
 import { singleTable } from "./memory-kinds.js";
 import { MultiTable } from "./memory-multi.js";
 import type { Table, TableOwner } from "./memory-table.js";
+import { isPlainObject } from "../core/plain-object.js";
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
@@ -102,7 +103,7 @@ export class MemoryStore implements Store, TableOwner {
   private readonly halfBytes: number;
 
   constructor(options: MemoryStoreOptions = {}) {
-    if (typeof options !== "object" || options === null) {
+    if (!isPlainObject(options)) {
       throw new RateLimitConfigError([{ path: "options", message: `must be an object (got ${describeValue(options)})` }]);
     }
     const issues: ConfigIssue[] = [];

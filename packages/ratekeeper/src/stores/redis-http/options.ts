@@ -2,6 +2,7 @@ import { describeValue, RateLimitConfigError, unknownOptions, type ConfigIssue, 
 import type { Store } from "../../store.js";
 import { MemoryStore } from "../memory.js";
 import { DEFAULT_MIN_TTL_MS } from "../redis/script-format.js";
+import { isPlainObject } from "../../core/plain-object.js";
 
 /**
  * A Redis client that speaks HTTP, as on the edge (Cloudflare Workers, Vercel Edge, Deno Deploy),
@@ -87,7 +88,7 @@ const KNOWN = ["client", "prefix", "timeoutMs", "failure", "onError", "minTtlMs"
  * @throws RateLimitConfigError naming every bad option and what to do
  */
 export function resolveHttpRedisOptions(options: HttpRedisStoreOptions): ResolvedHttpRedisOptions {
-  if (typeof options !== "object" || options === null) {
+  if (!isPlainObject(options)) {
     throw new RateLimitConfigError([{ path: "options", message: `must be an object with a client (got ${describeValue(options)})` }]);
   }
   const issues: ConfigIssue[] = [];

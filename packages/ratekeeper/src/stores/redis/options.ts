@@ -9,6 +9,7 @@ import {
 import type { Store } from "../../store.js";
 import { shimFor, type RedisClientLike, type RedisShim } from "./client.js";
 import { DEFAULT_MIN_TTL_MS } from "./script-format.js";
+import { isPlainObject } from "../../core/plain-object.js";
 
 /**
  * What a {@link RedisStore} answers while Redis is down (unreachable, or silent for `timeoutMs`
@@ -163,7 +164,7 @@ const KNOWN = [
  * @throws RateLimitConfigError naming every bad option and what to do
  */
 export function resolveRedisOptions(options: RedisStoreOptions): ResolvedRedisOptions {
-  if (typeof options !== "object" || options === null) {
+  if (!isPlainObject(options)) {
     throw new RateLimitConfigError([{ path: "options", message: `must be an object with a client (got ${describeValue(options)})` }]);
   }
   const issues: ConfigIssue[] = [];
@@ -235,7 +236,7 @@ function wholeAtLeast(v: unknown, fallback: number, min: number, path: string, w
 function denialCacheSize(dc: RedisStoreOptions["denialCache"], issues: ConfigIssue[]): number {
   if (dc === undefined || dc === false) return 0;
   if (dc === true) return 10_000;
-  if (typeof dc === "object" && dc !== null) {
+  if (isPlainObject(dc)) {
     return wholeAtLeast(dc.maxKeys, 10_000, 1, "denialCache.maxKeys", "a whole number >= 1", issues);
   }
   issues.push({ path: "denialCache", message: `must be true, false or { maxKeys } (got ${describeValue(dc)})` });
@@ -246,7 +247,7 @@ function batchSize(bo: RedisStoreOptions["batch"], issues: ConfigIssue[]): numbe
   const b = bo ?? true;
   let maxBatch = 0;
   if (b === true) maxBatch = 128;
-  else if (typeof b === "object" && b !== null) {
+  else if (isPlainObject(b)) {
     maxBatch = b.maxBatch ?? 128;
     if (!Number.isSafeInteger(maxBatch) || maxBatch < 1 || maxBatch > 10_000) {
       issues.push({ path: "batch.maxBatch", message: `must be a whole number from 1 to 10000 (got ${describeValue(b.maxBatch)})` });
