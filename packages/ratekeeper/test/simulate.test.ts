@@ -193,6 +193,28 @@ describe("simulate", () => {
     );
   });
 
+  it("heavy-hitter lists only the keys that sent requests: many clients with few requests stay cheap", () => {
+    // 10 million clients and about 10 requests: before, every client's key was made up front
+    // (10 million strings), and simulate sized each algorithm's per-key state for all of them
+    // (over a minute and 1.6 GB for `ratekeeper simulate --keys 10000000 --requests 10`).
+    const t0 = performance.now();
+    // (The shortest traffic is 1 ms: here about 5,000 requests.)
+    const traffic = scenario("heavy-hitter", { limit: 100, windowMs: 60_000, keys: 10_000_000, requests: 10 });
+    expect(traffic.timesMs.length).toBeLessThan(10_000);
+    // Every key listed sent a request ("hot", listed first, may not have in so short a time), in
+    // order of first appearance as Traffic.keys says.
+    const users = [...new Set(traffic.keyIds)].filter((k) => k !== 0);
+    expect(traffic.keys.length).toBe(users.length + 1);
+    expect(users).toEqual(users.map((_, i) => i + 1));
+    const r = simulate({ limit: 100, window: "1m", traffic });
+    expect(r.traffic.keys).toBeLessThanOrEqual(traffic.timesMs.length + 1);
+    expect(performance.now() - t0).toBeLessThan(5_000);
+    // The default run: every one of the 100 keys sends, the hot one most.
+    const full = scenario("heavy-hitter", { limit: 100, windowMs: 60_000 });
+    expect(full.keys.length).toBe(100);
+    expect(simulate({ limit: 100, window: "1m", traffic: full }).stateKey).toBe("hot");
+  });
+
   it("the terminal table names every algorithm with its admitted count and worst window", () => {
     const r = simulate({ limit: 10, window: "1s", traffic: scenario("boundary", { limit: 10, windowMs: 1000 }) });
     const text = formatTable(r);
