@@ -67,6 +67,33 @@ describe("dashboard event streams", () => {
     expect(status, "every slot held by a client long gone").toBe(200);
   });
 
+  it("HEAD is answered with the stream's headers at once and holds no slot", async () => {
+    // Before, a HEAD was opened as a stream: no headers were ever sent (HEAD writes no body, and
+    // the headers waited for one) and the slot was held for as long as the client stayed.
+    const { port } = await serve({ build: async () => ({ version: 1 }) } as never, new Ticks());
+    const agent = new http.Agent({ keepAlive: true });
+    const head = () =>
+      new Promise<{ status: number; type: string | undefined }>((resolve, reject) => {
+        const req = http.request({ host: "127.0.0.1", port, path: "/", method: "HEAD", agent }, (res) => {
+          res.resume();
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, type: res.headers["content-type"] }));
+        });
+        req.setTimeout(2_000, () => req.destroy(new Error("no answer to HEAD")));
+        req.on("error", reject);
+        req.end();
+      });
+    for (let i = 0; i < MAX_EVENT_CLIENTS + 2; i++) expect(await head()).toEqual({ status: 200, type: "text/event-stream" });
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.get({ host: "127.0.0.1", port, path: "/" }, (res) => {
+        resolve(res.statusCode ?? 0);
+        req.destroy();
+      });
+      req.on("error", reject);
+    });
+    expect(status, "slots held by HEAD clients still connected").toBe(200);
+    agent.destroy();
+  });
+
   it("a client that stops reading is let go once a bounded backlog is waiting for it, not buffered for without end", async () => {
     const big = { version: 1, pad: "x".repeat(256 * 1024) };
     const ticks = new Ticks();

@@ -43,6 +43,13 @@ export class EventStreams {
       );
       return;
     }
+    // HEAD: the headers alone, at once (a stream's headers wait for its first event, which a
+    // HEAD never writes: it would hang, holding a slot).
+    if (req.method === "HEAD") {
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store" });
+      res.end();
+      return;
+    }
     res.writeHead(200, {
       "content-type": "text/event-stream",
       "cache-control": "no-store",
