@@ -26,7 +26,7 @@ function serve(args: string[]): { status: number | null; stderr: string } {
     encoding: "utf8",
     env: { ...process.env, RATEKEEPER_ADMIN_TOKEN: "" },
     // A flag wrongly accepted starts the service, which runs until this kills it.
-    timeout: 10_000,
+    timeout: 30_000,
   });
   return { status: r.status, stderr: r.stderr };
 }
@@ -65,7 +65,7 @@ describe("serve flags", () => {
       const r = spawnSync(process.execPath, [CLI, "serve", "--config", rules, "--no-watch"], {
         encoding: "utf8",
         env: { ...process.env, RATEKEEPER_ADMIN_TOKEN: "", [name as string]: value },
-        timeout: 10_000,
+        timeout: 30_000,
       });
       expect(r.status, name).toBe(2);
       expect(r.stderr).toContain(`${name}: must be`);
