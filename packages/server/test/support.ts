@@ -71,7 +71,14 @@ export async function postJson(url: string, body: unknown): Promise<{ status: nu
     headers: { "content-type": "application/json" },
   });
   const text = await r.text();
-  return { status: r.status, headers: r.headers, json: text ? JSON.parse(text) : undefined };
+  // A body that is not JSON (a proxy's own error page) fails with what was answered, not only a SyntaxError.
+  let json: unknown;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    throw new Error(`POST ${url}: ${r.status}, not JSON: ${text.slice(0, 500)}`);
+  }
+  return { status: r.status, headers: r.headers, json };
 }
 
 /** GETs a URL and parses its JSON body. */
