@@ -5,11 +5,15 @@
  * Every place that takes an options object (or a table of them) checks it with {@link isPlainObject}.
  */
 
-/** An object literal, or one made with no prototype (as some parsers make them). */
+/**
+ * An object literal, or one made with no prototype (as some parsers make them). Its prototype is
+ * an `Object.prototype`, this realm's or another's (an object literal from a `vm` context, as
+ * some sandboxes and test runners make them): the prototype that has none itself.
+ */
 export function isPlainObject(value: unknown): value is object {
   if (typeof value !== "object" || value === null) return false;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  return proto === Object.prototype || proto === null;
+  const proto = Object.getPrototypeOf(value) as object | null;
+  return proto === null || proto === Object.prototype || Object.getPrototypeOf(proto) === null;
 }
 
 /**

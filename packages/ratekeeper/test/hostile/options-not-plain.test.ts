@@ -6,6 +6,7 @@
  * million keys. Now each is refused naming the field and what it got ("got a Map"), as the
  * `lease` option already was.
  */
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { ConcurrencyLimiter, MemoryStore, RateLimitConfigError, RateLimiter } from "../../src/index.js";
 import { rateLimit as expressRateLimit } from "../../src/adapters/express.js";
@@ -84,5 +85,17 @@ describe("an options object that is not a plain one is refused, naming the field
     expect(refusal(() => resolveHttpRedisOptions(map({ client: httpClient }) as never))).toBe(
       "options: must be an object with a client (got a Map)",
     );
+  });
+
+  it("an object literal made in another realm (a vm context, as some sandboxes and test runners make them) is one", () => {
+    const options = runInNewContext("({ maxKeys: 1000, limits: [{ algorithm: 'fixed-window', limit: 5, window: '1m' }] })") as {
+      maxKeys: number;
+      limits: unknown[];
+    };
+    expect(refusal(() => new MemoryStore({ maxKeys: options.maxKeys }))).toBe("");
+    expect(refusal(() => new MemoryStore(runInNewContext("({ maxKeys: 1000 })") as object))).toBe("");
+    expect(refusal(() => new RateLimiter({ limits: options.limits as never }))).toBe("");
+    // Its Map is still a Map.
+    expect(refusal(() => new MemoryStore(runInNewContext("new Map([['maxKeys', 1000]])") as object))).toMatch(/got a Map/);
   });
 });
