@@ -5,8 +5,8 @@
  * - it is read once every file has been quiet for `settleMs` (no change event, and every file's
  *   modification time at least that old), so a file written in parts is never applied half-way;
  * - every file is at most `maxBytes` (a larger one is refused without being read);
- * - every file parsed whole and compiled (each in a worker thread, as reload.ts does; unchanged
- *   files are not parsed again), and the files merged without a duplicate domain (or with
+ * - every file parsed whole and compiled (each in a worker thread within its own time and heap
+ *   budget, as reload.ts does; unchanged files are not parsed again), and the files merged without a duplicate domain (or with
  *   `mergeDomains`, a duplicate descriptor);
  * - nothing changed while they were read and parsed (then the newer state is read instead);
  * - no file is empty (no domain, policy or pool: a file cut to nothing), and the whole has at
@@ -22,6 +22,7 @@
 import { lstatSync, realpathSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { mergeRules } from "./load-dir.js";
+import { parseBudget, type ParseBudget } from "./parse-budget.js";
 import { parseOffThread } from "./parse-thread.js";
 import { tooLarge } from "./read-text.js";
 import { RELOAD_DEFAULTS, type WatchRulesOptions } from "./reload.js";
@@ -53,6 +54,7 @@ export function watchRulesDir(dir: string, options: WatchRulesDirOptions): () =>
 /** One rules directory under watch: what is in force, what was refused, the files compiled. */
 class RulesDirWatcher {
   private readonly maxBytes: number;
+  private readonly budget: ParseBudget;
   private readonly watch: SettleWatch;
   /** Compiled files by path, kept while their signature holds. */
   private readonly parsed = new Map<string, Parsed>();
@@ -66,6 +68,7 @@ class RulesDirWatcher {
     private readonly options: WatchRulesDirOptions,
   ) {
     this.maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
+    this.budget = options.parseBudget ?? parseBudget(this.maxBytes);
     this.appliedSig = options.loadedState ?? rulesState(dir);
     this.watch = new SettleWatch({
       check: () => void this.check(),
@@ -177,7 +180,7 @@ class RulesDirWatcher {
         return undefined;
       }
       this.options.onLoading?.({ file: f.path, bytes: Buffer.byteLength(text) });
-      rules = await parseOffThread(text, f.path).rules;
+      rules = await parseOffThread(text, f.path, this.budget).rules;
     } catch (e) {
       if (this.watch.stopped) return undefined;
       if (!this.sameState(sig)) this.watch.later();

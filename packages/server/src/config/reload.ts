@@ -10,7 +10,8 @@
  *   old (so a file written in two parts with a pause shorter than that is never applied half-way);
  * - it is no larger than `maxBytes` (a larger one is refused without being read);
  * - it parsed whole and compiled (in a worker thread: parsing is about a second per megabyte of
- *   YAML, and the event loop keeps answering /healthz and checks meanwhile);
+ *   YAML, and the event loop keeps answering /healthz and checks meanwhile), within the time and
+ *   heap that `maxBytes` allows (parse-budget.ts: a hostile file is stopped, not parsed for minutes);
  * - it did not change again while it was parsed (then the newer text is parsed instead);
  * - it has at least one rule or named policy, unless `allowEmpty` (a file truncated to nothing
  *   parses as "no rules", which would lift every limit).
@@ -18,6 +19,7 @@
  */
 import { realpathSync, statSync, type Stats } from "node:fs";
 import { dirname, resolve } from "node:path";
+import { parseBudget, type ParseBudget } from "./parse-budget.js";
 import { parseOffThread, type ParseTask } from "./parse-thread.js";
 import { MAX_RULES_BYTES, tooLarge } from "./read-text.js";
 import { RulesError, type Rules } from "./rules.js";
@@ -47,6 +49,8 @@ export interface WatchRulesOptions {
    * made since then, while the caller was starting, is applied. @default the state when watching starts
    */
   loadedState?: string | undefined;
+  /** @internal The time and heap each parse gets (tests shrink them). @default parseBudget(maxBytes) */
+  parseBudget?: ParseBudget | undefined;
 }
 
 /** Defaults of {@link WatchRulesOptions}, for the CLI's help and the docs. */
@@ -67,6 +71,7 @@ export function watchRules(file: string, options: WatchRulesOptions): () => void
 /** One rules file under watch: what is in force, what was refused, the parse under way. */
 class RulesFileWatcher {
   private readonly maxBytes: number;
+  private readonly budget: ParseBudget;
   private readonly watch: SettleWatch;
   /** What is in force: the file's identity and text (when known) when it was applied. */
   private applied: { sig: string; text: string | undefined } | undefined;
@@ -80,6 +85,7 @@ class RulesFileWatcher {
     private readonly options: WatchRulesOptions,
   ) {
     this.maxBytes = options.maxBytes ?? RELOAD_DEFAULTS.maxBytes;
+    this.budget = options.parseBudget ?? parseBudget(this.maxBytes);
     const sig = options.loadedState ?? rulesState(file);
     this.applied = sig === undefined ? undefined : { sig, text: undefined };
     this.watch = new SettleWatch({
@@ -143,7 +149,7 @@ class RulesFileWatcher {
   private parse(sig: string, text: string): void {
     this.job?.task.cancel();
     this.options.onLoading?.({ file: this.file, bytes: Buffer.byteLength(text) });
-    const mine = { task: parseOffThread(text, this.file), sig };
+    const mine = { task: parseOffThread(text, this.file, this.budget), sig };
     this.job = mine;
     mine.task.rules.then(
       (rules) => {
