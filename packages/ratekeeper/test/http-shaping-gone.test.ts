@@ -8,48 +8,10 @@
  * the server has seen the connection close.
  */
 import { describe, expect, it } from "vitest";
-import { MemoryStore, type Store } from "ratekeeper";
-import type { BindOptions, BoundStore } from "../src/store.js";
-import type { ResolvedLimit } from "../src/core/options.js";
 import { until } from "../../../test-support/process.js";
+import { SlowDecisions } from "../../../test-support/slow-decisions.js";
 import { FRAMEWORKS } from "./http-gone-support.js";
 import { httpAbandon } from "./http-support.js";
-
-/** A memory store whose consumes wait for `open()` while `gated`, and which counts refunds. */
-class SlowDecisions implements Store {
-  private readonly inner = new MemoryStore({ sweepIntervalMs: 0 });
-  gated = false;
-  waiting = 0;
-  refunds = 0;
-  private waiters: Array<() => void> = [];
-
-  bind(limits: readonly ResolvedLimit[], namespace: string, options?: BindOptions): BoundStore {
-    const b = this.inner.bind(limits, namespace, options);
-    return {
-      consume: async (...a) => {
-        if (this.gated) {
-          this.waiting++;
-          await new Promise<void>((r) => this.waiters.push(r));
-          this.waiting--;
-        }
-        return b.consume(...a);
-      },
-      peek: (...a) => b.peek(...a),
-      refund: (...a) => {
-        this.refunds++;
-        return b.refund(...a);
-      },
-      reset: (...a) => b.reset(...a),
-    };
-  }
-
-  open(): void {
-    this.gated = false;
-    const w = this.waiters;
-    this.waiters = [];
-    for (const r of w) r();
-  }
-}
 
 let seq = 0;
 

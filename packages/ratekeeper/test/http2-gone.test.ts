@@ -11,10 +11,9 @@
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
-import { ConcurrencyLimiter, MemoryStore, type Store } from "ratekeeper";
-import type { BindOptions, BoundStore } from "../src/store.js";
-import type { ResolvedLimit } from "../src/core/options.js";
+import { ConcurrencyLimiter } from "ratekeeper";
 import { until } from "../../../test-support/process.js";
+import { SlowDecisions } from "../../../test-support/slow-decisions.js";
 import { SlowLeases } from "../../../test-support/slow-leases.js";
 
 /** A server on the HTTP/2 compatibility API, how many of its responses closed, how many were served. */
@@ -116,42 +115,6 @@ async function cancelWhen(url: string, when: () => boolean): Promise<http2.Clien
   await until(when, "the request to reach the store", 400, 5);
   stream.close(http2.constants.NGHTTP2_CANCEL);
   return session;
-}
-
-/** A memory store whose consumes wait for `open()` while `gated`, and which counts refunds. */
-class SlowDecisions implements Store {
-  private readonly inner = new MemoryStore({ sweepIntervalMs: 0 });
-  gated = false;
-  waiting = 0;
-  refunds = 0;
-  private waiters: Array<() => void> = [];
-
-  bind(limits: readonly ResolvedLimit[], namespace: string, options?: BindOptions): BoundStore {
-    const b = this.inner.bind(limits, namespace, options);
-    return {
-      consume: async (...a) => {
-        if (this.gated) {
-          this.waiting++;
-          await new Promise<void>((r) => this.waiters.push(r));
-          this.waiting--;
-        }
-        return b.consume(...a);
-      },
-      peek: (...a) => b.peek(...a),
-      refund: (...a) => {
-        this.refunds++;
-        return b.refund(...a);
-      },
-      reset: (...a) => b.reset(...a),
-    };
-  }
-
-  open(): void {
-    this.gated = false;
-    const w = this.waiters;
-    this.waiters = [];
-    for (const r of w) r();
-  }
 }
 
 let seq = 0;

@@ -12,12 +12,12 @@
  */
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { Cluster, Redis } from "ioredis";
+import { Redis } from "ioredis";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
-import { startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis-cluster.js";
 import { RateLimiter, type LimitSpec } from "../src/index.js";
 import { RedisStore, type RedisClientLike } from "../src/stores/redis/index.js";
 import { Holder } from "./fixtures/holders.js";
+import { redisClusterFixture } from "./redis-store-support.js";
 
 let seq = 0;
 const uniq = (tag: string) => `${tag}${process.pid}-${++seq}`;
@@ -211,22 +211,13 @@ describeRedis("quota leasing across a reset", () => {
 });
 
 describeRedis("quota leasing across a reset, on a Redis Cluster", () => {
-  let cluster: RedisClusterHandle;
-  let client: Cluster;
-  beforeAll(async () => {
-    cluster = await startRedisCluster(3);
-    client = new Cluster(cluster.nodes);
-  }, 60_000);
-  afterAll(async () => {
-    client?.disconnect();
-    await cluster?.stop();
-  });
+  const fx = redisClusterFixture();
 
   // The reset's script writes <key>:e, a key it is not given (its KEYS are the state keys): the
   // same hash tag puts it in the state's slot, on the master the call went to.
   it("keys on every master: the reset raises the epoch there, and the old block gives nothing back", async () => {
     let now = 100 * HOUR + 1000;
-    const stores = [0, 1, 2].map(() => new RedisStore({ client, failure: "throw", timeoutMs: 10_000, instances: 1 }));
+    const stores = [0, 1, 2].map(() => new RedisStore({ client: fx.client, failure: "throw", timeoutMs: 10_000, instances: 1 }));
     const spec = { algorithm: "token-bucket", limit: 100, window: "1h", namespace: uniq("reset-cluster"), clock: () => now } as const;
     const [a, b, c] = [
       new RateLimiter({ ...spec, store: stores[0] as RedisStore, lease: { blockMs: 100 } }),

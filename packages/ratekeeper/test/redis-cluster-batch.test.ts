@@ -3,13 +3,14 @@
  * only. Concurrent decisions on one hot key go out together (few script calls, exactly the limit);
  * decisions on keys of different slots each go out at once, to their own masters.
  */
-import { Cluster, Redis } from "ioredis";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { Redis } from "ioredis";
+import { expect, it } from "vitest";
 import { commandCalls } from "../../../test-support/redis-commands.js";
 import { describeRedis } from "../../../test-support/redis.js";
-import { startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis-cluster.js";
+import type { RedisClusterHandle } from "../../../test-support/redis-cluster.js";
 import { RateLimiter } from "../src/index.js";
 import { RedisStore } from "../src/stores/redis/index.js";
+import { redisClusterFixture } from "./redis-store-support.js";
 
 /** EVALSHA calls summed over the masters. */
 async function evalshaCalls(cluster: RedisClusterHandle): Promise<number> {
@@ -23,28 +24,19 @@ async function evalshaCalls(cluster: RedisClusterHandle): Promise<number> {
 }
 
 describeRedis("RedisStore on a cluster: batching per hash slot (the default)", () => {
-  let cluster: RedisClusterHandle;
-  let client: Cluster;
-  beforeAll(async () => {
-    cluster = await startRedisCluster(3);
-    client = new Cluster(cluster.nodes);
-  }, 60_000);
-  afterAll(async () => {
-    client?.disconnect();
-    await cluster?.stop();
-  });
+  const fx = redisClusterFixture();
 
   it("200 concurrent consumes on one hot key: exactly the limit, in a few script calls", async () => {
     const limiter = new RateLimiter({
       algorithm: "token-bucket",
       limit: 25,
       window: "1h",
-      store: new RedisStore({ client, failure: "throw" }),
+      store: new RedisStore({ client: fx.client, failure: "throw" }),
     });
     await limiter.consume("warm"); // connects, registers the instance, reads Redis's clock
-    const before = await evalshaCalls(cluster);
+    const before = await evalshaCalls(fx.cluster);
     const all = await Promise.all(Array.from({ length: 200 }, () => limiter.consume("hot")));
-    const calls = (await evalshaCalls(cluster)) - before;
+    const calls = (await evalshaCalls(fx.cluster)) - before;
     expect(all.filter((d) => d.allowed)).toHaveLength(25);
     expect(all.slice(0, 25).every((d) => d.allowed)).toBe(true); // in call order
     expect(calls).toBeLessThanOrEqual(10);
@@ -56,7 +48,7 @@ describeRedis("RedisStore on a cluster: batching per hash slot (the default)", (
         { algorithm: "fixed-window", limit: 7, window: "1h" },
         { algorithm: "sliding-window", limit: 9, window: "1h" },
       ],
-      store: new RedisStore({ client, failure: "throw" }),
+      store: new RedisStore({ client: fx.client, failure: "throw" }),
     });
     const keys = Array.from({ length: 12 }, (_, i) => `user:${i}`);
     const all = await Promise.all(

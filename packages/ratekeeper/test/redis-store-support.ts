@@ -4,9 +4,10 @@
  * for the test's own reads (so the stores' command counts stay theirs), and `mk`, a limiter on
  * that server in a namespace of its own. Call it inside the file's `describeRedis`.
  */
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll } from "vitest";
 import { startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { startRedisCluster, type RedisClusterHandle } from "../../../test-support/redis-cluster.js";
 import { RateLimiter, type LimitSpec } from "../src/index.js";
 import { RedisStore, type RedisClientLike, type RedisStoreOptions } from "../src/stores/redis/index.js";
 
@@ -29,6 +30,37 @@ export interface RedisStoreFixture {
 
 let seq = 0;
 
+/**
+ * A throw-away Redis Cluster of three masters on free loopback ports, with an ioredis Cluster
+ * client, for the files that run the store on a cluster. Call it inside the file's `describeRedis`.
+ */
+export function redisClusterFixture(): { readonly cluster: RedisClusterHandle; readonly client: Cluster } {
+  let cluster: RedisClusterHandle | undefined;
+  let client: Cluster | undefined;
+  beforeAll(async () => {
+    cluster = await startRedisCluster(3);
+    client = new Cluster(cluster.nodes);
+  }, 60_000);
+  afterAll(async () => {
+    client?.disconnect();
+    await cluster?.stop();
+  });
+  return {
+    get cluster() {
+      return ready(cluster);
+    },
+    get client() {
+      return ready(client);
+    },
+  };
+}
+
+/** `v`, once the fixture's beforeAll has set it. */
+function ready<T>(v: T | undefined): T {
+  if (v === undefined) throw new Error("the Redis fixture is used before its beforeAll ran");
+  return v;
+}
+
 export function redisStoreFixture(): RedisStoreFixture {
   let redis: RedisHandle | undefined;
   let client: Redis | undefined;
@@ -43,10 +75,6 @@ export function redisStoreFixture(): RedisStoreFixture {
     admin?.disconnect();
     await redis?.stop();
   });
-  const ready = <T>(v: T | undefined): T => {
-    if (v === undefined) throw new Error("the Redis fixture is used before its beforeAll ran");
-    return v;
-  };
   const fx: RedisStoreFixture = {
     get redis() {
       return ready(redis);

@@ -5,30 +5,19 @@
  * refused naming the file, the last good rules kept meanwhile; and the symlink swaps deploys do
  * (a RUNTIME_ROOT `current -> v2`, a Kubernetes ConfigMap's `..data`).
  */
-import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { until } from "../../../test-support/process.js";
 import { watchRulesDir } from "../src/config/reload-dir.js";
 import type { Rules } from "../src/config/rules.js";
 import { createLogger } from "../src/log.js";
 import { startService } from "../src/server.js";
 import { rlsClient, startServiceProcess } from "./support.js";
+import { scratch } from "./scratch.js";
 
 const SETTLE = 150;
-const dirs: string[] = [];
-const stops: Array<() => void> = [];
-afterEach(() => {
-  for (const s of stops.splice(0)) s();
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
-
-function tempDir(): string {
-  const d = mkdtempSync(path.join(tmpdir(), "rk-reload-dir-"));
-  dirs.push(d);
-  return d;
-}
+const { tempDir, stops } = scratch("reload-dir");
 
 /** An envoyproxy/ratelimit file: domain `domain`, key `user` at `limit` per minute. */
 const envoyFile = (domain: string, limit: number) =>

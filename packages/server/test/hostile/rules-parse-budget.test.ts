@@ -7,11 +7,10 @@
  * unbounded), so these tests load packages/server/dist, with budgets shrunk through the reload's
  * internal `parseBudget` option rather than waiting out the real ones.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { until } from "../../../../test-support/process.js";
 import type * as BudgetModule from "../../src/config/parse-budget.js";
 import type * as ThreadModule from "../../src/config/parse-thread.js";
@@ -19,6 +18,7 @@ import type * as DirModule from "../../src/config/reload-dir.js";
 import type * as ReloadModule from "../../src/config/reload.js";
 import type { Rules } from "../../src/config/rules.js";
 import { ROOT } from "../support.js";
+import { scratch } from "../scratch.js";
 
 /** A compiled module of packages/server/dist/config (where the parse worker exists). */
 async function built<T>(name: string): Promise<T> {
@@ -40,18 +40,7 @@ const flowList = (): string => `domains: [${"1,".repeat((4 * MIB - 16) / 2)}1]\n
 
 const limitOf = (r: Rules): number | undefined => JSON.stringify(r.rules).match(/"limit":(\d+)/)?.[1] as never;
 
-const dirs: string[] = [];
-const stops: Array<() => void> = [];
-afterEach(() => {
-  for (const s of stops.splice(0)) s();
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
-
-function tempDir(): string {
-  const d = mkdtempSync(path.join(tmpdir(), "rk-parse-budget-"));
-  dirs.push(d);
-  return d;
-}
+const { tempDir, stops } = scratch("parse-budget");
 
 /** What a watch applied and refused. */
 function collect() {
