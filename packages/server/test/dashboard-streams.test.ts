@@ -32,7 +32,7 @@ afterEach(async () => {
 });
 
 /** A server answering every request with the event stream; `opened` holds each server-side response. */
-async function serve(builder: Pick<StateBuilder, "build">, ticks: Ticks) {
+async function serve(builder: Pick<StateBuilder, "json">, ticks: Ticks) {
   const streams = new EventStreams(builder as StateBuilder, ticks, createLogger("silent"));
   const opened: ServerResponse[] = [];
   const server = http.createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -48,8 +48,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("dashboard event streams", () => {
   it("a client that leaves while its first state is built keeps no slot", async () => {
-    const slow = { build: async () => (await sleep(100), { version: 1 }) };
-    const { port } = await serve(slow as never, new Ticks());
+    const slow = { json: async () => (await sleep(100), JSON.stringify({ version: 1 })) };
+    const { port } = await serve(slow, new Ticks());
     for (let i = 0; i < MAX_EVENT_CLIENTS; i++) {
       const req = http.get({ host: "127.0.0.1", port, path: "/" });
       req.on("error", () => undefined);
@@ -70,7 +70,7 @@ describe("dashboard event streams", () => {
   it("HEAD is answered with the stream's headers at once and holds no slot", async () => {
     // Before, a HEAD was opened as a stream: no headers were ever sent (HEAD writes no body, and
     // the headers waited for one) and the slot was held for as long as the client stayed.
-    const { port } = await serve({ build: async () => ({ version: 1 }) } as never, new Ticks());
+    const { port } = await serve({ json: async () => JSON.stringify({ version: 1 }) }, new Ticks());
     const agent = new http.Agent({ keepAlive: true });
     const head = () =>
       new Promise<{ status: number; type: string | undefined }>((resolve, reject) => {
@@ -97,7 +97,7 @@ describe("dashboard event streams", () => {
   it("a client that stops reading is let go once a bounded backlog is waiting for it, not buffered for without end", async () => {
     const big = { version: 1, pad: "x".repeat(256 * 1024) };
     const ticks = new Ticks();
-    const { port, opened } = await serve({ build: async () => big } as never, ticks);
+    const { port, opened } = await serve({ json: async () => JSON.stringify(big) }, ticks);
     const socket = await new Promise<import("node:net").Socket>((resolve) => {
       const req = http.get({ host: "127.0.0.1", port, path: "/" }, (res) => {
         res.pause(); // reads nothing more

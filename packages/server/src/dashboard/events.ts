@@ -46,13 +46,14 @@ export class EventStreams {
     // HEAD: the headers alone, at once (a stream's headers wait for its first event, which a
     // HEAD never writes: it would hang, holding a slot).
     if (req.method === "HEAD") {
-      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store" });
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store", "x-content-type-options": "nosniff" });
       res.end();
       return;
     }
     res.writeHead(200, {
       "content-type": "text/event-stream",
       "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
       connection: "keep-alive",
       "x-accel-buffering": "no",
     });
@@ -66,7 +67,7 @@ export class EventStreams {
     this.opening++;
     let first: string;
     try {
-      first = JSON.stringify(await this.builder.build());
+      first = await this.builder.json();
     } finally {
       this.opening--;
     }
@@ -98,9 +99,9 @@ export class EventStreams {
   /** One tick: the state, built once, to every stream. */
   private broadcast(): void {
     if (this.streams.size === 0) return;
-    this.builder.build().then(
+    this.builder.json().then(
       (state) => {
-        const frame = `event: state\ndata: ${JSON.stringify(state)}\n\n`;
+        const frame = `event: state\ndata: ${state}\n\n`;
         for (const res of this.streams) {
           // A client that stopped reading: closed (its 'close' drops it), not buffered for.
           if (res.writableLength > MAX_STREAM_BACKLOG) res.destroy();

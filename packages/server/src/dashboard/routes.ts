@@ -73,8 +73,8 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       return;
     }
     if (name === "api/state") {
-      const body = JSON.stringify(await builder.build());
-      res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
+      const body = await builder.json();
+      res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store", "x-content-type-options": "nosniff" });
       res.end(body);
       return;
     }

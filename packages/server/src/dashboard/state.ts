@@ -80,12 +80,21 @@ export const MAX_OVERRIDES_LISTED = 100;
 /** Overrides are listed from the store at most this often (the hot path never reads the store). */
 const OVERRIDES_TTL_MS = 5_000;
 
+/**
+ * A state that took this long to build (and to turn into JSON) is served again for this many
+ * times as long, up to {@link MAX_STATE_REUSE_MS}: building it then takes at most ~5% of a core
+ * however often it is asked for. A cheap state (most rules files) is built fresh every time.
+ */
+const STATE_REUSE_FACTOR = 20;
+const MAX_STATE_REUSE_MS = 1000;
+
 /** What {@link StateBuilder} reads. */
 export interface StateSources {
   readonly stats: DashboardStats;
   readonly rules: () => Rules;
   readonly overrides?: OverrideStore | undefined;
   readonly storeHealth: () => StoreHealth;
+  /** Milliseconds: `nowMs`, and (when given) the timing of builds too. Default Date.now. */
   readonly clock?: (() => number) | undefined;
 }
 
@@ -93,8 +102,36 @@ export interface StateSources {
 export class StateBuilder {
   private overridesAt = -Infinity;
   private overridesCache: DashboardState["overrides"] | undefined;
+  /** The build in progress, shared by everyone who asks meanwhile. */
+  private building: Promise<string> | undefined;
+  /** The last state's JSON, and until when (build clock) it is served again. */
+  private lastJson = "";
+  private reuseUntil = -Infinity;
 
   constructor(private readonly src: StateSources) {}
+
+  /**
+   * The state as JSON, for `/dashboard/api/state` and the event streams. With a large rules
+   * file it is megabytes (every rule's 60 s of history) and the dashboard may be open to anyone:
+   * concurrent callers share one build, and an expensive state is reused for a while
+   * ({@link STATE_REUSE_FACTOR}) rather than rebuilt per request.
+   */
+  json(): Promise<string> {
+    const elapsed = this.src.clock ?? performance.now.bind(performance);
+    if (elapsed() < this.reuseUntil) return Promise.resolve(this.lastJson);
+    return (this.building ??= (async () => {
+      try {
+        const started = elapsed();
+        const json = JSON.stringify(await this.build());
+        const ended = elapsed();
+        this.lastJson = json;
+        this.reuseUntil = ended + Math.min(MAX_STATE_REUSE_MS, STATE_REUSE_FACTOR * (ended - started));
+        return json;
+      } finally {
+        this.building = undefined;
+      }
+    })());
+  }
 
   async build(): Promise<DashboardState> {
     const { stats } = this.src;
