@@ -7,6 +7,7 @@
  * `limits: [...]`), or `unlimited`; a node with none of them limits nothing.
  */
 import { collectIssues, policyId, resolveLimits, type ConfigIssue, type LimitSpec, type ResolvedLimit } from "ratekeeper";
+import { tooManyLimits } from "./policy-cap.js";
 import { compilePools } from "./pools.js";
 import { RulesError, type Level, type NamedPolicy, type Rule, type Rules, type TreeNode } from "./rules.js";
 import { NAME_RE, parseRulesDocument, POLICY_EXTRA, STRUCTURAL, UNIT_MS, UNIT_WINDOW, type NodeInput } from "./schema.js";
@@ -82,6 +83,11 @@ function resolve(specs: LimitSpec[], path: string, asList: boolean, issues: Conf
   // The library's own resolver: the same checks (and messages) as `new RateLimiter(spec)`.
   // Inline specs are resolved as `[0]`: their issues' `[0].limit` becomes `<path>.limit`.
   const inline = (i: ConfigIssue): ConfigIssue => ({ path: `${path}${i.path.replace(/^\[0\]/, "")}`, message: i.message });
+  const capped = asList ? tooManyLimits(specs, `${path}.limits`) : undefined;
+  if (capped) {
+    issues.push(capped);
+    return undefined;
+  }
   return collectIssues(issues, () => resolveLimits(specs, asList ? `${path}.limits` : ""), asList ? undefined : inline);
 }
 

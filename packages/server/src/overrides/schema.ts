@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { collectIssues, parseDuration, resolveLimits, type ConfigIssue, type LimitSpec } from "ratekeeper";
+import { tooManyLimits } from "../config/policy-cap.js";
 import type { Override, StoredOverride } from "./types.js";
 
 /** Longest domain accepted, in characters. */
@@ -91,7 +92,9 @@ export function parseOverride(input: unknown, ctx: ParseContext): ParseResult {
     issues.push({ path: "policy", message: 'give either "limits" or "policy", not both' });
   } else if (doc.limits !== undefined) {
     const limits = doc.limits as LimitSpec[];
-    if (collectIssues(issues, () => resolveLimits(limits, "limits")) !== undefined) policy = { limits };
+    const capped = tooManyLimits(limits, "limits");
+    if (capped) issues.push(capped);
+    else if (collectIssues(issues, () => resolveLimits(limits, "limits")) !== undefined) policy = { limits };
   } else if (doc.policy !== undefined) {
     policy = doc.policy;
   } else {
