@@ -167,6 +167,27 @@ describe("decide() with overrides", () => {
     expect(r.allowed).toBe(false);
   });
 
+  it("overrides where no rule matches are counted under one bounded label: keys are never labels", async () => {
+    // An operator blocking many addresses (or giving them their own policy) must not make a
+    // metrics series and a dashboard row per address.
+    const seen: string[] = [];
+    const observer = {
+      decision: (domain: string, rule: string) => void seen.push(`${domain} ${rule}`),
+      storeLatency: () => {},
+      storeError: () => {},
+    };
+    const watched = new DecisionService({ store: new MemoryStore(), rules, overrides, observer, clock: () => nowMs, injectClock: true });
+    const limits = { limits: [{ algorithm: "fixed-window" as const, limit: 5, window: "1m" as const }] };
+    for (let i = 0; i < 3; i++) table.set(`d/ip=10.0.0.${i}`, { domain: "d", key: `ip=10.0.0.${i}`, policy: "blocked" });
+    table.set("d/ip=10.0.1.1", { domain: "d", key: "ip=10.0.1.1", policy: limits });
+    table.set("d/ip=10.0.1.2", { domain: "d", key: "ip=10.0.1.2", policy: "unlimited" });
+    for (const ip of ["10.0.0.0", "10.0.0.1", "10.0.0.2", "10.0.1.1", "10.0.1.2"]) {
+      const r = await watched.decide({ domain: "d", descriptors: [e({ ip })] });
+      expect(r.statuses[0]!.explain.rule).toBe(`d/ip=${ip}`); // the answer still names the override
+    }
+    expect(new Set(seen)).toEqual(new Set(["d (override)"]));
+  });
+
   it("a bad request is a CheckError, not a denial", async () => {
     await expect(svc.decide({ domain: "d", descriptors: [e({ k: "u9" })], cost: 0 })).rejects.toBeInstanceOf(CheckError);
     await expect(svc.decide({ key: "x", policy: "missing" })).rejects.toThrow(/no policy named "missing" \(known: p\)/);

@@ -252,8 +252,7 @@ export class DecisionService {
       // An override can still apply (e.g. block one address that no rule names).
       const o = this.overrides?.get(domain, key, check.nowMs);
       const context = `no rule matched (${m.miss ?? ""})`;
-      if (o !== undefined)
-        return applyOverride(this.overrideDeps, o, { check, label, domain, key, ruleId: `${domain}/${key}`, cost, context });
+      if (o !== undefined) return applyOverride(this.overrideDeps, o, { check, label, domain, key, ruleId: undefined, cost, context });
       this.observer?.decision(label, "", "no_match");
       return unlimitedStatus(key, { rule: null, source: "none", why: `not limited: ${m.miss ?? "no rule matched"}` }, false);
     }

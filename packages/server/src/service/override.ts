@@ -22,9 +22,20 @@ export interface OverrideDeps {
 export async function applyOverride(
   deps: OverrideDeps,
   o: Override,
-  a: Omit<Application, "policy" | "matched"> & { readonly cost: number; readonly context: string },
+  a: Omit<Application, "policy" | "matched" | "ruleId"> & {
+    /**
+     * The rule, or undefined where no rule matched: the answer then names the override
+     * `<domain>/<key>`, and the metrics and dashboard count it under `(override)` (keys are
+     * never labels: blocking many addresses must not make a series per address).
+     */
+    readonly ruleId: string | undefined;
+    readonly cost: number;
+    readonly context: string;
+  },
 ): Promise<DescriptorStatus> {
-  const { check, key, ruleId } = a;
+  const { check, key } = a;
+  const ruleId = a.ruleId ?? `${a.domain}/${key}`;
+  const label = a.ruleId ?? "(override)";
   // Check only (cost 0): what a request of cost 1 would get, charging nothing.
   const checkOnly = a.cost === 0;
   const cost = checkOnly ? 1 : a.cost;
@@ -33,11 +44,11 @@ export async function applyOverride(
   const expiry = o.expiresAtMs !== undefined ? `, until ${new Date(o.expiresAtMs).toISOString()}` : "";
   const whyStart = `${a.context}; override for ${key}: `;
   if (o.policy === "unlimited") {
-    if (!peek) deps.observer?.decision(a.label, ruleId, "unlimited");
+    if (!peek) deps.observer?.decision(a.label, label, "unlimited");
     return unlimitedStatus(key, { rule: ruleId, source: "override", why: `${whyStart}unlimited${expiry}${note}` }, false);
   }
   if (o.policy === "blocked") {
-    if (!peek) deps.observer?.decision(a.label, ruleId, "blocked", `${a.domain}|${key}`);
+    if (!peek) deps.observer?.decision(a.label, label, "blocked", `${a.domain}|${key}`);
     const explain = { rule: ruleId, source: "override" as const, why: `${whyStart}blocked${expiry}${note}` };
     return blockedStatus(key, explain, o.expiresAtMs, check.nowMs);
   }
@@ -49,7 +60,7 @@ export async function applyOverride(
   const stateKey = `${a.domain}|${key}`;
   const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
   const d = adjusted(await deps.timer.run(limiter, stateKey, oversize ? 1 : cost, peek || oversize), kind, cost);
-  if (!peek) deps.observer?.decision(a.label, ruleId, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : stateKey);
+  if (!peek) deps.observer?.decision(a.label, label, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : stateKey);
   const why = `${whyStart}${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}`;
   return decidedStatus(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
 }
