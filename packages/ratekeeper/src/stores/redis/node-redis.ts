@@ -1,4 +1,5 @@
 import type { RedisShim } from "./client.js";
+import { retryTryAgain } from "./try-again.js";
 
 /** The part of a node-redis (`redis` package, v4 and later) client or cluster the store uses. */
 export interface NodeRedisLike {
@@ -9,19 +10,31 @@ export interface NodeRedisLike {
   readonly isReady?: boolean;
 }
 
-/** node-redis: options objects; a cluster routes by the first of `keys`. */
+/**
+ * node-redis: options objects; a cluster routes by the first of `keys`. On a cluster, a call
+ * refused with TRYAGAIN (its slot's keys split by a migration) is made again, as ioredis does
+ * (try-again.ts); node-redis follows MOVED and ASK itself.
+ */
 export function nodeRedisShim(client: NodeRedisLike): RedisShim {
   let wasReady = false;
-  return {
+  // Only a cluster (createCluster) knows its masters.
+  const isCluster = typeof (client as unknown as { getMasters?: unknown }).getMasters === "function";
+  const shim: RedisShim = {
     evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
     eval: (script, keys, args) => client.eval(script, { keys, arguments: args }),
     del: (keys) => client.del(keys),
-    // Only a cluster (createCluster) knows its masters.
-    isCluster: typeof (client as unknown as { getMasters?: unknown }).getMasters === "function",
+    isCluster,
     lost() {
       if (client.isReady === undefined) return false;
       if (client.isReady) wasReady = true;
       return wasReady && !client.isReady;
     },
+  };
+  if (!isCluster) return shim;
+  return {
+    ...shim,
+    evalsha: (sha, keys, args) => retryTryAgain(() => client.evalSha(sha, { keys, arguments: args })),
+    eval: (script, keys, args) => retryTryAgain(() => client.eval(script, { keys, arguments: args })),
+    del: (keys) => retryTryAgain(() => client.del(keys)),
   };
 }
