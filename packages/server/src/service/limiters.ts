@@ -5,6 +5,14 @@ import { MAX_CALLER_LIMITS } from "./request-caps.js";
 import { CheckError, type CallerLimit } from "./types.js";
 
 /**
+ * Limiters of override policies kept by their limits' JSON beyond the overrides that use them
+ * (~2 KB each with their memory store table): overrides come and go for the life of the service,
+ * so past this many the oldest is let go. A live override still reaches its limiter through its
+ * policy object, and one made again finds its counts in the store.
+ */
+export const MAX_OVERRIDE_LIMITERS = 4096;
+
+/**
  * Which {@link RateLimiter} decides a policy: one per distinct policy, created on first use and
  * kept across rule reloads, so an unchanged policy keeps its state (its namespace is its policy
  * id) and rules with the same policy share one limiter (their keys differ).
@@ -14,7 +22,7 @@ export class LimiterCache {
   private readonly byPolicy = new Map<string, RateLimiter>();
   /** `caller:<requests_per_unit>:<unit_ms>` -> the policy of a limit sent with a descriptor. */
   private readonly callerPolicies = new Map<string, CompiledPolicy>();
-  /** JSON of an override's limits -> limiter (or the error its policy raised). */
+  /** JSON of an override's limits -> limiter (or the error its policy raised); oldest first, at most {@link MAX_OVERRIDE_LIMITERS}. */
   private readonly byOverrideJson = new Map<string, RateLimiter | Error>();
   /**
    * Override policy object -> limiter: the overrides cache shares one frozen policy object per
@@ -64,6 +72,7 @@ export class LimiterCache {
       } catch (e) {
         l = e as Error;
       }
+      if (this.byOverrideJson.size >= MAX_OVERRIDE_LIMITERS) this.byOverrideJson.delete(this.byOverrideJson.keys().next().value as string);
       this.byOverrideJson.set(id, l);
     }
     this.byOverridePolicy.set(policy, l);
