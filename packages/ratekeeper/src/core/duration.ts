@@ -32,3 +32,16 @@ export function parseDuration(value: unknown, field: string): number {
   }
   return ms;
 }
+
+/**
+ * A duration string as it should be named: the number without leading zeros, then the unit
+ * (`" 01m\n"` is `"1m"`). parseDuration accepts spaces around it (any Unicode space, line
+ * terminators included) and leading zeros; a limit's default name carries the window into the
+ * limit headers, where such characters cannot go and a long run of zeros makes them too large.
+ * Undefined when `value` is not a duration string.
+ * @example durationName(" 01m ") // "1m"
+ */
+export function durationName(value: string): string | undefined {
+  const m = DURATION_RE.exec(value);
+  return m ? `${(m[1] as string).replace(/^0+(?=\d)/, "")}${m[2] as string}` : undefined;
+}

@@ -1,5 +1,5 @@
 import { gcd } from "./arith.js";
-import { parseDuration, type Duration } from "./duration.js";
+import { durationName, parseDuration, type Duration } from "./duration.js";
 import { describeValue, RateLimitConfigError, type ConfigIssue } from "./errors.js";
 import { isPlainObject } from "./plain-object.js";
 
@@ -256,9 +256,15 @@ function readAlgorithm(algorithm: unknown, path: string, issues: ConfigIssue[]):
   return undefined;
 }
 
-/** `name`, or the default `<limit>-per-<window as written>`. */
+/**
+ * `name`, or the default `<limit>-per-<window as written>`, the window's spelling made canonical
+ * (durationName: no spaces, no leading zeros), since the name goes into every answer's headers.
+ */
 function readName({ o, at, issues, limit, windowMs }: SpecReading): string {
-  if (o.name === undefined) return `${limit}-per-${typeof o.window === "string" ? o.window : `${windowMs}ms`}`;
+  if (o.name === undefined) {
+    const written = typeof o.window === "string" ? durationName(o.window) : undefined;
+    return `${limit}-per-${written ?? `${windowMs}ms`}`;
+  }
   if (typeof o.name !== "string" || !/^[A-Za-z0-9_.:-]{1,64}$/.test(o.name)) {
     issues.push({
       path: at("name"),

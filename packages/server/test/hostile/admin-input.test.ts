@@ -131,6 +131,18 @@ function backend(name: string, url: () => Promise<{ url: string; teardown(): Pro
       expect((await send("DELETE", `/v1/admin/overrides/api/${longest}`)).status).toBe(204);
     });
 
+    it("a window spelled with a line terminator, a BOM or a run of zeros: checks on the override are answered", async () => {
+      // The limit's default name carries the window into every answer's headers (packages/ratekeeper hostile/window-spelling.test.ts).
+      for (const [i, window] of ["1s\u2028", "\ufeff1s", "1s\n", `${"0".repeat(20_000)}1s`].entries()) {
+        const put = await send("PUT", `/v1/admin/overrides/api/user_id=w${i}`, {
+          limits: [{ algorithm: "fixed-window", limit: 5, window }],
+        });
+        expect(put.status).toBe(201);
+        const check = await send("POST", "/v1/check", { domain: "api", descriptors: [[{ key: "user_id", value: `w${i}` }]] });
+        expect([check.status, check.body?.statuses?.[0]?.policy], JSON.stringify(window).slice(0, 20)).toEqual([200, "5-per-1s"]);
+      }
+    });
+
     it("lists by a prefix holding characters outside the BMP", async () => {
       for (const key of ["\u{1F600}a", "\u{1F600}b", "\u{1F601}"]) {
         expect((await send("PUT", `/v1/admin/overrides/emoji/${encodeURIComponent(key)}`, { policy: "blocked" })).status).toBe(201);
