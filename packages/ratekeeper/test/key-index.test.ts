@@ -18,6 +18,29 @@ const opArb = fc.oneof(
   fc.record({ op: fc.constant("sweep" as const), mod: fc.integer({ min: 2, max: 5 }) }),
 );
 
+/** The FNV state after a key's first code unit `a` (its second one 0), from hashKey's result. */
+function stateAfter(a: number): number {
+  let h = hashKey(String.fromCharCode(a, 0));
+  h ^= h >>> 16; // the avalanche, undone step by step (the multipliers' inverses mod 2^32)
+  h = Math.imul(h, 0x7ed1b41d);
+  h ^= (h >>> 13) ^ (h >>> 26);
+  h = Math.imul(h, 0xa5cb9243);
+  h ^= h >>> 16;
+  return Math.imul(h, 0x359c449b) >>> 0; // the FNV step of the second unit (0), undone
+}
+
+/** Two different keys of equal hashKey (see the test). */
+function equalHashPair(): [string, string] {
+  const byHigh = new Map<number, number>();
+  for (let a = 0x100; a < 0x10000; a++) {
+    const high = stateAfter(a) >>> 16;
+    const c = byHigh.get(high);
+    if (c !== undefined) return [String.fromCharCode(a, 0x41), String.fromCharCode(c, 0x41 ^ ((stateAfter(a) ^ stateAfter(c)) & 0xffff))];
+    byHigh.set(high, a);
+  }
+  throw new Error("unreachable: 65,280 states in 65,536 high halves");
+}
+
 describe("KeyIndex", () => {
   it("answers like a Map after any sequence of operations", () => {
     fc.assert(
@@ -96,5 +119,36 @@ describe("KeyIndex", () => {
     const low = new Set<number>();
     for (let i = 0; i < 4096; i++) low.add(hashKey(`10.0.${i >> 8}.${i & 255}`) & 4095);
     expect(low.size).toBeGreaterThan(2400); // a random function fills about 63% of the slots
+  });
+  it("keeps 4 bytes a slot: 100,000 keys in a table of at most 1 MiB", () => {
+    // The slots are read at a random place on every lookup, whatever the order of the keys; an
+    // 8-byte (hash, entry) pair made them 2 MiB here, most of a decision's time over 100,000 keys
+    // (docs/benchmarks/memory.md, "The key table at 4 bytes a slot").
+    const idx = new KeyIndex<number>();
+    for (let i = 0; i < 100_000; i++) idx.set(`user:${i}`, i);
+    expect(idx.tableBytes).toBeLessThanOrEqual(1 << 20);
+    for (let i = 0; i < 100_000; i += 997) expect(idx.get(`user:${i}`)).toBe(i);
+  });
+
+  it("tells apart keys whose whole hash is equal (slot and tag alike), through growth and deletes", () => {
+    // Such keys share their slot's home and its tag at every size of the table, so only the key
+    // comparison tells them apart. Made, whatever the process's seed, by undoing hashKey's final
+    // avalanche and last FNV step: two keys of two code units (a, b) and (c, d) hash alike when
+    // the FNV state after a and after c agree in their high 16 bits and b ^ d is their low ones.
+    const [x, y] = equalHashPair();
+    expect(hashKey(x)).toBe(hashKey(y));
+    expect(x).not.toBe(y);
+    const idx = new KeyIndex<string>();
+    idx.set(x, "x");
+    expect(idx.get(y)).toBeUndefined();
+    idx.set(y, "y");
+    for (let i = 0; i < 1000; i++) idx.set(`f${i}`, `f${i}`); // grows the table 7 times
+    expect([idx.get(x), idx.get(y)]).toEqual(["x", "y"]);
+    expect(idx.delete(x)).toBe(true);
+    expect([idx.get(x), idx.get(y)]).toEqual([undefined, "y"]);
+    idx.set(x, "x2");
+    expect(idx.delete(y)).toBe(true);
+    expect([idx.get(x), idx.get(y), idx.size]).toEqual(["x2", undefined, 1001]);
+    for (let i = 0; i < 1000; i++) expect(idx.get(`f${i}`)).toBe(`f${i}`);
   });
 });

@@ -7,9 +7,14 @@
  * a server, where every request allocates, those lines are rarely still cached. Measured with an
  * `await` per lookup (bench/memory.js conditions): about 180 ns per `Map.get` against 75 ns here.
  *
- * How: open addressing with linear probing over one `Int32Array` of (hash, entry + 1) pairs, at
- * most half full, so a lookup reads one line of it, then compares the stored 32-bit hash before
- * touching any key; keys, values and hashes live in dense arrays in insertion order (a delete
+ * How: open addressing with linear probing over one `Int32Array` of slots, at most half full; a
+ * slot holds the entry number + 1 in the bits the slot's index takes from the hash (`mask`) and,
+ * above them, the key's hash bits that the index does not use (a tag), so a lookup reads one
+ * 4-byte slot, then compares the rest of the hash before touching any key. Why 4 bytes and not
+ * a (hash, entry) pair of 8: the slots are the one part of a lookup read at a random place even
+ * when keys come in the order they were added, and over 100,000 keys a table of 8-byte pairs (2
+ * MiB) was where most of a decision's time went (a cache miss: docs/benchmarks/memory.md); 4
+ * bytes halve it. Keys, values and hashes live in dense arrays in insertion order (a delete
  * moves the last entry into the hole; slots are deleted by backward shift, no tombstones).
  * The hash is FNV-1a with a per-process random seed and a final avalanche, so keys an attacker
  * chooses cannot be aimed at one probe run without knowing the seed.
@@ -33,8 +38,11 @@ export function hashKey(key: string): number {
 }
 
 export class KeyIndex<V> {
-  /** Slot s: table[2s] = the key's hash, table[2s + 1] = its entry number + 1 (0: empty). */
-  private table = new Int32Array(2 * MIN_CAPACITY);
+  /**
+   * Slot s: 0 if empty, else the entry number + 1 in the bits of `mask` and the key's hash in the
+   * others (its tag; see above). Entries are at most half the slots, so entry + 1 fits the mask.
+   */
+  private table = new Int32Array(MIN_CAPACITY);
   private mask = MIN_CAPACITY - 1;
   private keys: string[] = [];
   private vals: V[] = [];
@@ -44,16 +52,22 @@ export class KeyIndex<V> {
     return this.keys.length;
   }
 
+  /** @internal Bytes of the slot table (key-index.test.ts holds it to 4 a slot). */
+  get tableBytes(): number {
+    return this.table.byteLength;
+  }
+
   get(key: string): V | undefined {
     // find() written out: one call fewer to inline into the memory store's hot path, whose
     // bytecode V8 inlines only up to a budget (see memory-single.ts, SingleTable).
     const h = hashKey(key);
     const t = this.table;
     const mask = this.mask;
+    const tag = h & ~mask;
     for (let s = h & mask; ; s = (s + 1) & mask) {
-      const ref = t[2 * s + 1] as number;
-      if (ref === EMPTY) return undefined;
-      if (t[2 * s] === h && this.keys[ref - 1] === key) return this.vals[ref - 1];
+      const v = t[s] as number;
+      if (v === EMPTY) return undefined;
+      if ((v & ~mask) === tag && this.keys[(v & mask) - 1] === key) return this.vals[(v & mask) - 1];
     }
   }
 
@@ -80,15 +94,8 @@ export class KeyIndex<V> {
 
   /** Removes `key`; returns whether it was there. */
   delete(key: string): boolean {
-    const h = hashKey(key);
-    const t = this.table;
-    let s = h & this.mask;
-    for (;;) {
-      const ref = t[2 * s + 1] as number;
-      if (ref === EMPTY) return false;
-      if (t[2 * s] === h && this.keys[ref - 1] === key) break;
-      s = (s + 1) & this.mask;
-    }
+    const s = this.slotOf(key, hashKey(key));
+    if (s < 0) return false;
     this.removeAt(s);
     return true;
   }
@@ -116,53 +123,62 @@ export class KeyIndex<V> {
 
   /** The entry number of `key` (hash `h`), or -1. */
   private find(key: string, h: number): number {
+    const s = this.slotOf(key, h);
+    return s < 0 ? -1 : ((this.table[s] as number) & this.mask) - 1;
+  }
+
+  /** The slot of `key` (hash `h`), or -1. */
+  private slotOf(key: string, h: number): number {
     const t = this.table;
     const mask = this.mask;
-    let s = h & mask;
-    for (;;) {
-      const ref = t[2 * s + 1] as number;
-      if (ref === EMPTY) return -1;
-      if (t[2 * s] === h && this.keys[ref - 1] === key) return ref - 1;
-      s = (s + 1) & mask;
+    const tag = h & ~mask;
+    for (let s = h & mask; ; s = (s + 1) & mask) {
+      const v = t[s] as number;
+      if (v === EMPTY) return -1;
+      if ((v & ~mask) === tag && this.keys[(v & mask) - 1] === key) return s;
     }
   }
 
   /** Puts entry `e` (hash `h`) into the first free slot of its probe run. */
   private place(h: number, e: number): void {
     const t = this.table;
-    let s = h & this.mask;
-    while (t[2 * s + 1] !== EMPTY) s = (s + 1) & this.mask;
-    t[2 * s] = h;
-    t[2 * s + 1] = e + 1;
+    const mask = this.mask;
+    let s = h & mask;
+    while (t[s] !== EMPTY) s = (s + 1) & mask;
+    t[s] = (h & ~mask) | (e + 1);
+  }
+
+  /** The slot index where the entry in slot `j` would sit with no collision. */
+  private homeOf(j: number): number {
+    const mask = this.mask;
+    return (this.hashes[((this.table[j] as number) & mask) - 1] as number) & mask;
   }
 
   /** Empties slot `s` (backward-shift deletion) and its entry (the last entry fills the hole). */
   private removeAt(s: number): void {
     const t = this.table;
     const mask = this.mask;
-    const e = (t[2 * s + 1] as number) - 1;
+    const e = ((t[s] as number) & mask) - 1;
     // Shift back the entries of the probe run that follow, so lookups never meet a hole early.
     let hole = s;
     let j = (s + 1) & mask;
-    while (t[2 * j + 1] !== EMPTY) {
-      const home = (t[2 * j] as number) & mask;
+    while (t[j] !== EMPTY) {
+      const home = this.homeOf(j);
       // Move j into the hole unless its home lies cyclically in (hole, j].
       if (hole <= j ? home <= hole || home > j : home <= hole && home > j) {
-        t[2 * hole] = t[2 * j] as number;
-        t[2 * hole + 1] = t[2 * j + 1] as number;
+        t[hole] = t[j] as number;
         hole = j;
       }
       j = (j + 1) & mask;
     }
-    t[2 * hole] = 0;
-    t[2 * hole + 1] = EMPTY;
+    t[hole] = EMPTY;
     // Move the last entry into entry e, and repoint its slot.
     const last = this.keys.length - 1;
     if (e !== last) {
       const lh = this.hashes[last] as number;
       let ls = lh & mask;
-      while (t[2 * ls + 1] !== last + 1) ls = (ls + 1) & mask;
-      t[2 * ls + 1] = e + 1;
+      while (((t[ls] as number) & mask) !== last + 1) ls = (ls + 1) & mask;
+      t[ls] = (lh & ~mask) | (e + 1);
       this.keys[e] = this.keys[last] as string;
       this.vals[e] = this.vals[last] as V;
       this.hashes[e] = lh;
@@ -172,10 +188,10 @@ export class KeyIndex<V> {
     this.hashes.pop();
   }
 
-  /** Doubles the slots and places every entry again. */
+  /** Doubles the slots and places every entry again (each slot's tag is the hash above the new mask). */
   private grow(): void {
     const cap = 2 * (this.mask + 1);
-    this.table = new Int32Array(2 * cap);
+    this.table = new Int32Array(cap);
     this.mask = cap - 1;
     for (let e = 0; e < this.keys.length; e++) this.place(this.hashes[e] as number, e);
   }

@@ -9,8 +9,9 @@
  *   character above U+00FF), rounded up to 8; plus, from 13 characters on, a 32-byte cons cell:
  *   keys are usually built by concatenation (`"ip:" + addr`), which V8 does with a cons string
  *   from that length, and the map keeps the cell after flattening it;
- * - the table entry (stores/key-index.ts: an 8-byte slot pair in a table kept 25-50% full, and
- *   the key, value and hash in three dense arrays that grow by doubling);
+ * - the table entry (stores/key-index.ts: a 4-byte slot in a table kept 25-50% full, and the
+ *   key, value and hash in three dense arrays that grow by doubling; the estimate still allows
+ *   for the 8-byte slots of before, 8-16 bytes a key more than now);
  * - the state object (`Slot`: four fields, small integers kept in the object: memory-time.ts),
  *   plus room for one 16-byte number box: V8 boxes a field in every state of the process once one
  *   state holds a number that is not a small integer there (a bucket's level when capacity times
