@@ -31,6 +31,9 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX IF NOT EXISTS ratekeeper_overrides_expiry ON ratekeeper_overrides (expires_at_ms) WHERE expires_at_ms IS NOT NULL AND NOT deleted;
    CREATE SEQUENCE IF NOT EXISTS ratekeeper_overrides_version_seq;
    INSERT INTO ratekeeper_meta (name, value) VALUES ('horizon', 0) ON CONFLICT (name) DO NOTHING;`,
+  // The minute's purge forgets old tombstones (deleted AND updated_at_ms < cutoff) under the write
+  // lock: without this it read the whole table (1,000,000 overrides: 80-120 ms a minute per instance).
+  `CREATE INDEX IF NOT EXISTS ratekeeper_overrides_tombstones ON ratekeeper_overrides (updated_at_ms) WHERE deleted;`,
 ];
 
 /**

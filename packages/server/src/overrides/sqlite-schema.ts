@@ -27,6 +27,9 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX IF NOT EXISTS ratekeeper_overrides_expiry ON ratekeeper_overrides (expires_at_ms) WHERE expires_at_ms IS NOT NULL AND deleted = 0;
    CREATE TABLE IF NOT EXISTS ratekeeper_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
    INSERT OR IGNORE INTO ratekeeper_meta (name, value) VALUES ('version', 0), ('horizon', 0);`,
+  // The minute's purge forgets old tombstones (deleted = 1 AND updated_at_ms < cutoff): without
+  // this it read the whole table, on the event loop (1,000,000 overrides: about 60 ms a minute).
+  `CREATE INDEX IF NOT EXISTS ratekeeper_overrides_tombstones ON ratekeeper_overrides (updated_at_ms) WHERE deleted = 1;`,
 ];
 
 /** The columns of `ratekeeper_overrides`, in the order `OverrideRow` and {@link RawRow} read them. */
