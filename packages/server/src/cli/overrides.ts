@@ -1,6 +1,6 @@
 import { createWriteStream } from "node:fs";
 import { finished } from "node:stream/promises";
-import { exportOverrides, importOverrides } from "../overrides/jsonl.js";
+import { exportOverrides, ImportChangedError, importOverrides } from "../overrides/jsonl.js";
 import { openOverrideStore } from "../overrides/open.js";
 import { UsageError, positive, str, type Command, type Values } from "./command.js";
 
@@ -39,14 +39,19 @@ export const OVERRIDES_COMMANDS: Command[] = [
       const store = await openOverrideStore(storeUrl(v));
       try {
         const started = Date.now();
+        const name = file === "-" ? "stdin" : file;
         const result = await importOverrides(store, file === "-" ? { stream: process.stdin } : { path: file }, {
           batchSize,
           dryRun: v["dry-run"] === true,
           onProgress: (n) => {
             if (n % 100_000 < (batchSize ?? 10_000)) process.stderr.write(`overrides import: ${n} written\n`);
           },
+        }).catch((e: unknown) => {
+          if (!(e instanceof ImportChangedError)) throw e;
+          process.stderr.write(`overrides import: ${name}: ${e.message}\n`);
+          return undefined;
         });
-        const name = file === "-" ? "stdin" : file;
+        if (result === undefined) return 1;
         if (result.badLines > 0) {
           for (const p of result.problems) process.stderr.write(`${name}:${p.line}: ${p.path}: ${p.message}\n`);
           const more = result.badLines > result.problems.length ? ` (first ${result.problems.length} problems shown)` : "";

@@ -40,6 +40,24 @@ export interface ImportResult {
   readonly badLines: number;
 }
 
+/**
+ * A line that was valid when the file was validated is not when it is written: the file changed
+ * between the two reads. The batches before it are committed (re-running the import is safe).
+ */
+export class ImportChangedError extends Error {
+  override readonly name = "ImportChangedError";
+  constructor(
+    readonly line: number,
+    problem: ImportProblem | undefined,
+    readonly written: number,
+  ) {
+    super(
+      `line ${line}: ${problem ? `${problem.path}: ${problem.message}: ` : ""}the file changed since it was validated; ` +
+        `${written} overrides were written by the batches before it (re-running the import is safe)`,
+    );
+  }
+}
+
 /** Where import lines come from: a file path (read twice: validate, then write) or a stream (held in memory). */
 export type ImportSource = { readonly path: string } | { readonly stream: Readable };
 
@@ -105,7 +123,10 @@ export async function importOverrides(store: OverrideStore, source: ImportSource
   let batch: Override[] = [];
   for await (const [n, line] of lines(open)) {
     const o = parse(n, line);
-    if (o) batch.push(o);
+    // A file read twice can change in between (still being written, or edited): a line that
+    // turned bad must not be skipped in silence (nor reported as if nothing had been written).
+    if (!o) throw new ImportChangedError(n, problems[problems.length - 1], written);
+    batch.push(o);
     if (batch.length >= batchSize) {
       written += await store.putMany(batch);
       batch = [];
