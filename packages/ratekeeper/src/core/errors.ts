@@ -62,11 +62,14 @@ export function describeValue(value: unknown): string {
   // A Map, Set, Date or class instance by its kind ("a Map"): its JSON ({}) would mislead.
   const kind = describeNonPlain(value);
   if (kind !== undefined) return kind;
+  if (typeof value === "bigint") return `${value}n`;
   try {
     const s = JSON.stringify(value);
     return s.length > 60 ? `${s.slice(0, 57)}...` : s;
   } catch {
-    return typeof value;
+    // JSON cannot print it (nested past the stack, or holding itself): its kind, since "object"
+    // would make "must be an object (got object)" of an array.
+    return Array.isArray(value) ? "an array" : typeof value === "object" ? "an object" : typeof value;
   }
 }
 
