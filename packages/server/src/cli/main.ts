@@ -17,11 +17,23 @@ export type { Command } from "./command.js";
 /** The table. Add a subcommand by adding an entry. */
 export const COMMANDS: Command[] = [SERVE_COMMAND, CONFIG_CHECK_COMMAND, ...OVERRIDES_COMMANDS, SIMULATE_COMMAND];
 
-function help(): string {
-  const lines = ["usage: ratekeeper <command> [flags]", "", "commands:"];
-  for (const c of COMMANDS) lines.push(`  ${[...c.words, c.args].filter(Boolean).join(" ").padEnd(28)} ${c.summary}`);
-  lines.push("", "ratekeeper <command> --help shows the command's flags.");
+/**
+ * The command list: every command, or those of one group (`overrides`: the commands whose first
+ * word it is), so that `ratekeeper overrides --help` shows what may follow it.
+ */
+function help(group?: string): string {
+  const name = group ? `ratekeeper ${group} <command>` : "ratekeeper <command>";
+  const lines = [`usage: ${name} [flags]`, "", "commands:"];
+  for (const c of COMMANDS.filter((c) => group === undefined || c.words[0] === group))
+    lines.push(`  ${[...c.words, c.args].filter(Boolean).join(" ").padEnd(28)} ${c.summary}`);
+  lines.push("", `${name} --help shows the command's flags.`);
   return lines.join("\n");
+}
+
+/** The first word of commands of several words (`config`, `overrides`), when `argv[0]` is one. */
+function groupOf(argv: string[]): string | undefined {
+  const word = argv[0];
+  return COMMANDS.some((c) => c.words.length > 1 && c.words[0] === word) ? word : undefined;
 }
 
 function commandHelp(c: Command): string {
@@ -54,7 +66,17 @@ export async function main(argv: string[]): Promise<number> {
   // The longest run of leading words that names a command.
   const command = COMMANDS.filter((c) => c.words.every((w, i) => argv[i] === w)).sort((a, b) => b.words.length - a.words.length)[0];
   if (!command) {
-    process.stderr.write(`ratekeeper: unknown command ${JSON.stringify(argv.slice(0, 2).join(" "))}\n\n${help()}\n`);
+    const group = groupOf(argv);
+    const next = argv[1];
+    if (group && (next === "--help" || next === "-h")) {
+      process.stdout.write(`${help(group)}\n`);
+      return 0;
+    }
+    if (group && next === undefined) {
+      process.stderr.write(`ratekeeper ${group}: name a command\n\n${help(group)}\n`);
+      return 2;
+    }
+    process.stderr.write(`ratekeeper: unknown command ${JSON.stringify(argv.slice(0, 2).join(" "))}\n\n${help(group)}\n`);
     return 2;
   }
   const rest = argv.slice(command.words.length);
