@@ -14,7 +14,7 @@ import type { ResolvedLimit } from "./options.js";
  * text parses back unambiguously: distinct policies, distinct ids. Only what shapes the stored
  * state is included (not a limit's name, nor leaky-bucket `mode`, which changes only what is
  * reported).
- * @example policyId(resolveLimits([{ algorithm: "fixed-window", limit: 100, window: "1m" }])) // "0.2s.1ekg"
+ * @example policyId(resolveLimits([{ algorithm: "fixed-window", limit: 100, window: "1m" }])) // "0.2s.1aao"
  */
 export function policyId(limits: readonly ResolvedLimit[]): string {
   let id = "";
