@@ -11,6 +11,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { INSTALL, skipOrFail } from "../../../test-support/outside.js";
+import { OverrideCache } from "../src/overrides/cache.js";
+import { openOverrideStore } from "../src/overrides/open.js";
+import type { OverrideStore } from "../src/overrides/types.js";
+import type { ServeOptions, ServiceOverrides } from "../src/server.js";
+import { serveRules, type InProcessService } from "./in-process.js";
 
 export const PG_ADMIN_URL = process.env.RATEKEEPER_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -135,4 +140,25 @@ export async function checkUser(
   if (r.status !== 200) throw new Error(`check failed: ${r.status} ${JSON.stringify(r.body)}`);
   const s = r.body.statuses[0];
   return { allowed: r.body.allowed, limit: s.limit, policy: s.policy, source: s.explain.source };
+}
+
+/**
+ * The service in this process on {@link RULES_YAML}, with an overrides store opened at `url` (its
+ * cache neither resyncs nor purges on a timer) and `options` (e.g. the admin token).
+ */
+export async function serveWithOverrides(
+  url: string,
+  options: Partial<ServeOptions>,
+): Promise<{ svc: InProcessService; store: OverrideStore }> {
+  const store = await openOverrideStore(url);
+  const cache = await OverrideCache.start(store, { resyncIntervalMs: 0, purgeIntervalMs: 0 });
+  const overrides: ServiceOverrides = {
+    lookup: cache,
+    store,
+    async close() {
+      cache.close();
+      await store.close();
+    },
+  };
+  return { svc: await serveRules(RULES_YAML, { ...options, overrides }), store };
 }

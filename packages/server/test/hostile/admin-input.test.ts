@@ -8,12 +8,9 @@
  */
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OverrideCache } from "../../src/overrides/cache.js";
-import { openOverrideStore } from "../../src/overrides/open.js";
 import type { OverrideStore } from "../../src/overrides/types.js";
-import type { ServiceOverrides } from "../../src/server.js";
-import { serveRules, type InProcessService } from "../in-process.js";
-import { createTestDatabase, postgresTestMode, RULES_YAML, tempDir, type TestDatabase } from "../overrides-support.js";
+import type { InProcessService } from "../in-process.js";
+import { createTestDatabase, postgresTestMode, serveWithOverrides, tempDir, type TestDatabase } from "../overrides-support.js";
 
 const pgMode = await postgresTestMode();
 const TOKEN = "hostile-input-token-0123456789";
@@ -36,20 +33,6 @@ function raw(port: number, method: string, path: string, body?: unknown): Promis
   });
 }
 
-async function withOverrides(url: string): Promise<{ svc: InProcessService; store: OverrideStore }> {
-  const store = await openOverrideStore(url);
-  const cache = await OverrideCache.start(store, { resyncIntervalMs: 0, purgeIntervalMs: 0 });
-  const overrides: ServiceOverrides = {
-    lookup: cache,
-    store,
-    async close() {
-      cache.close();
-      await store.close();
-    },
-  };
-  return { svc: await serveRules(RULES_YAML, { adminToken: TOKEN, overrides }), store };
-}
-
 function backend(name: string, url: () => Promise<{ url: string; teardown(): Promise<void> }>, skip = false): void {
   describe.skipIf(skip)(`admin API hostile input: ${name}`, () => {
     let svc: InProcessService;
@@ -60,7 +43,7 @@ function backend(name: string, url: () => Promise<{ url: string; teardown(): Pro
     beforeAll(async () => {
       const u = await url();
       teardown = () => u.teardown();
-      ({ svc, store } = await withOverrides(u.url));
+      ({ svc, store } = await serveWithOverrides(u.url, { adminToken: TOKEN }));
     });
     afterAll(async () => {
       await svc?.close();

@@ -8,13 +8,10 @@
  * the cap, with the longest names, still answers checks a client can read.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OverrideCache } from "../../src/overrides/cache.js";
-import { openOverrideStore } from "../../src/overrides/open.js";
 import type { OverrideStore } from "../../src/overrides/types.js";
 import { parseRules, RulesError } from "../../src/index.js";
-import type { ServiceOverrides } from "../../src/server.js";
-import { serveRules, type InProcessService } from "../in-process.js";
-import { call, RULES_YAML, tempDir } from "../overrides-support.js";
+import type { InProcessService } from "../in-process.js";
+import { call, serveWithOverrides, tempDir } from "../overrides-support.js";
 
 const TOKEN = "policy-limits-cap-token-0123456789";
 /** The cap the service documents (docs/overrides.md, docs/service.md). */
@@ -35,18 +32,11 @@ describe("policies of many limits", () => {
   let store: OverrideStore;
   const dir = tempDir("policy-cap");
   beforeAll(async () => {
-    store = await openOverrideStore(`sqlite:${dir.file("overrides.db")}`);
-    const cache = await OverrideCache.start(store, { resyncIntervalMs: 0, purgeIntervalMs: 0 });
-    const overrides: ServiceOverrides = {
-      lookup: cache,
-      store,
-      async close() {
-        cache.close();
-        await store.close();
-      },
-    };
     // Every header style at once: the largest answer a check can get.
-    svc = await serveRules(RULES_YAML, { adminToken: TOKEN, overrides, headerStyles: ["ietf", "draft-7", "draft-6", "x-ratelimit"] });
+    ({ svc, store } = await serveWithOverrides(`sqlite:${dir.file("overrides.db")}`, {
+      adminToken: TOKEN,
+      headerStyles: ["ietf", "draft-7", "draft-6", "x-ratelimit"],
+    }));
   });
   afterAll(async () => {
     await svc?.close();
