@@ -29,8 +29,10 @@ export const CONFIG_CHECK_COMMAND: Command = {
     for (const file of positionals) {
       try {
         const rules = loadRulesFile(file, { mergeDomains, maxBytes, allowEmpty });
+        // Pools too: a file of `concurrency:` pools only is valid rules and must not read as empty.
+        const pools = rules.pools.size > 0 ? `, ${rules.pools.size} concurrency pools` : "";
         process.stdout.write(
-          `${file}: ok (${rules.domains.size} domains, ${rules.rules.length} rules, ${rules.policies.size} named policies)\n`,
+          `${file}: ok (${rules.domains.size} domains, ${rules.rules.length} rules, ${rules.policies.size} named policies${pools})\n`,
         );
       } catch (e) {
         if (!(e instanceof RulesError)) throw e;
