@@ -102,8 +102,38 @@ describe("RateLimiter options", () => {
       expect.unreachable();
     } catch (e) {
       expect(e).toBeInstanceOf(RateLimitConfigError);
-      expect((e as RateLimitConfigError).issues.map((i) => i.path)).toEqual(["limits[0].limit", "limits[0].window", "limits[1].algorithm"]);
+      expect((e as RateLimitConfigError).issues.map((i) => i.path)).toEqual([
+        "limits[0].limit",
+        "limits[0].window",
+        "limits[1].algorithm",
+        "limits[1].limit",
+        "limits[1].window",
+      ]);
     }
+  });
+
+  it("an unknown or missing algorithm still names every other problem: a misspelt option, the limit, the window", () => {
+    try {
+      new RateLimiter({ algo: "gcra", limit: 0, window: "1m" } as never);
+      expect.unreachable();
+    } catch (e) {
+      expect(e).toBeInstanceOf(RateLimitConfigError);
+      const issues = (e as RateLimitConfigError).issues;
+      expect(issues.map((i) => i.path)).toEqual(["algorithm", "algo", "limit"]);
+      expect(issues[1]?.message).toBe(
+        "unknown option (known: algorithm, limit, window, name, align, buckets, weighted, capacity, mode, burst)",
+      );
+    }
+    try {
+      new RateLimiter({} as never);
+      expect.unreachable();
+    } catch (e) {
+      expect((e as RateLimitConfigError).issues.map((i) => i.path)).toEqual(["algorithm", "limit", "window"]);
+    }
+    // An option of some algorithm is no typo while the algorithm is unknown: only the algorithm is named.
+    expect(() => new RateLimiter({ algorithm: "gcr", limit: 1, window: "1s", burst: 2 } as never)).toThrow(
+      /^algorithm: must be one of .* \(got "gcr"\)$/,
+    );
   });
 
   it("options that are not an object", () => {

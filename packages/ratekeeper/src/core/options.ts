@@ -102,6 +102,8 @@ const KNOWN_OPTIONS: Readonly<Record<AlgorithmName, readonly string[]>> = {
   gcra: ["burst"],
 };
 const COMMON = ["algorithm", "limit", "window", "name"];
+/** Every option of some algorithm: what a spec whose algorithm is unknown or missing may still hold. */
+const ANY_OPTION = [...new Set([...COMMON, ...Object.values(KNOWN_OPTIONS).flat()])];
 
 /** The largest value the integer arithmetic stays exact for (also in Lua, whose numbers are doubles). */
 const MAX_EXACT = Number.MAX_SAFE_INTEGER;
@@ -142,11 +144,13 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
   const o = spec as Record<string, unknown>;
   const before = issues.length;
   const alg = readAlgorithm(o.algorithm, at("algorithm"), issues);
-  if (alg === undefined) return undefined;
+  // Without a known algorithm the common fields and misspelt options are still named, so that
+  // `{ algo: "gcra", ... }` is told about `algo`, and every problem is listed at once.
+  const known = alg === undefined ? ANY_OPTION : [...COMMON, ...KNOWN_OPTIONS[alg]];
   for (const k of Object.keys(o)) {
-    if (o[k] !== undefined && !COMMON.includes(k) && !KNOWN_OPTIONS[alg].includes(k)) {
-      const allowed = [...COMMON, ...KNOWN_OPTIONS[alg]].join(", ");
-      issues.push({ path: at(k), message: `unknown option for "${alg}" (known: ${allowed})` });
+    if (o[k] !== undefined && !known.includes(k)) {
+      const what = alg === undefined ? "unknown option" : `unknown option for "${alg}"`;
+      issues.push({ path: at(k), message: `${what} (known: ${known.join(", ")})` });
     }
   }
   const limit = positiveInt(o.limit, at("limit"), issues);
@@ -156,6 +160,7 @@ function collectLimit(spec: unknown, path: string, issues: ConfigIssue[]): Resol
   } catch (e) {
     issues.push(...(e as RateLimitConfigError).issues);
   }
+  if (alg === undefined) return undefined;
   const reading: SpecReading = { o, at, issues, limit, windowMs };
   const fields: AlgorithmFields = { ...DEFAULT_FIELDS, capacity: limit, ...ALGORITHM_FIELDS[alg](reading) };
   // Buckets keep their level in units of (cost x windowMs), leaking `limit` per ms: keep it exact.
