@@ -66,8 +66,8 @@ export function parseTraffic(text: string, options: ParseTrafficOptions = {}): T
   if (issues.length === 0 && b.size === 0)
     issues.push({ path: name, message: `has no requests (expected ${log ? "access log lines" : "CSV lines: time,key[,cost]"})` });
   if (issues.length > 0) throw new RateLimitConfigError(issues);
-  const what = log ? "access log (key: client address)" : "CSV";
-  return b.build(name, `${name}: ${what}, ${b.size} requests`);
+  // What the traffic is; its name and its count are printed beside it (table, report).
+  return b.build(name, log ? "access log (key: client address)" : "CSV");
 }
 
 type Fail = (line: number, field: string, message: string) => void;
