@@ -55,7 +55,7 @@ export interface AlgorithmResult {
   readonly stateLabel: string;
   /** Leaky bucket as a queue: requests held before proceeding, and for how long. */
   readonly delays: { readonly delayed: number; readonly meanMs: number; readonly maxMs: number };
-  /** Bytes of limit state per key (memory store layout). */
+  /** Bytes of the limit state's numbers per key, 8 each (not the memory store's whole cost per key, which adds the key and its entry). */
   readonly bytesPerKey: number;
   readonly retry: RetrySummary;
   readonly series: AlgorithmSeries;
