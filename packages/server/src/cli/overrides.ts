@@ -36,13 +36,16 @@ export const OVERRIDES_COMMANDS: Command[] = [
       const file = positionals[0];
       if (!file || positionals.length > 1) throw new UsageError("overrides import: give exactly one FILE, or - for stdin");
       const batchSize = positive(str(v["batch-size"]), "--batch-size");
-      const store = await openOverrideStore(storeUrl(v));
+      const dryRun = v["dry-run"] === true;
+      const url = storeUrl(v);
+      // A dry run validates only: it opens no store (an SQLite one would be created).
+      const store = dryRun ? undefined : await openOverrideStore(url);
       try {
         const started = Date.now();
         const name = file === "-" ? "stdin" : file;
         const result = await importOverrides(store, file === "-" ? { stream: process.stdin } : { path: file }, {
           batchSize,
-          dryRun: v["dry-run"] === true,
+          dryRun,
           onProgress: (n) => {
             if (n % 100_000 < (batchSize ?? 10_000)) process.stderr.write(`overrides import: ${n} written\n`);
           },
@@ -58,12 +61,13 @@ export const OVERRIDES_COMMANDS: Command[] = [
           process.stderr.write(`overrides import: ${result.badLines} of ${result.lines} lines are bad${more}; nothing was written\n`);
           return 1;
         }
-        const what =
-          v["dry-run"] === true ? `${result.lines} lines valid (dry run, nothing written)` : `${result.written} overrides written`;
-        process.stdout.write(`${name}: ${what} to ${store.description} in ${Date.now() - started} ms\n`);
+        const what = store
+          ? `${result.written} overrides written to ${store.description}`
+          : `${result.lines} lines valid (dry run: nothing written)`;
+        process.stdout.write(`${name}: ${what} in ${Date.now() - started} ms\n`);
         return 0;
       } finally {
-        await store.close();
+        await store?.close();
       }
     },
   },
@@ -82,7 +86,7 @@ export const OVERRIDES_COMMANDS: Command[] = [
     async run(v, positionals) {
       if (positionals.length > 1) throw new UsageError("overrides export: give at most one FILE");
       const file = positionals[0];
-      const store = await openOverrideStore(storeUrl(v));
+      const store = await openOverrideStore(storeUrl(v), { create: false });
       try {
         const out = file && file !== "-" ? createWriteStream(file) : process.stdout;
         const n = await exportOverrides(store, out, { domain: str(v.domain) });

@@ -75,10 +75,17 @@ async function* lines(openStream: () => Readable): AsyncGenerator<[number, strin
  * `parseOverride` for the shape). Every line is validated first, and nothing is written unless
  * every line is good; then the overrides are written in transactions of `batchSize` (a bulk
  * `INSERT ... SELECT FROM unnest(...)` on PostgreSQL), so a million lines take seconds, not
- * a million round trips. The last line for a (domain, key) wins.
+ * a million round trips. The last line for a (domain, key) wins. With `dryRun` the store may be
+ * undefined: nothing is opened or written.
  * @example await importOverrides(store, { path: "overrides.jsonl" })
  */
-export async function importOverrides(store: OverrideStore, source: ImportSource, options: ImportOptions = {}): Promise<ImportResult> {
+export async function importOverrides(
+  store: OverrideStore | undefined,
+  source: ImportSource,
+  options: ImportOptions = {},
+): Promise<ImportResult> {
+  // A dry run validates only, so it needs no store (opening an SQLite one would create it).
+  if (store === undefined && options.dryRun !== true) throw new TypeError("importOverrides: a store is required unless dryRun");
   const nowMs = options.nowMs ?? Date.now();
   const batchSize = options.batchSize ?? 10_000;
   const maxProblems = options.maxProblems ?? 100;
@@ -117,7 +124,7 @@ export async function importOverrides(store: OverrideStore, source: ImportSource
     count++;
     parse(n, line);
   }
-  if (badLines > 0 || options.dryRun) return { lines: count, written: 0, problems, badLines };
+  if (badLines > 0 || options.dryRun || store === undefined) return { lines: count, written: 0, problems, badLines };
 
   let written = 0;
   let batch: Override[] = [];

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { PostgresOverrideStore, type PostgresOverrideStoreOptions } from "./postgres.js";
 import { SqliteOverrideStore } from "./sqlite.js";
@@ -13,6 +14,11 @@ export interface OpenOverrideStoreOptions {
   readonly onListenerEvent?: PostgresOverrideStoreOptions["onListenerEvent"];
   /** PostgreSQL: keepalive period of the LISTEN connection, in ms. @default 5000 */
   readonly keepaliveIntervalMs?: number;
+  /**
+   * SQLite: create the file (and its folder) when missing. `false` for a command that only reads
+   * (`overrides export`): a mistyped path is then an error, not a new empty store. @default true
+   */
+  readonly create?: boolean;
 }
 
 /**
@@ -29,6 +35,8 @@ export async function openOverrideStore(url: string, options: OpenOverrideStoreO
     if (path.startsWith("//")) path = path.slice(2);
     if (path === "")
       throw new RangeError(`--overrides: a sqlite URL needs a file, e.g. sqlite:./data/overrides.db (got ${JSON.stringify(url)})`);
+    if (options.create === false && path !== ":memory:" && !existsSync(resolve(path)))
+      throw new RangeError(`--overrides: no such SQLite file ${resolve(path)} (nothing to read; check the path)`);
     return new SqliteOverrideStore({
       path: path === ":memory:" ? path : resolve(path),
       clock: options.clock,
