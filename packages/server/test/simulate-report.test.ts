@@ -88,7 +88,7 @@ describe("simulate report", () => {
     writeFileSync(csv, "time,key\n" + Array.from({ length: 30 }, (_, i) => `${1_767_225_600_000 + i * 100},alice`).join("\n"));
     const r = await run({ traffic: csv, limit: "5", window: "1s", algorithms: "sliding-log" });
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^mine\.csv: mine\.csv: CSV, 30 requests/);
+    expect(r.stdout).toMatch(/^mine\.csv: CSV\n30 requests, 1 key/);
     // One request every 100 ms, 5 per second allowed: the log admits exactly half.
     expect(r.stdout).toMatch(/sliding-log\s+15 \(50%\)\s+15\s+5 at/);
   });
