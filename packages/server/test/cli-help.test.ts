@@ -54,6 +54,11 @@ describe("help for a command's first word", () => {
     expect(r.stderr).toMatch(/^ratekeeper: unknown command "overrides purge"\n\nusage: ratekeeper overrides <command> \[flags\]\n/);
   });
 
+  it("serve --help names the environment variable of every flag that has one: HOST too", async () => {
+    const r = await run(["serve", "--help"]);
+    expect(r.stdout).toMatch(/--host ADDR\s+interface to listen on \[env HOST, default 0\.0\.0\.0\]/);
+  });
+
   it("a whole command's --help is unchanged", async () => {
     const r = await run(["overrides", "export", "--help"]);
     expect(r.code).toBe(0);

@@ -61,7 +61,7 @@ export const SERVE_COMMAND: Command = {
       "MS  how long Redis may stay silent with calls waiting before the failure policy answers; 0: no timeout [default 1000]",
     port: "N  HTTP port [env PORT, default 8080]",
     "grpc-port": "N  gRPC port (Envoy RLS) [env GRPC_PORT, default 8081]",
-    host: "ADDR  interface to listen on [default 0.0.0.0]",
+    host: "ADDR  interface to listen on [env HOST, default 0.0.0.0]",
     overrides: "URL  per-key overrides store: sqlite:./overrides.db or postgres://... [env RATEKEEPER_OVERRIDES]",
     "admin-token":
       "TOKEN  turn on the admin API (/v1/admin/*) with this bearer token, at least 16 characters (visible in ps: prefer the file or the environment) [env RATEKEEPER_ADMIN_TOKEN]",
