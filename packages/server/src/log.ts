@@ -23,5 +23,13 @@ export function logLevel(text: string | undefined): string | undefined {
  * @example const log = createLogger(); log.info({ port: 8080 }, "listening");
  */
 export function createLogger(level = process.env.LOG_LEVEL): Logger {
-  return pino({ level: logLevel(level) ?? "info", base: { service: "ratekeeper" }, timestamp: pino.stdTimeFunctions.isoTime });
+  // Written synchronously. pino's default destination writes asynchronously and, at exit, flushes
+  // the rest synchronously; on a stdout pipe whose reader is gone that flush retries EPIPE every
+  // 100 ms for good, so a SIGTERM stopped the service but never ended the process. A synchronous
+  // write meets EPIPE at once and pino then drops further lines. The service logs a few lines,
+  // never one per decision, so writing them synchronously costs nothing on the hot path.
+  return pino(
+    { level: logLevel(level) ?? "info", base: { service: "ratekeeper" }, timestamp: pino.stdTimeFunctions.isoTime },
+    pino.destination({ dest: 1, sync: true }),
+  );
 }
