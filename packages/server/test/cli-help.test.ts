@@ -3,27 +3,13 @@
  * commands of two words (`config check`, `overrides import|export`) a user types the first word
  * with `--help`, or alone, to see what follows it. Both answer the group's commands.
  */
-import { afterEach, describe, expect, it, vi } from "vitest";
-import { main } from "../src/cli/main.js";
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
-
-async function run(argv: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  vi.spyOn(process.stdout, "write").mockImplementation((s) => (out.push(String(s)), true));
-  vi.spyOn(process.stderr, "write").mockImplementation((s) => (err.push(String(s)), true));
-  const code = await main(argv);
-  vi.restoreAllMocks();
-  return { code, stdout: out.join(""), stderr: err.join("") };
-}
+import { describe, expect, it } from "vitest";
+import { runMain } from "./cli-in-process.js";
 
 describe("help for a command's first word", () => {
   it("overrides --help lists overrides import and overrides export, exit 0", async () => {
     for (const flag of ["--help", "-h"]) {
-      const r = await run(["overrides", flag]);
+      const r = await runMain(["overrides", flag]);
       expect(r.code, flag).toBe(0);
       expect(r.stderr, flag).toBe("");
       expect(r.stdout, flag).toMatch(/^usage: ratekeeper overrides <command> \[flags\]\n/);
@@ -35,32 +21,32 @@ describe("help for a command's first word", () => {
   });
 
   it("config --help lists config check, exit 0", async () => {
-    const r = await run(["config", "--help"]);
+    const r = await runMain(["config", "--help"]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^usage: ratekeeper config <command> \[flags\]\n/);
     expect(r.stdout).toMatch(/\n {2}config check PATH\.\.\.\s+validate rules files/);
   });
 
   it("the first word alone prints the same on stderr, exit 2 (as ratekeeper alone)", async () => {
-    const r = await run(["overrides"]);
+    const r = await runMain(["overrides"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/^ratekeeper overrides: name a command\n\nusage: ratekeeper overrides <command> \[flags\]\n/);
     expect(r.stderr).toMatch(/\n {2}overrides export \[FILE\]/);
   });
 
   it("an unknown second word names it and lists the group's commands, exit 2", async () => {
-    const r = await run(["overrides", "purge"]);
+    const r = await runMain(["overrides", "purge"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/^ratekeeper: unknown command "overrides purge"\n\nusage: ratekeeper overrides <command> \[flags\]\n/);
   });
 
   it("serve --help names the environment variable of every flag that has one: HOST too", async () => {
-    const r = await run(["serve", "--help"]);
+    const r = await runMain(["serve", "--help"]);
     expect(r.stdout).toMatch(/--host ADDR\s+interface to listen on \[env HOST, default 0\.0\.0\.0\]/);
   });
 
   it("a whole command's --help is unchanged", async () => {
-    const r = await run(["overrides", "export", "--help"]);
+    const r = await runMain(["overrides", "export", "--help"]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^usage: ratekeeper overrides export \[FILE\] \[flags\]\n/);
   });

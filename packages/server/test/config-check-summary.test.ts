@@ -6,24 +6,17 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
-import { main } from "../src/cli/main.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { runMain } from "./cli-in-process.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "rk-check-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-afterEach(() => {
-  vi.restoreAllMocks();
-});
 
 async function check(yaml: string) {
   const file = path.join(dir, "rules.yaml");
   writeFileSync(file, yaml);
-  const out: string[] = [];
-  vi.spyOn(process.stdout, "write").mockImplementation((s) => (out.push(String(s)), true));
-  vi.spyOn(process.stderr, "write").mockImplementation((s) => (out.push(String(s)), true));
-  const code = await main(["config", "check", file]);
-  vi.restoreAllMocks();
-  return { code, out: out.join("").replace(file, "FILE") };
+  const { code, stdout, stderr } = await runMain(["config", "check", file]);
+  return { code, out: (stdout + stderr).replace(file, "FILE") };
 }
 
 describe("config check's summary", () => {
