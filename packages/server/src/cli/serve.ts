@@ -98,6 +98,9 @@ export const SERVE_COMMAND: Command = {
     const flags = checkFlags(v);
     const admin = chooseAdminToken(v, process.env);
     const logger = createLogger(envoy.logLevel);
+    // Listened for from now, not once the service is up: its "listening" line is written
+    // synchronously, and a SIGTERM sent on reading it would otherwise meet the default action.
+    const signalled = stopSignal();
     const rlsHeaders = rlsHeadersOption(str(v["rls-headers"]), str(v["rls-header-names"]));
     if (flags.given === undefined)
       logger.warn(
@@ -115,7 +118,7 @@ export const SERVE_COMMAND: Command = {
       await overrides?.close();
       throw e;
     }
-    return untilSignal(running, logger);
+    return untilSignal(running, logger, signalled);
   },
 };
 
@@ -176,22 +179,25 @@ function serveOptions(v: Values, flags: CheckedFlags): ServeOptions {
   };
 }
 
-/** Runs until SIGTERM or SIGINT, then stops gracefully; resolves the exit code. */
-function untilSignal(svc: RunningService, logger: Logger): Promise<number> {
-  return new Promise<number>((resolve) => {
-    const stop = (signal: string) => {
-      logger.info({ signal }, "shutting down");
-      svc.close().then(
-        () => resolve(0),
-        (e: unknown) => {
-          logger.error({ err: e }, "shutdown failed");
-          resolve(1);
-        },
-      );
-    };
-    process.once("SIGTERM", () => stop("SIGTERM"));
-    process.once("SIGINT", () => stop("SIGINT"));
+/** The first SIGTERM or SIGINT from now (listening for them replaces their default action). */
+function stopSignal(): Promise<string> {
+  return new Promise<string>((resolve) => {
+    process.once("SIGTERM", () => resolve("SIGTERM"));
+    process.once("SIGINT", () => resolve("SIGINT"));
   });
+}
+
+/** Runs until `signalled` (which may have come while the service started), then stops gracefully; resolves the exit code. */
+async function untilSignal(svc: RunningService, logger: Logger, signalled: Promise<string>): Promise<number> {
+  const signal = await signalled;
+  logger.info({ signal }, "shutting down");
+  try {
+    await svc.close();
+    return 0;
+  } catch (e) {
+    logger.error({ err: e }, "shutdown failed");
+    return 1;
+  }
 }
 
 /**
