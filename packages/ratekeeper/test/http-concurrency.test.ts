@@ -184,6 +184,40 @@ function suite(label: string, store: () => Store) {
         await app.close();
       }
     });
+
+    it("with a shaping limit: a request waiting its turn holds its slot, so the next one past the slots gets 429 and its place back", async () => {
+      const gate = new Gate();
+      const ns = `h${++seq}`;
+      // One request a minute, five in the queue: the second request waits a minute.
+      const limiter = new RateLimiter({
+        algorithm: "leaky-bucket",
+        mode: "shape",
+        limit: 1,
+        window: "1m",
+        capacity: 5,
+        store: store(),
+        namespace: ns,
+      });
+      const pool = new ConcurrencyLimiter({ limit: 2, leaseMs: 60_000, store: store(), namespace: ns });
+      const app = await start({ limiter, concurrency: pool, maxDelayMs: 120_000 }, gate);
+      const pending: Promise<unknown>[] = [];
+      try {
+        pending.push(httpRequest(app.url, { path: "/hold" }).catch(() => undefined));
+        await until(() => gate.holding === 1, "the first request served", 400, 5);
+        pending.push(httpRequest(app.url, { path: "/" }).catch(() => undefined));
+        // The second request is queued (held a minute) and holds the other slot while it waits.
+        await until(async () => (await pool.peek("127.0.0.1")).remaining === 0, "the queued request's slot", 200, 10);
+        const queued = (await limiter.peek("127.0.0.1")).remaining;
+        const refused = await httpRequest(app.url, { path: "/" });
+        expect(refused.status).toBe(429);
+        expect(JSON.parse(refused.body)).toMatchObject({ "violated-policies": ["2-in-flight"] });
+        await until(async () => (await limiter.peek("127.0.0.1")).remaining === queued, "the refused request's place back", 200, 10);
+      } finally {
+        gate.open();
+        await app.close();
+        await Promise.all(pending);
+      }
+    });
   });
 }
 
