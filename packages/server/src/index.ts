@@ -10,7 +10,7 @@ export { RulesError, type Rules, type Rule, type NamedPolicy, type CompiledPolic
 export { loadRulesFile, parseRules } from "./config/load.js";
 export { watchRules, RELOAD_DEFAULTS, type WatchRulesOptions } from "./config/reload.js";
 export { matchDescriptor, type DescriptorEntry, type Match } from "./config/match.js";
-export { descriptorKey, parseDescriptorKey } from "./service/descriptor-key.js";
+export { descriptorKey, parseDescriptorKey, splitStateKey, stateKey } from "./service/descriptor-key.js";
 export { DecisionService, type DecisionServiceOptions } from "./service/decide.js";
 export {
   CheckError,

@@ -1,6 +1,7 @@
 import type { ResolvedLimit } from "ratekeeper";
 import type { Rules } from "../config/rules.js";
 import type { OverrideStore, StoredOverride } from "../overrides/types.js";
+import { splitStateKey } from "../service/descriptor-key.js";
 import { TOP_KEYS_CAPACITY, type DashboardStats, type RuleCounters } from "./stats.js";
 
 /**
@@ -161,8 +162,8 @@ export class StateBuilder {
         maxError: Math.floor(top.total / TOP_KEYS_CAPACITY),
         sampledDenials: stats.sampledDenials,
         keys: top.top(20).map((t) => {
-          const bar = t.item.indexOf("|");
-          return { domain: t.item.slice(0, bar), key: t.item.slice(bar + 1), rule: t.payload ?? null, denials: t.count, error: t.error };
+          const { domain, key } = splitStateKey(t.item);
+          return { domain, key, rule: t.payload ?? null, denials: t.count, error: t.error };
         }),
       },
       overrides: await this.overrides(now),

@@ -7,7 +7,7 @@ import { LimiterCache } from "./limiters.js";
 import { applyOverride, type OverrideDeps } from "./override.js";
 import { StoreTimer } from "./store-call.js";
 import type { OverrideLookup } from "../overrides/types.js";
-import { boundedKey, descriptorKey } from "./descriptor-key.js";
+import { boundedKey, descriptorKey, stateKey } from "./descriptor-key.js";
 import { DecisionExplain, matchedText } from "./explain.js";
 import { ruleStatKey, usedBefore, valuedStatKey } from "./limit-stats.js";
 import { isReplaced, replacedNames } from "./replaces.js";
@@ -34,7 +34,7 @@ export interface DecisionServiceOptions {
  * descriptor), overrides, shadow mode and explain. HTTP and gRPC are thin layers over it.
  *
  * State key of a descriptor: `<domain>|<canonical descriptor key>`; of a plain key:
- * `<domain>|<key>`. The RateLimiter's namespace is its policy id, so two instances with the same
+ * `<domain>|<key>` (a domain holding `|`, or empty, is quoted: descriptor-key.ts `stateKey`). The RateLimiter's namespace is its policy id, so two instances with the same
  * rules share state in Redis, and a changed policy starts afresh.
  * @example
  * const svc = new DecisionService({ store: new MemoryStore(), rules: loadRulesFile("rules.yaml") });
@@ -166,9 +166,9 @@ export class DecisionService {
       const np = namedPolicy(rules, input.policy);
       const domain = input.domain ?? np.name;
       const limiter = this.overrideLimiter(domain, input.key, nowMs) ?? this.limiterFor(np.policyId, np.specs);
-      const stateKey = `${domain}|${input.key}`;
-      await limiter.reset(stateKey);
-      done.push(stateKey);
+      const state = stateKey(domain, input.key);
+      await limiter.reset(state);
+      done.push(state);
       return done;
     }
     const domain = input.domain ?? "";
@@ -179,8 +179,9 @@ export class DecisionService {
         this.overrideLimiter(domain, key, nowMs) ??
         (m.rule && !m.rule.unlimited ? this.limiterFor(m.rule.policyId, m.rule.specs) : undefined);
       if (limiter) {
-        await limiter.reset(`${domain}|${key}`);
-        done.push(`${domain}|${key}`);
+        const state = stateKey(domain, key);
+        await limiter.reset(state);
+        done.push(state);
       }
     }
     return done;
@@ -292,26 +293,26 @@ export class DecisionService {
         cost: policy.cost * a.cost,
         context: `${matchedText(a.matched)}, policy replaced`,
       });
-    const stateKey = `${a.domain}|${a.key}`;
+    const state = stateKey(a.domain, a.key);
     const peek = check.peek || checkOnly;
-    if (policy.denyAll !== undefined) return this.deniedAll(a, policy.denyAll, stateKey, peek);
+    if (policy.denyAll !== undefined) return this.deniedAll(a, policy.denyAll, state, peek);
     const limiter = this.limiters.forPolicy(policy.policyId, policy.specs);
     // Too large to ever be admitted: a denial charging nothing (Envoy's RLS), or the caller's error.
     const oversize = cost > limiter.maxCost;
     if (oversize && !check.oversizeDeny)
       throw new CheckError(`cost: ${cost} is more than rule ${a.ruleId} could ever admit (at most ${limiter.maxCost})`);
-    const d = this.timer.run(limiter, stateKey, oversize ? policy.cost : cost, peek || oversize);
+    const d = this.timer.run(limiter, state, oversize ? policy.cost : cost, peek || oversize);
     const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
-    const done = (x: Decision) => this.decided(a, limiter, stateKey, cost, adjusted(x, kind, cost), peek);
+    const done = (x: Decision) => this.decided(a, limiter, state, cost, adjusted(x, kind, cost), peek);
     return d instanceof Promise ? d.then(done) : done(d);
   }
 
   /** The status of a descriptor decided under its policy's limiter (`apply`'s second half). */
-  private decided(a: Application, limiter: RateLimiter, stateKey: string, cost: number, d: Decision, peek: boolean): DescriptorStatus {
+  private decided(a: Application, limiter: RateLimiter, state: string, cost: number, d: Decision, peek: boolean): DescriptorStatus {
     const shadow = a.policy.shadow;
     if (!peek) {
       const outcome = d.allowed ? "ok" : shadow ? "shadow_over_limit" : "over_limit";
-      this.observer?.decision(a.label, a.ruleId, outcome, d.allowed || shadow ? undefined : stateKey);
+      this.observer?.decision(a.label, a.ruleId, outcome, d.allowed || shadow ? undefined : state);
       if (a.stat !== undefined) this.observer?.limitHit?.(a.stat, d.limit, usedBefore(d, cost), cost);
     }
     const explain = new DecisionExplain(a.policy, a.ruleId, a.matched, limiter.limits, d, cost, shadow);
@@ -319,10 +320,10 @@ export class DecisionService {
   }
 
   /** A policy of 0 requests per window (envoyproxy/ratelimit's `requests_per_unit: 0`): every request is over. */
-  private deniedAll(a: Application, deny: NonNullable<CompiledPolicy["denyAll"]>, stateKey: string, peek: boolean): DescriptorStatus {
+  private deniedAll(a: Application, deny: NonNullable<CompiledPolicy["denyAll"]>, state: string, peek: boolean): DescriptorStatus {
     const shadow = a.policy.shadow;
     if (!peek) {
-      this.observer?.decision(a.label, a.ruleId, shadow ? "shadow_over_limit" : "over_limit", shadow ? undefined : stateKey);
+      this.observer?.decision(a.label, a.ruleId, shadow ? "shadow_over_limit" : "over_limit", shadow ? undefined : state);
       if (a.stat !== undefined) this.observer?.limitHit?.(a.stat, 0, 0, a.policy.cost * a.cost);
     }
     const source = a.ruleId.startsWith("policy:") ? "policy" : "rule";

@@ -17,6 +17,31 @@ export function boundedKey(key: string): string {
 }
 
 /**
+ * The state key of `key` in `domain`: what counters are kept under (and the dashboard's top denied
+ * keys name). An ordinary domain gives `<domain>|<key>`, as always. Both parts may come from a
+ * client (a plain-key check's domain and key are the caller's), so a domain holding `|` would
+ * shift into the key: domain `a|b` with key `c` and domain `a` with key `b|c` would share a
+ * counter. Such a domain, and an empty one, is written `|<its length>|<domain>|<key>`, a form no
+ * ordinary domain's key takes (it starts with `|`), and {@link splitStateKey} reads both back.
+ * @example stateKey("web", "user|42") // "web|user|42"
+ * @example stateKey("a|b", "c") // "|3|a|b|c"
+ */
+export function stateKey(domain: string, key: string): string {
+  return domain.length !== 0 && domain.indexOf("|") === -1 ? `${domain}|${key}` : `|${domain.length}|${domain}|${key}`;
+}
+
+/** The domain and key of a {@link stateKey}. */
+export function splitStateKey(state: string): { domain: string; key: string } {
+  if (state.charCodeAt(0) !== 0x7c /* | */) {
+    const bar = state.indexOf("|");
+    return { domain: state.slice(0, bar), key: state.slice(bar + 1) };
+  }
+  const bar = state.indexOf("|", 1);
+  const end = bar + 1 + Number(state.slice(1, bar));
+  return { domain: state.slice(bar + 1, end), key: state.slice(end + 1) };
+}
+
+/**
  * The canonical key of a descriptor: its entries as `key=value`, joined by `|`, in the order
  * given (the order is part of a descriptor's meaning, as in Envoy). It is what counters and
  * overrides are kept under and what `GET /v1/keys/...` takes, so it names one descriptor only.

@@ -5,6 +5,7 @@
 import type { Override } from "../overrides/types.js";
 import type { Application } from "./check.js";
 import { adjusted } from "./costs.js";
+import { stateKey } from "./descriptor-key.js";
 import { describeLimits, describeOutcome } from "./explain.js";
 import type { LimiterCache } from "./limiters.js";
 import { blockedStatus, decidedStatus, unlimitedStatus } from "./status.js";
@@ -48,7 +49,7 @@ export async function applyOverride(
     return unlimitedStatus(key, { rule: ruleId, source: "override", why: `${whyStart}unlimited${expiry}${note}` }, false);
   }
   if (o.policy === "blocked") {
-    if (!peek) deps.observer?.decision(a.label, label, "blocked", `${a.domain}|${key}`);
+    if (!peek) deps.observer?.decision(a.label, label, "blocked", stateKey(a.domain, key));
     const explain = { rule: ruleId, source: "override" as const, why: `${whyStart}blocked${expiry}${note}` };
     return blockedStatus(key, explain, o.expiresAtMs, check.nowMs);
   }
@@ -57,10 +58,10 @@ export async function applyOverride(
   const oversize = cost > limiter.maxCost;
   if (oversize && !check.oversizeDeny)
     throw new CheckError(`cost: ${cost} is more than the override for ${key} could ever admit (at most ${limiter.maxCost})`);
-  const stateKey = `${a.domain}|${key}`;
+  const state = stateKey(a.domain, key);
   const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
-  const d = adjusted(await deps.timer.run(limiter, stateKey, oversize ? 1 : cost, peek || oversize), kind, cost);
-  if (!peek) deps.observer?.decision(a.label, label, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : stateKey);
+  const d = adjusted(await deps.timer.run(limiter, state, oversize ? 1 : cost, peek || oversize), kind, cost);
+  if (!peek) deps.observer?.decision(a.label, label, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : state);
   const why = `${whyStart}${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}`;
   return decidedStatus(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
 }

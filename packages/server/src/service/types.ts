@@ -94,7 +94,7 @@ export class CheckError extends Error {
 export interface DecisionObserver {
   /**
    * One decision. `key`, given with a denial (`over_limit`, `blocked`) only, is the denied state key
-   * `<domain>|<descriptor key or plain key>` (for "top keys by denials"; no string is built otherwise).
+   * `<domain>|<descriptor key or plain key>` (descriptor-key.ts `stateKey`; for "top keys by denials"; no string is built otherwise).
    */
   decision(
     domain: string,
