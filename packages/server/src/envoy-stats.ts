@@ -17,7 +17,7 @@
  * Also its `ratelimit_service_config_load_success` and `ratelimit_service_config_load_error`:
  * rules loaded (at start and on each reload) and reloads refused;
  * `ratelimit_service_should_rate_limit_error{err_type}`: RLS calls refused, `service_error` (a
- * request it cannot decide) or `redis_error` (the store failed); and
+ * request it cannot decide, or an internal error) or `redis_error` (the store failed); and
  * `ratelimit_service_global_shadow_mode`: answers over a limit turned OK by `SHADOW_MODE`.
  *
  * Cardinality: a rule's stat key comes from the rules. Keys carrying the request's values
@@ -120,7 +120,7 @@ export class EnvoyStats {
     };
     this.callErrors = new Counter({
       name: "ratelimit_service_should_rate_limit_error",
-      help: "RLS calls refused: service_error (a request it cannot decide), redis_error (the store failed) (envoyproxy/ratelimit's stat).",
+      help: "RLS calls refused: service_error (a request it cannot decide, or an internal error), redis_error (the store failed) (envoyproxy/ratelimit's stat).",
       labelNames: ["err_type"],
       registers: [registry],
     });

@@ -9,7 +9,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ConfigIssue } from "ratekeeper";
-import { CheckError } from "./service/types.js";
+import { CheckError, StoreFailure } from "./service/types.js";
 
 /** The error codes, and the one status each is answered with. */
 export const ERROR_STATUS = {
@@ -54,8 +54,9 @@ export function methodNotAllowed(allow: string): HttpError {
 
 /**
  * The body and status of any error: an {@link HttpError} as it says; a {@link CheckError} (a
- * request that cannot be decided) 400; anything else a failure of what the service depends on
- * (the store, the overrides database): 503, so a client retries rather than gives up.
+ * request that cannot be decided) 400; a {@link StoreFailure} (the store or the overrides
+ * database failed) 503, so a client retries rather than gives up; anything else is a bug in the
+ * service, not an outage: 500 `internal`, saying so.
  */
 export function errorBody(e: unknown): { status: number; body: ErrorBody; headers: Readonly<Record<string, string>> | undefined } {
   if (e instanceof HttpError) {
@@ -63,7 +64,13 @@ export function errorBody(e: unknown): { status: number; body: ErrorBody; header
     return { status: e.status, body, headers: e.headers };
   }
   if (e instanceof CheckError) return { status: 400, body: { error: "bad_request", message: e.message }, headers: undefined };
-  return { status: 503, body: { error: "unavailable", message: `the store failed: ${(e as Error).message}` }, headers: undefined };
+  if (e instanceof StoreFailure) return { status: 503, body: { error: "unavailable", message: e.message }, headers: undefined };
+  return { status: 500, body: { error: "internal", message: internalMessage(e) }, headers: undefined };
+}
+
+/** What a 500 (or gRPC INTERNAL) says: an unexpected error in the service itself, not the store's. */
+export function internalMessage(e: unknown): string {
+  return `internal error (a bug in the service, not a store failure): ${e instanceof Error ? e.message : String(e)}`;
 }
 
 /**

@@ -14,6 +14,7 @@ export { descriptorKey, parseDescriptorKey, splitStateKey, stateKey } from "./se
 export { DecisionService, type DecisionServiceOptions } from "./service/decide.js";
 export {
   CheckError,
+  StoreFailure,
   type CheckInput,
   type CheckResult,
   type DescriptorStatus,

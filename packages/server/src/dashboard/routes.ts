@@ -87,6 +87,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       try {
         await route(req, res, path);
       } catch (e) {
+        if (!(e instanceof HttpError)) options.logger.error({ err: e, url: req.url }, "dashboard request failed");
         sendError(req, res, e);
       }
     },

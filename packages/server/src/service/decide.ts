@@ -5,7 +5,7 @@ import { Check, type Application } from "./check.js";
 import { adjusted, descriptorCost, requestCost } from "./costs.js";
 import { LimiterCache } from "./limiters.js";
 import { applyOverride, type OverrideDeps } from "./override.js";
-import { StoreTimer } from "./store-call.js";
+import { resetKey, StoreTimer } from "./store-call.js";
 import type { OverrideLookup } from "../overrides/types.js";
 import { boundedKey, descriptorKey, stateKey } from "./descriptor-key.js";
 import { DecisionExplain, matchedText } from "./explain.js";
@@ -167,7 +167,7 @@ export class DecisionService {
       const domain = input.domain ?? np.name;
       const limiter = this.overrideLimiter(domain, input.key, nowMs) ?? this.limiterFor(np.policyId, np.specs);
       const state = stateKey(domain, input.key);
-      await limiter.reset(state);
+      await resetKey(limiter, state);
       done.push(state);
       return done;
     }
@@ -180,7 +180,7 @@ export class DecisionService {
         (m.rule && !m.rule.unlimited ? this.limiterFor(m.rule.policyId, m.rule.specs) : undefined);
       if (limiter) {
         const state = stateKey(domain, key);
-        await limiter.reset(state);
+        await resetKey(limiter, state);
         done.push(state);
       }
     }

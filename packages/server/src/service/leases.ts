@@ -1,7 +1,7 @@
 import { ConcurrencyLimiter, type Store } from "ratekeeper";
 import type { ConcurrencyPool } from "../config/pools.js";
 import type { Rules } from "../config/rules.js";
-import { CheckError } from "./types.js";
+import { CheckError, StoreFailure } from "./types.js";
 
 /** What `POST /v1/leases/acquire` answers. */
 export interface LeaseGrant {
@@ -109,6 +109,6 @@ async function asCheck<T>(p: Promise<T>): Promise<T> {
     return await p;
   } catch (e) {
     if (e instanceof RangeError) throw new CheckError(e.message);
-    throw e;
+    throw new StoreFailure("store", e);
   }
 }

@@ -1,10 +1,10 @@
 /**
  * One call to a limiter's store for the decision service, timed for the metrics: the store's
  * latency, the decision's reason, and failures (a RangeError, a bad key or cost, becomes the
- * caller's CheckError; anything else is the store's own error, counted).
+ * caller's CheckError; anything else is the store's own error, counted, as a StoreFailure).
  */
 import { MemoryStore, type Decision, type RateLimiter, type Store } from "ratekeeper";
-import { CheckError, type DecisionObserver } from "./types.js";
+import { CheckError, StoreFailure, type DecisionObserver } from "./types.js";
 
 /**
  * With the in-memory store, about one call in this many is timed (at random gaps of 1 to twice
@@ -105,10 +105,13 @@ function observedFailure(observer: DecisionObserver, e: unknown): never {
   throw storeFailed(observer, e);
 }
 
-/** Counts a store call that threw; a RangeError (bad key or cost) becomes the caller's CheckError. */
+/**
+ * Counts a store call that threw; a RangeError (bad key or cost) becomes the caller's CheckError,
+ * anything else a {@link StoreFailure} (503: the store failed).
+ */
 function storeFailed(observer: DecisionObserver | undefined, e: unknown): unknown {
   observer?.storeError("error");
-  return e instanceof RangeError ? new CheckError(e.message) : e;
+  return e instanceof RangeError ? new CheckError(e.message) : new StoreFailure("store", e);
 }
 
 /** Reports a timed call's latency, and the decision's reason. */
@@ -129,4 +132,13 @@ function reasoned(observer: DecisionObserver, d: Decision): Decision {
     if (d.reason === "store-error" || d.reason === "insurance" || d.reason === "degraded") observer.storeError("failure_policy");
   }
   return d;
+}
+
+/** Forgets a state key (the admin API's reset); the store's failure a {@link StoreFailure}. */
+export async function resetKey(limiter: RateLimiter, state: string): Promise<void> {
+  try {
+    await limiter.reset(state);
+  } catch (e) {
+    throw e instanceof RangeError ? new CheckError(e.message) : new StoreFailure("store", e);
+  }
 }

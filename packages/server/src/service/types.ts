@@ -90,6 +90,22 @@ export class CheckError extends Error {
   override readonly name = "CheckError";
 }
 
+/**
+ * What the service depends on failed: the rate-limit store (its decisions, resets, leases) or the
+ * overrides database. Thrown where the service calls them, wrapping whatever they threw (`cause`),
+ * so transports answer it 503 / UNAVAILABLE ("the store failed: ..."), and answer any other
+ * unexpected error (a bug in the service) as what it is: 500 / INTERNAL.
+ */
+export class StoreFailure extends Error {
+  override readonly name = "StoreFailure";
+  constructor(
+    readonly what: "store" | "overrides database",
+    cause: unknown,
+  ) {
+    super(`the ${what} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
 /** What the service reports, for metrics and the dashboard. Implemented in metrics.ts and dashboard/stats.ts; optional for tests and embedding. */
 export interface DecisionObserver {
   /**

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { CheckInput, CheckResult } from "../service/types.js";
-import type { OverrideStore } from "../overrides/types.js";
+import { OverrideConflictError, type OverrideStore } from "../overrides/types.js";
+import { CheckError, StoreFailure, type CheckInput, type CheckResult } from "../service/types.js";
 import { HttpError, methodNotAllowed, sendError, TokenCheck } from "../http-io.js";
 import {
   ADMIN_PREFIX,
@@ -94,7 +94,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
   const authInTransport = ctx.token === undefined;
   const expected = ctx.token ? new TokenCheck(ctx.token) : undefined;
   const admin: Admin = {
-    store: isOverrideStore(ctx.overrides) ? ctx.overrides : undefined,
+    store: isOverrideStore(ctx.overrides) ? guarded(ctx.overrides) : undefined,
     limiters: ctx.limiters,
     clock: ctx.clock ?? Date.now,
     maxBodyBytes: ctx.maxBodyBytes ?? 1024 * 1024,
@@ -131,6 +131,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
       if (!route) throw methodNotAllowed(Object.keys(methods).join(", "));
       await route({ admin, req, res, url, domain, key });
     } catch (e) {
+      if (!(e instanceof HttpError) && !(e instanceof CheckError)) ctx.logger?.warn?.({ err: e, url: req.url }, "admin request failed");
       sendError(req, res, e);
     }
     return true;
@@ -181,6 +182,33 @@ function decodePart(p: string): string {
   // No override can hold it, and PostgreSQL would fail the query as a database error (503).
   if (part.includes("\u0000")) throw new HttpError("bad_request", `path: must not contain U+0000 (got ${JSON.stringify(p)})`);
   return part;
+}
+
+/**
+ * The override store, each call's failure a StoreFailure (503, "the overrides database failed:
+ * ..."); a conflict (409) and a RangeError (input the store refused) stay what they are.
+ * Whatever else goes wrong in a route is a bug: 500.
+ */
+function guarded(store: OverrideStore): OverrideStore {
+  const fail = (e: unknown) => {
+    // A RangeError is the caller's input the store refused (a forged cursor): the route makes it a 400.
+    throw e instanceof OverrideConflictError || e instanceof RangeError ? e : new StoreFailure("overrides database", e);
+  };
+  return new Proxy(store, {
+    get(target, name, receiver) {
+      const v: unknown = Reflect.get(target, name, receiver);
+      if (typeof v !== "function") return v;
+      return (...args: unknown[]): unknown => {
+        let r: unknown;
+        try {
+          r = (v as (...a: unknown[]) => unknown).apply(target, args);
+        } catch (e) {
+          fail(e);
+        }
+        return r instanceof Promise ? r.catch(fail) : r;
+      };
+    },
+  });
 }
 
 function isOverrideStore(x: unknown): x is OverrideStore {

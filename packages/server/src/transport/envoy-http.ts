@@ -14,7 +14,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpError, readJson } from "../http-io.js";
 import type { Logger } from "../log.js";
 import type { DecisionService } from "../service/decide.js";
-import { CheckError, type CheckResult } from "../service/types.js";
+import { CheckError, StoreFailure, type CheckResult } from "../service/types.js";
 import { rlsCheckInput, rlsResponse, type RlsHeaders, type RlsMetrics } from "./rls.js";
 import { rlsRequestFromJson, rlsResponseJson } from "./rls-json.js";
 
@@ -44,9 +44,10 @@ export async function envoyJson(req: IncomingMessage, res: ServerResponse, o: En
     if (e instanceof HttpError && e.code === "payload_too_large")
       return goError(res, 413, "Request Entity Too Large", { connection: "close" });
     if (e instanceof CheckError || e instanceof HttpError) o.logger.debug({ err: (e as Error).message }, "/json: bad request");
-    else o.logger.warn({ err: e }, "/json: the store failed");
-    // A body it cannot read never reached its service: only refused requests and store failures count.
-    if (!(e instanceof HttpError)) o.metrics?.rlsError(e instanceof CheckError ? "service_error" : "redis_error");
+    else if (e instanceof StoreFailure) o.logger.warn({ err: e }, "/json: the store failed");
+    else o.logger.error({ err: e }, "/json: internal error");
+    // A body it cannot read never reached its service: only refused requests and failures count.
+    if (!(e instanceof HttpError)) o.metrics?.rlsError(e instanceof StoreFailure ? "redis_error" : "service_error");
     return goError(res, 400, "Bad Request");
   }
   const answer = rlsResponse(result, o.headers, o.globalShadow);

@@ -5,7 +5,8 @@ import * as protoLoader from "@grpc/proto-loader";
 import type { Logger } from "../log.js";
 import type { DecisionService } from "../service/decide.js";
 import { REQUEST_CAPS } from "../service/request-caps.js";
-import { CheckError, type CheckResult } from "../service/types.js";
+import { internalMessage } from "../http-io.js";
+import { CheckError, StoreFailure, type CheckResult } from "../service/types.js";
 import { healthHandlers } from "./grpc-health.js";
 import { rlsCheckInput, rlsResponse, RlsServiceError, type RlsHeaders, type RlsMetrics, type RlsRequest, type RlsResponse } from "./rls.js";
 
@@ -58,7 +59,7 @@ export interface GrpcOptions {
  * A request that cannot be decided, or larger than the caps of service/request-caps.ts, is
  * INVALID_ARGUMENT naming the field (an empty domain or descriptor list: UNKNOWN with
  * envoyproxy/ratelimit's message); a failing store UNAVAILABLE (Envoy then applies its
- * `failure_mode_deny`).
+ * `failure_mode_deny`); an unexpected error (a bug) INTERNAL.
  * @example const server = createGrpcServer({ service, logger }); server.bindAsync("0.0.0.0:8081", grpc.ServerCredentials.createInsecure(), cb);
  */
 export function createGrpcServer(options: GrpcOptions): grpc.Server {
@@ -97,11 +98,12 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
   }
 
   function failed(e: unknown, callback: grpc.sendUnaryData<RlsResponse>): void {
-    metrics?.rlsError(e instanceof CheckError ? "service_error" : "redis_error");
+    metrics?.rlsError(e instanceof StoreFailure ? "redis_error" : "service_error");
     if (e instanceof RlsServiceError) return callback({ code: grpc.status.UNKNOWN, details: e.message });
     if (e instanceof CheckError) return callback({ code: grpc.status.INVALID_ARGUMENT, details: e.message });
     logger.error({ err: e }, "ShouldRateLimit failed");
-    callback({ code: grpc.status.UNAVAILABLE, details: `the store failed: ${(e as Error).message}` });
+    if (e instanceof StoreFailure) return callback({ code: grpc.status.UNAVAILABLE, details: e.message });
+    callback({ code: grpc.status.INTERNAL, details: internalMessage(e) });
   }
   server.addService(def.grpc.health.v1.Health.service, healthHandlers(options.healthy ?? (() => true)));
   return server;

@@ -78,7 +78,7 @@ export class RlsServiceError extends CheckError {}
 
 /**
  * What the RLS transports report, as envoyproxy/ratelimit counts it: a call refused
- * (`service_error`: a request it cannot decide; `redis_error`: the store failed), and an answer
+ * (`service_error`: a request it cannot decide, or an internal error; `redis_error`: the store failed), and an answer
  * turned OK by the global shadow mode.
  */
 export interface RlsMetrics {
