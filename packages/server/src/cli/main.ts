@@ -6,6 +6,7 @@
 import { parseArgs } from "node:util";
 import { RateLimitConfigError } from "ratekeeper";
 import { RulesError } from "../config/rules.js";
+import { OverrideStoreOpenError } from "../overrides/open.js";
 import { UsageError, type Command } from "./command.js";
 import { CONFIG_CHECK_COMMAND } from "./config.js";
 import { OVERRIDES_COMMANDS } from "./overrides.js";
@@ -99,6 +100,11 @@ export async function main(argv: string[]): Promise<number> {
     ) {
       process.stderr.write(`ratekeeper ${command.words.join(" ")}: ${err.message}\n`);
       return 2;
+    }
+    // Not a usage error but nothing the code got wrong either: said in one line, exit 1.
+    if (e instanceof OverrideStoreOpenError) {
+      process.stderr.write(`ratekeeper ${command.words.join(" ")}: ${err.message}\n`);
+      return 1;
     }
     throw e;
   }

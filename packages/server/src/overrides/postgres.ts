@@ -72,7 +72,7 @@ export class PostgresOverrideStore implements OverrideStore {
   private readonly feed: PostgresChangeFeed;
 
   private constructor(private readonly options: PostgresOverrideStoreOptions) {
-    this.description = redact(options.connectionString);
+    this.description = redactUrl(options.connectionString);
     this.clock = options.clock ?? Date.now;
     this.feed = new PostgresChangeFeed(options);
     this.pool = new pg.Pool({
@@ -337,7 +337,8 @@ export class PostgresOverrideStore implements OverrideStore {
   }
 }
 
-function redact(url: string): string {
+/** `url` with its password (if any) replaced by `***`, for logs and errors. */
+export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = "***";
