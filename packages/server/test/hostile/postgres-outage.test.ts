@@ -83,7 +83,7 @@ describe.skipIf(bin === undefined)("the service while its PostgreSQL is frozen, 
     const down = await put("while-down", 11);
     // A store outage, named as one: 503 and the store's own error, at once (connection refused).
     expect(down.status, JSON.stringify(down.body)).toBe(503);
-    expect(down.body.message).toMatch(/store failed: .*ECONNREFUSED/);
+    expect(down.body.message).toMatch(/^the overrides database failed: .*ECONNREFUSED/);
     alive();
 
     await pgServer.restart();
