@@ -25,11 +25,13 @@ export const OVERRIDES_COMMANDS: Command[] = [
     flags: {
       overrides: { type: "string" },
       "dry-run": { type: "boolean" },
+      "skip-expired": { type: "boolean" },
       "batch-size": { type: "string" },
     },
     flagHelp: {
       overrides: URL_HELP,
       "dry-run": "validate only; write nothing",
+      "skip-expired": "skip (and report) lines whose expiresAtMs is already past; without it they are bad lines",
       "batch-size": "N  overrides per transaction [default 10000]",
     },
     async run(v, positionals) {
@@ -46,6 +48,7 @@ export const OVERRIDES_COMMANDS: Command[] = [
         const result = await importOverrides(store, file === "-" ? { stream: process.stdin } : { path: file }, {
           batchSize,
           dryRun,
+          skipExpired: v["skip-expired"] === true,
           onProgress: (n) => {
             if (n % 100_000 < (batchSize ?? 10_000)) process.stderr.write(`overrides import: ${n} written\n`);
           },
@@ -59,7 +62,17 @@ export const OVERRIDES_COMMANDS: Command[] = [
           for (const p of result.problems) process.stderr.write(`${name}:${p.line}: ${p.path}: ${p.message}\n`);
           const more = result.badLines > result.problems.length ? ` (first ${result.problems.length} problems shown)` : "";
           process.stderr.write(`overrides import: ${result.badLines} of ${result.lines} lines are bad${more}; nothing was written\n`);
+          if (result.expired > 0)
+            process.stderr.write(
+              `overrides import: ${result.expired} of them expired already; --skip-expired imports the other lines and skips those\n`,
+            );
           return 1;
+        }
+        if (result.expired > 0) {
+          const more = result.expired > result.expiredLines.length ? ", ..." : "";
+          process.stderr.write(
+            `overrides import: skipped ${result.expired} lines whose expiresAtMs is already past (lines ${result.expiredLines.join(", ")}${more})\n`,
+          );
         }
         const what = store
           ? `${result.written} overrides written to ${store.description}`

@@ -2,7 +2,7 @@ import { createReadStream } from "node:fs";
 import { createInterface } from "node:readline";
 import { Readable, type Writable } from "node:stream";
 import { once } from "node:events";
-import { parseOverride, toDocument } from "./schema.js";
+import { PAST_EXPIRY, parseOverride, pastExpiry, toDocument } from "./schema.js";
 import type { Override, OverrideStore } from "./types.js";
 
 /** One bad line of an import. */
@@ -24,6 +24,11 @@ export interface ImportOptions {
   readonly dryRun?: boolean;
   /** Stop collecting problems after this many (the count still covers every line). @default 100 */
   readonly maxProblems?: number;
+  /**
+   * Skip (and count) lines whose `expiresAtMs` is already past, writing the others. Otherwise
+   * such a line is a problem like any other, and nothing is written. @default false
+   */
+  readonly skipExpired?: boolean;
   /** Called after each batch is written, with the running total. */
   readonly onProgress?: (written: number) => void;
 }
@@ -38,6 +43,10 @@ export interface ImportResult {
   readonly problems: readonly ImportProblem[];
   /** Lines with at least one problem. */
   readonly badLines: number;
+  /** Lines whose `expiresAtMs` was already past: skipped with `skipExpired`, else among the bad lines. */
+  readonly expired: number;
+  /** The line numbers of the first `maxProblems` of them. */
+  readonly expiredLines: readonly number[];
 }
 
 /**
@@ -76,7 +85,8 @@ async function* lines(openStream: () => Readable): AsyncGenerator<[number, strin
  * every line is good; then the overrides are written in transactions of `batchSize` (a bulk
  * `INSERT ... SELECT FROM unnest(...)` on PostgreSQL), so a million lines take seconds, not
  * a million round trips. The last line for a (domain, key) wins. With `dryRun` the store may be
- * undefined: nothing is opened or written.
+ * undefined: nothing is opened or written. A line whose `expiresAtMs` is already past is a problem
+ * (it would never apply, and would replace its key's override); `skipExpired` skips them instead.
  * @example await importOverrides(store, { path: "overrides.jsonl" })
  */
 export async function importOverrides(
@@ -86,53 +96,28 @@ export async function importOverrides(
 ): Promise<ImportResult> {
   // A dry run validates only, so it needs no store (opening an SQLite one would create it).
   if (store === undefined && options.dryRun !== true) throw new TypeError("importOverrides: a store is required unless dryRun");
-  const nowMs = options.nowMs ?? Date.now();
   const batchSize = options.batchSize ?? 10_000;
-  const maxProblems = options.maxProblems ?? 100;
-  let open: () => Readable;
-  if ("path" in source) {
-    const path = source.path;
-    open = () => createReadStream(path, { encoding: "utf8" });
-  } else {
-    // A stream can be read once: keep its lines (about 100 bytes each) for the second pass.
-    const held: string[] = [];
-    const rl = createInterface({ input: source.stream, crlfDelay: Infinity });
-    for await (const line of rl) held.push(line);
-    open = () => Readable.from(held.map((l) => `${l}\n`));
-  }
-
-  const problems: ImportProblem[] = [];
+  const open = await opener(source);
+  const lp = new LineParser(options.nowMs ?? Date.now(), options.maxProblems ?? 100, options.skipExpired === true);
   let count = 0;
-  let badLines = 0;
-  const parse = (n: number, line: string): Override | undefined => {
-    let doc: unknown;
-    try {
-      doc = JSON.parse(line);
-    } catch (e) {
-      badLines++;
-      if (problems.length < maxProblems) problems.push({ line: n, path: "(line)", message: `not valid JSON: ${(e as Error).message}` });
-      return undefined;
-    }
-    const r = parseOverride(doc, { nowMs });
-    if (r.ok) return r.override;
-    badLines++;
-    for (const i of r.issues) if (problems.length < maxProblems) problems.push({ line: n, path: i.path, message: i.message });
-    return undefined;
-  };
-
   for await (const [n, line] of lines(open)) {
     count++;
-    parse(n, line);
+    lp.parse(n, line);
   }
-  if (badLines > 0 || options.dryRun || store === undefined) return { lines: count, written: 0, problems, badLines };
+  const result = () => ({ lines: count, problems: lp.problems, badLines: lp.badLines, expired: lp.expired, expiredLines: lp.expiredLines });
+  if (lp.badLines > 0 || options.dryRun || store === undefined) return { ...result(), written: 0 };
+  // The second pass counts them again.
+  lp.expired = 0;
+  lp.expiredLines = [];
 
   let written = 0;
   let batch: Override[] = [];
   for await (const [n, line] of lines(open)) {
-    const o = parse(n, line);
+    const o = lp.parse(n, line);
     // A file read twice can change in between (still being written, or edited): a line that
     // turned bad must not be skipped in silence (nor reported as if nothing had been written).
-    if (!o) throw new ImportChangedError(n, problems[problems.length - 1], written);
+    if (!o) throw new ImportChangedError(n, lp.problems[lp.problems.length - 1], written);
+    if (o === SKIP) continue;
     batch.push(o);
     if (batch.length >= batchSize) {
       written += await store.putMany(batch);
@@ -144,8 +129,68 @@ export async function importOverrides(
     written += await store.putMany(batch);
     options.onProgress?.(written);
   }
-  return { lines: count, written, problems, badLines };
+  return { ...result(), written };
 }
+
+/** Opens the source's lines anew for each pass: a file is read again, a stream's lines are held. */
+async function opener(source: ImportSource): Promise<() => Readable> {
+  if ("path" in source) {
+    const path = source.path;
+    return () => createReadStream(path, { encoding: "utf8" });
+  }
+  // A stream can be read once: keep its lines (about 100 bytes each) for the second pass.
+  const held: string[] = [];
+  const rl = createInterface({ input: source.stream, crlfDelay: Infinity });
+  for await (const line of rl) held.push(line);
+  return () => Readable.from(held.map((l) => `${l}\n`));
+}
+
+/** Reads import lines into overrides, keeping their problems and the lines already expired. */
+class LineParser {
+  readonly problems: ImportProblem[] = [];
+  badLines = 0;
+  expired = 0;
+  expiredLines: number[] = [];
+
+  constructor(
+    private readonly nowMs: number,
+    private readonly maxProblems: number,
+    private readonly skipExpired: boolean,
+  ) {}
+
+  /** The line's override; SKIP for an expired one with `skipExpired`; undefined for a bad line. */
+  parse(n: number, line: string): Override | typeof SKIP | undefined {
+    let doc: unknown;
+    try {
+      doc = JSON.parse(line);
+    } catch (e) {
+      this.bad(n, [{ path: "(line)", message: `not valid JSON: ${(e as Error).message}` }]);
+      return undefined;
+    }
+    const r = parseOverride(doc, { nowMs: this.nowMs, allowPastExpiry: this.skipExpired });
+    if (r.ok) {
+      if (!this.skipExpired || pastExpiry(r.override.expiresAtMs, this.nowMs) === undefined) return r.override;
+      this.sawExpired(n);
+      return SKIP;
+    }
+    if (r.issues.some((i) => i.path === "expiresAtMs" && i.message.startsWith(PAST_EXPIRY))) this.sawExpired(n);
+    this.bad(n, r.issues);
+    return undefined;
+  }
+
+  private bad(n: number, issues: readonly { path: string; message: string }[]): void {
+    this.badLines++;
+    for (const i of issues) if (this.problems.length < this.maxProblems) this.problems.push({ line: n, path: i.path, message: i.message });
+  }
+
+  private sawExpired(n: number): void {
+    this.expired++;
+    if (this.expiredLines.length < this.maxProblems) this.expiredLines.push(n);
+  }
+}
+
+/** What {@link importOverrides}' parse answers for a line it skips. */
+const SKIP = Symbol("skip");
 
 /** Options for {@link exportOverrides}. */
 export interface ExportOptions {

@@ -64,6 +64,30 @@ export interface ParseContext {
   readonly key?: string | undefined;
   /** Forces the policy (block / unblock): the document may not carry `limits` or `policy`. */
   readonly policy?: Override["policy"] | undefined;
+  /**
+   * Accept an `expiresAtMs` at or before `nowMs` (`overrides import --skip-expired`, which then
+   * skips the line itself: see {@link pastExpiry}). Otherwise it is a problem. @default false
+   */
+  readonly allowPastExpiry?: boolean | undefined;
+}
+
+/** The start of the problem {@link pastExpiry} reports. */
+export const PAST_EXPIRY = "already past";
+
+/**
+ * The problem with an override whose `expiresAtMs` is at or before `nowMs`, or undefined. Such an
+ * override never applies, yet writing it replaces what the store holds for its key (a live block
+ * gone for a stale line): most often a mistake, such as seconds given for milliseconds.
+ */
+export function pastExpiry(expiresAtMs: number | undefined, nowMs: number): ConfigIssue | undefined {
+  if (expiresAtMs === undefined || expiresAtMs > nowMs) return undefined;
+  const seconds = expiresAtMs * 1000 > nowMs ? "; it looks like seconds: expiresAtMs is milliseconds since the epoch" : "";
+  return {
+    path: "expiresAtMs",
+    message:
+      `${PAST_EXPIRY} (${new Date(expiresAtMs).toISOString()}, now ${new Date(nowMs).toISOString()}): ` +
+      `an expired override never applies${seconds || " (expiresAtMs is milliseconds since the epoch)"}`,
+  };
 }
 
 /**
@@ -114,6 +138,8 @@ export function parseOverride(input: unknown, ctx: ParseContext): ParseResult {
       else if (ttlMs !== undefined) expiresAtMs = ctx.nowMs + ttlMs;
     }
   }
+  const past = ctx.allowPastExpiry === true || doc.ttl !== undefined ? undefined : pastExpiry(expiresAtMs, ctx.nowMs);
+  if (past) issues.push(past);
   if (issues.length > 0 || domain === undefined || key === undefined || policy === undefined) return { ok: false, issues };
   const note = doc.note ?? undefined;
   return { ok: true, override: { domain, key, policy, expiresAtMs, note } };
