@@ -3,7 +3,7 @@
  * feed, paging and purge, on one better-sqlite3 handle. Its schema, migrations and prepared
  * statements are in sqlite-schema.ts; rows.ts holds what it shares with the PostgreSQL store.
  */
-import { mkdirSync } from "node:fs";
+import { makeFolder } from "../make-folder.js";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { serializePolicy } from "./schema.js";
@@ -58,7 +58,7 @@ export class SqliteOverrideStore implements OverrideStore {
     this.description = `sqlite:${options.path}`;
     this.clock = options.clock ?? Date.now;
     this.pollIntervalMs = options.pollIntervalMs ?? 1000;
-    if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
+    if (options.path !== ":memory:") makeFolder(dirname(options.path));
     this.db = new Database(options.path);
     // WAL: readers (another process exporting) do not block the writer; busy_timeout: a second
     // process importing waits for the lock instead of failing at once.

@@ -1,4 +1,5 @@
-import { mkdir, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
+import { makeFolder } from "../make-folder.js";
 import { join } from "node:path";
 import { formatMs, type SimulationResult } from "ratekeeper/simulate";
 import { chartViews } from "./charts.js";
@@ -22,7 +23,7 @@ const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replac
  * @param command the command line that made it, shown in the report so it can be run again
  */
 export async function writeReport(dir: string, results: readonly SimulationResult[], command: string): Promise<WrittenReport> {
-  await mkdir(dir, { recursive: true });
+  makeFolder(dir);
   const svgs: string[] = [];
   const sections: string[] = [];
   for (const r of results) {

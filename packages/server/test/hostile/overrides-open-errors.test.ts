@@ -7,7 +7,7 @@
  * its overrides: they hold blocks, and starting without them would lift every block.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -26,8 +26,10 @@ function run(args: string[]): { status: number | null; stderr: string } {
   const r = spawnSync(process.execPath, [CLI, ...args], {
     encoding: "utf8",
     env: { ...process.env, RATEKEEPER_ADMIN_TOKEN: "", RATEKEEPER_OVERRIDES: "" },
-    // A store wrongly opened starts the service, which runs until this kills it.
+    // A store wrongly opened starts the service, which runs until this kills it. SIGKILL: a
+    // process stuck in a synchronous loop never runs the service's SIGTERM handler.
     timeout: 30_000,
+    killSignal: "SIGKILL",
   });
   return { status: r.status, stderr: r.stderr };
 }
@@ -65,6 +67,20 @@ describe("an overrides store that cannot be opened", () => {
       /folder exists or can be created/,
     );
   }, 30_000);
+
+  it.skipIf(!existsSync("/proc/self"))(
+    "a SQLite file under /proc (Node's recursive mkdir spun there forever, the event loop blocked)",
+    () => {
+      const r = serve("sqlite:/proc/ratekeeper-nope/overrides.db");
+      expectOneLine(
+        r,
+        "ratekeeper serve: --overrides sqlite:/proc/ratekeeper-nope/overrides.db",
+        /ENOENT/,
+        /folder exists or can be created/,
+      );
+    },
+    60_000,
+  );
 });
 
 const pgMode = await postgresTestMode();
