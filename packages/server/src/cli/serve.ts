@@ -3,7 +3,7 @@ import { MAX_TIMER_MS } from "ratekeeper";
 import { HEADER_STYLES, type HeaderStyle } from "ratekeeper/http";
 import { createLogger, type Logger } from "../log.js";
 import { OverrideCache } from "../overrides/cache.js";
-import { openOverrideStore } from "../overrides/open.js";
+import { checkOverridesUrl, openOverrideStore } from "../overrides/open.js";
 import { startService, type RunningService, type ServeOptions, type ServiceOverrides } from "../server.js";
 import { chooseAdminToken } from "./admin-token.js";
 import { REDIS_FAILURES, type RedisFailureName } from "../redis-store.js";
@@ -95,13 +95,17 @@ export const SERVE_COMMAND: Command = {
     // envoyproxy/ratelimit's variables, as flags under the command line's (cli/envoy-env.ts).
     const envoy = envoyEnvironment(process.env, commandLine);
     const v = { ...envoy.flags, ...commandLine };
+    // Every flag is checked before anything is written: a usage error comes alone.
     const flags = checkFlags(v);
+    const options = serveOptions(v, flags);
+    const rlsHeaders = rlsHeadersOption(str(v["rls-headers"]), str(v["rls-header-names"]));
     const admin = chooseAdminToken(v, process.env);
+    const overridesUrl = str(v.overrides) ?? process.env.RATEKEEPER_OVERRIDES;
+    if (overridesUrl) checkOverridesUrl(overridesUrl);
     const logger = createLogger(envoy.logLevel);
     // Listened for from now, not once the service is up: its "listening" line is written
     // synchronously, and a SIGTERM sent on reading it would otherwise meet the default action.
     const signalled = stopSignal();
-    const rlsHeaders = rlsHeadersOption(str(v["rls-headers"]), str(v["rls-header-names"]));
     if (flags.given === undefined)
       logger.warn(
         { config: flags.configFile },
@@ -109,11 +113,10 @@ export const SERVE_COMMAND: Command = {
       );
     if (admin.warning) logger.warn(admin.warning);
     for (const l of envoy.lines) logger[l.level]({ variable: l.variable, value: l.value }, l.msg);
-    const overridesUrl = str(v.overrides) ?? process.env.RATEKEEPER_OVERRIDES;
     const overrides = overridesUrl ? await openOverrides(overridesUrl, logger) : undefined;
     let running;
     try {
-      running = await startService({ ...serveOptions(v, flags), rlsHeaders, adminToken: admin.token, overrides, logger });
+      running = await startService({ ...options, rlsHeaders, adminToken: admin.token, overrides, logger });
     } catch (e) {
       await overrides?.close();
       throw e;

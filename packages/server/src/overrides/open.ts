@@ -79,11 +79,9 @@ async function opening<T>(where: string, open: () => T | Promise<T>): Promise<T>
  * @example const store = await openOverrideStore("sqlite:./data/overrides.db");
  */
 export async function openOverrideStore(url: string, options: OpenOverrideStoreOptions = {}): Promise<OverrideStore> {
+  checkOverridesUrl(url);
   if (url.startsWith("sqlite:")) {
-    let path = url.slice("sqlite:".length);
-    if (path.startsWith("//")) path = path.slice(2);
-    if (path === "")
-      throw new RangeError(`--overrides: a sqlite URL needs a file, e.g. sqlite:./data/overrides.db (got ${JSON.stringify(url)})`);
+    const path = sqlitePath(url);
     if (options.create === false && path !== ":memory:" && !existsSync(resolve(path)))
       throw new RangeError(`--overrides: no such SQLite file ${resolve(path)} (nothing to read; check the path)`);
     const file = path === ":memory:" ? path : resolve(path);
@@ -102,6 +100,27 @@ export async function openOverrideStore(url: string, options: OpenOverrideStoreO
       }),
     );
   }
+  throw new Error("unreachable: checkOverridesUrl let an unknown URL through");
+}
+
+/** The file of a `sqlite:` URL (`sqlite:///abs` is `/abs`). */
+function sqlitePath(url: string): string {
+  const path = url.slice("sqlite:".length);
+  return path.startsWith("//") ? path.slice(2) : path;
+}
+
+/**
+ * Checks the form of an `--overrides` URL, opening nothing (`serve` checks it with its other
+ * flags, before it writes anything).
+ * @throws RangeError naming `--overrides` unless it is a `sqlite:` URL with a file or a `postgres://` one
+ */
+export function checkOverridesUrl(url: string): void {
+  if (url.startsWith("sqlite:")) {
+    if (sqlitePath(url) === "")
+      throw new RangeError(`--overrides: a sqlite URL needs a file, e.g. sqlite:./data/overrides.db (got ${JSON.stringify(url)})`);
+    return;
+  }
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return;
   throw new RangeError(
     `--overrides: must be a sqlite: or postgres:// URL, e.g. sqlite:./data/overrides.db or postgres://user@host/db (got ${JSON.stringify(url)})`,
   );

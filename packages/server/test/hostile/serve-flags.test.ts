@@ -109,3 +109,22 @@ describe("serve flags", () => {
     expect(r.rules).toEqual([]);
   });
 });
+
+describe("serve: a bad flag is refused before anything is printed", () => {
+  for (const [flags, message] of [
+    [["--port", "0x10"], "--port: must be"],
+    [["--overrides", "ftp://db"], "--overrides: must be a sqlite: or postgres:// URL"],
+    [["--admin-token", "x"], "admin"],
+  ] as const) {
+    it(`no --config with ${flags.join(" ")}: the usage error alone, no warning about the default rules first`, () => {
+      const r = spawnSync(process.execPath, [CLI, "serve", ...flags, "--grpc-port", "0"], {
+        encoding: "utf8",
+        env: { ...process.env, RATEKEEPER_ADMIN_TOKEN: "", RATEKEEPER_OVERRIDES: "", PORT: "0" },
+        timeout: 30_000,
+      });
+      expect(r.status).toBe(2);
+      expect(r.stdout).toBe("");
+      expect(r.stderr.trim().split("\n")).toEqual([expect.stringContaining(message)]);
+    });
+  }
+});
