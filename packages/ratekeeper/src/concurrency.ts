@@ -5,6 +5,7 @@ import { checkKey } from "./key.js";
 import { MemoryStore } from "./stores/memory.js";
 import type { BoundLeases, LeaseAnswer, Store } from "./store.js";
 import { isPlainObject } from "./core/plain-object.js";
+import { describeAs } from "./core/describe.js";
 
 /** Options of {@link ConcurrencyLimiter}. */
 export interface ConcurrencyLimiterOptions {
@@ -233,6 +234,22 @@ class HeldLease implements Lease {
     return (await this.pool.renewLease(this.key, this.id)).ok;
   }
 }
+
+describeAs(ConcurrencyLimiter, "ConcurrencyLimiter", (c) => ({
+  limit: c.limit,
+  leaseMs: c.leaseMs,
+  namespace: c.namespace,
+  store: c.store,
+}));
+describeAs(HeldLease, "Lease", (l) => ({
+  acquired: l.acquired,
+  key: l.key,
+  id: l.id,
+  limit: l.limit,
+  remaining: l.remaining,
+  retryAfterMs: l.retryAfterMs,
+  reason: l.reason,
+}));
 
 /**
  * Lease ids: a random prefix per process (72 bits), a counter, and 48 random bits per lease, so

@@ -8,6 +8,7 @@ import { MemoryStore } from "./stores/memory.js";
 import type { BoundStore, Store } from "./store.js";
 import { keepStringPrototypeFast } from "./string-prototype.js";
 import { isPlainObject } from "./core/plain-object.js";
+import { describeAs, limitWords } from "./core/describe.js";
 
 interface CommonOptions {
   /** Where state lives. @default a new `MemoryStore()` */
@@ -218,3 +219,5 @@ function checkMaxDelay(maxDelayMs: unknown): void {
     );
   }
 }
+
+describeAs(RateLimiter, "RateLimiter", (r) => ({ namespace: r.namespace, limits: r.limits.map(limitWords), store: r.store }));

@@ -8,6 +8,7 @@ import { singleTable } from "./memory-kinds.js";
 import { MultiTable } from "./memory-multi.js";
 import type { Table, TableOwner } from "./memory-table.js";
 import { isPlainObject } from "../core/plain-object.js";
+import { describeAs } from "../core/describe.js";
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
@@ -252,3 +253,5 @@ function tableRef(t: Table<{ exp: number }>): TableRef {
 function finalizer(cleanup: (id: string) => void): FinalizationRegistry<string> | undefined {
   return typeof FinalizationRegistry === "function" ? new FinalizationRegistry(cleanup) : undefined;
 }
+
+describeAs(MemoryStore, "MemoryStore", (s) => ({ keys: s.size, bytes: s.bytes, maxKeys: s.maxKeys, maxBytes: s.maxBytes }));

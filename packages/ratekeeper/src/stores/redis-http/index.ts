@@ -7,6 +7,9 @@
  * import { HttpRedisStore } from "ratekeeper/redis-http";
  * const store = new HttpRedisStore({ client: Redis.fromEnv() });
  */
+import { describeAs } from "../../core/describe.js";
+import { HttpRedisStore } from "./store.js";
+
 export {
   HttpRedisStore,
   type HttpRedisStoreOptions,
@@ -14,3 +17,10 @@ export {
   type HttpRedisErrorContext,
   type HttpRedisClientLike,
 } from "./store.js";
+
+// console.log(store) and JSON.stringify: the settings, not the client.
+describeAs(HttpRedisStore, "HttpRedisStore", (s) => ({
+  prefix: s.prefix,
+  timeoutMs: s.timeoutMs,
+  failure: typeof s.failure === "string" ? s.failure : { insurance: s.failure.insurance },
+}));

@@ -10,6 +10,9 @@
  *   store: new RedisStore({ client: new Redis(process.env.REDIS_URL) }),
  * });
  */
+import { describeAs } from "../../core/describe.js";
+import { RedisStore } from "./store.js";
+
 export {
   RedisStore,
   type RedisStoreOptions,
@@ -20,3 +23,11 @@ export {
   type BreakerEvent,
 } from "./store.js";
 export type { RedisClientLike, IoRedisLike, NodeRedisLike } from "./client.js";
+
+// console.log(store) and JSON.stringify: the settings and the breaker, not the client or the tables.
+describeAs(RedisStore, "RedisStore", (s) => ({
+  prefix: s.prefix,
+  timeoutMs: s.timeoutMs,
+  failure: typeof s.failure === "string" ? s.failure : { insurance: s.failure.insurance },
+  state: s.state,
+}));
