@@ -69,13 +69,26 @@ export const GRPC_SHAPE: RequestShape<{ readonly entries?: readonly Entryish[] |
 };
 
 /**
+ * Checks a domain's length against {@link REQUEST_CAPS}: descriptors' and plain keys' (a longer
+ * plain-key domain made a state key the library refused, and the error named the key).
+ * @returns the domain
+ * @throws CheckError naming `domain`
+ */
+export function checkDomain(domain: string): string {
+  if (typeof domain !== "string" || domain.length > REQUEST_CAPS.domainChars)
+    throw new CheckError(
+      `domain: at most ${REQUEST_CAPS.domainChars} characters (got ${typeof domain === "string" ? domain.length : typeof domain})`,
+    );
+  return domain;
+}
+
+/**
  * Checks a check's domain and descriptors against {@link REQUEST_CAPS}; entries must be
  * strings, keys non-empty, values non-empty unless the shape allows empty ones. Reads only lengths first, so a huge request is refused in O(1).
  * @throws CheckError naming the field and the cap (transports answer 400 / INVALID_ARGUMENT)
  */
 export function checkShape<D>(domain: unknown, descriptors: readonly D[], names: RequestShape<D>): void {
-  if (typeof domain === "string" && domain.length > REQUEST_CAPS.domainChars)
-    throw new CheckError(`domain: at most ${REQUEST_CAPS.domainChars} characters (got ${domain.length})`);
+  if (typeof domain === "string") checkDomain(domain);
   if (descriptors.length > REQUEST_CAPS.descriptors)
     throw new CheckError(`${names.descriptors}: at most ${REQUEST_CAPS.descriptors} per call (got ${descriptors.length})`);
   const minValue = names.emptyValues === true ? 0 : 1;

@@ -9,7 +9,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MemoryStore } from "ratekeeper";
-import { DecisionService, parseRules, splitStateKey, stateKey } from "../../src/index.js";
+import { CheckError, DecisionService, parseRules, splitStateKey, stateKey } from "../../src/index.js";
 import { DashboardStats } from "../../src/dashboard/stats.js";
 import { StateBuilder } from "../../src/dashboard/state.js";
 import type { Override, OverrideLookup } from "../../src/overrides/types.js";
@@ -94,6 +94,21 @@ describe("plain-key checks: the domain and the key cannot be shifted into each o
         ["x", "y|z"],
       ]),
     );
+  });
+});
+
+describe("plain-key checks: the domain's bounds", () => {
+  it("a domain longer than 256 characters is a 400 naming the domain (as for descriptors), not the state key", async () => {
+    const svc = service();
+    for (const n of [257, 600, 100_000]) {
+      const e = await svc.decide(plain("x".repeat(n), "k")).then(
+        () => undefined,
+        (x: unknown) => x,
+      );
+      expect(e, `${n}`).toBeInstanceOf(CheckError);
+      expect((e as Error).message).toBe(`domain: at most 256 characters (got ${n})`);
+    }
+    expect((await svc.decide(plain("x".repeat(256), "k".repeat(512)))).allowed).toBe(true);
   });
 });
 
