@@ -3,9 +3,10 @@
  * feed, paging and purge, on one better-sqlite3 handle. Its schema, migrations and prepared
  * statements are in sqlite-schema.ts; rows.ts holds what it shares with the PostgreSQL store.
  */
-import { makeFolder } from "../make-folder.js";
+import { statSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
+import { makeFolder } from "../make-folder.js";
 import { serializePolicy } from "./schema.js";
 import { PolicyInterner, decodeCursor, encodeCursor, pageSize, rowToChange, rowToOverride, type OverrideRow } from "./rows.js";
 import { COLUMNS, migrate, prepareStatements, type RawRow, type Statements } from "./sqlite-schema.js";
@@ -53,6 +54,8 @@ export class SqliteOverrideStore implements OverrideStore {
   private pollTimer: NodeJS.Timeout | undefined;
   private lastSignalled = 0;
   private readonly stmt: Statements;
+  /** The file opened (device and inode), to tell when its name no longer leads to it; undefined in memory. */
+  private readonly opened: { readonly path: string; readonly dev: number; readonly ino: number } | undefined;
 
   constructor(options: SqliteOverrideStoreOptions) {
     this.description = `sqlite:${options.path}`;
@@ -68,6 +71,25 @@ export class SqliteOverrideStore implements OverrideStore {
     migrate(this.db);
     this.stmt = prepareStatements(this.db);
     this.lastSignalled = this.versionNow();
+    if (options.path !== ":memory:") {
+      const st = statSync(options.path);
+      this.opened = { path: options.path, dev: st.dev, ino: st.ino };
+    }
+  }
+
+  /**
+   * Throws when the file was deleted or replaced while open: SQLite would go on writing to the
+   * open, nameless file, and the write would be answered as done and lost at the next start (a
+   * process opening the name meanwhile, an import, gets another file). One stat per write.
+   */
+  private attached(): void {
+    const o = this.opened;
+    if (o === undefined) return;
+    const st = statSync(o.path, { throwIfNoEntry: false });
+    if (st !== undefined && st.dev === o.dev && st.ino === o.ino) return;
+    throw new Error(
+      `the SQLite file ${o.path} was deleted or replaced while open: a write now would be lost (it would go to the old file). Restore the file, or restart the service to open the one now there`,
+    );
   }
 
   private versionNow(): number {
@@ -107,6 +129,7 @@ export class SqliteOverrideStore implements OverrideStore {
   }
 
   async create(override: Override, nowMs: number): Promise<StoredOverride> {
+    this.attached();
     const out = this.db
       .transaction(() => {
         const row = this.stmt.get.get(override.domain, override.key);
@@ -120,6 +143,7 @@ export class SqliteOverrideStore implements OverrideStore {
   }
 
   async update(override: Override): Promise<StoredOverride | undefined> {
+    this.attached();
     const out = this.db
       .transaction(() => {
         if (!this.stmt.get.get(override.domain, override.key)) return undefined;
@@ -131,12 +155,14 @@ export class SqliteOverrideStore implements OverrideStore {
   }
 
   async put(override: Override): Promise<StoredOverride> {
+    this.attached();
     const out = this.db.transaction(() => this.write(override, this.nextVersion(), this.clock())).immediate();
     await this.signal(out.version);
     return out;
   }
 
   async putMany(overrides: readonly Override[]): Promise<number> {
+    this.attached();
     if (overrides.length === 0) return 0;
     const last = this.db
       .transaction(() => {
@@ -152,6 +178,7 @@ export class SqliteOverrideStore implements OverrideStore {
   }
 
   async delete(domain: string, key: string, onlyPolicy?: "blocked" | "unlimited"): Promise<boolean> {
+    this.attached();
     const version = this.db
       .transaction(() => {
         const row = this.stmt.get.get(domain, key);
@@ -240,6 +267,7 @@ export class SqliteOverrideStore implements OverrideStore {
   }
 
   async purge(nowMs: number, tombstoneRetentionMs: number): Promise<{ expired: number; tombstones: number }> {
+    this.attached();
     const result = this.db
       .transaction(() => {
         const expiredRows = this.stmt.expired.all(nowMs);

@@ -1,0 +1,65 @@
+/**
+ * The SQLite overrides file deleted (or replaced: a restore moved into place) while the store has
+ * it open. SQLite keeps writing to the open, now nameless, file: every admin write was answered
+ * as done and lost at the next start (and another process, an import, opened a new empty file
+ * under the name). A write must fail instead, naming what happened; reads of what the store holds
+ * go on.
+ */
+import { copyFileSync, mkdtempSync, renameSync, rmSync, unlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { SqliteOverrideStore } from "../../src/overrides/sqlite.js";
+
+const dirs: string[] = [];
+const stores: SqliteOverrideStore[] = [];
+afterEach(async () => {
+  for (const s of stores.splice(0)) await s.close();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function open(): { store: SqliteOverrideStore; file: string } {
+  const dir = mkdtempSync(path.join(tmpdir(), "rk-sqlite-gone-"));
+  dirs.push(dir);
+  const file = path.join(dir, "overrides.db");
+  const store = new SqliteOverrideStore({ path: file });
+  stores.push(store);
+  return { store, file };
+}
+
+const blocked = (key: string) => ({ domain: "api", key, policy: "blocked" as const });
+const GONE = /overrides\.db was deleted or replaced while open: a write now would be lost.*restart/;
+
+describe("the SQLite overrides file deleted or replaced while open", () => {
+  it("deleted: every kind of write fails naming it; what was written is still read", async () => {
+    const { store, file } = open();
+    await store.put(blocked("user_id=1"));
+    for (const f of [file, `${file}-wal`, `${file}-shm`]) rmSync(f, { force: true });
+    await expect(store.put(blocked("user_id=2"))).rejects.toThrow(GONE);
+    await expect(store.create(blocked("user_id=3"), Date.now())).rejects.toThrow(GONE);
+    await expect(store.update(blocked("user_id=1"))).rejects.toThrow(GONE);
+    await expect(store.putMany([blocked("user_id=4")])).rejects.toThrow(GONE);
+    await expect(store.delete("api", "user_id=1")).rejects.toThrow(GONE);
+    await expect(store.purge(Date.now(), 0)).rejects.toThrow(GONE);
+    expect((await store.get("api", "user_id=1"))?.policy).toBe("blocked");
+  });
+
+  it("replaced by another file under the same name (a restore moved into place): writes fail too", async () => {
+    const { store, file } = open();
+    await store.put(blocked("user_id=1"));
+    copyFileSync(file, `${file}.copy`);
+    unlinkSync(file);
+    renameSync(`${file}.copy`, file);
+    await expect(store.put(blocked("user_id=2"))).rejects.toThrow(GONE);
+  });
+
+  it("a store in memory, and a file left alone, write as before", async () => {
+    const mem = new SqliteOverrideStore({ path: ":memory:" });
+    stores.push(mem);
+    await mem.put(blocked("user_id=1"));
+    const { store } = open();
+    await store.put(blocked("user_id=1"));
+    await store.put(blocked("user_id=2"));
+    expect((await store.list()).items).toHaveLength(2);
+  });
+});
