@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler, Next } from "hono";
 import { HttpRateLimiter, type RateLimitOptions, type RateLimitResult, type RequestAccess } from "../http/core.js";
 import { wireName } from "../http/headers.js";
+import { untilDone } from "./body-watch.js";
 
 /**
  * `ratekeeper/hono`: rate-limiting middleware for Hono 4. Imports only Hono's types.
@@ -199,43 +200,11 @@ function setHeaders(c: Context, h: [string, string][], out: NodeBindings["outgoi
 }
 
 /**
- * `body`, passed on chunk by chunk, calling `done` once when it has been read to its end, has
- * failed, or is cancelled by its reader (the runtime cancels a response's body when the client
- * goes away).
- */
-function untilDone(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
-  let called = false;
-  const once = (): void => {
-    if (called) return;
-    called = true;
-    done();
-  };
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const chunk = await reader.read();
-        if (chunk.done) {
-          once();
-          controller.close();
-        } else controller.enqueue(chunk.value);
-      } catch (e) {
-        once();
-        controller.error(e);
-      }
-    },
-    cancel(reason) {
-      once();
-      return reader.cancel(reason);
-    },
-  });
-}
-
-/**
  * Settles a request that held a lease (gives the lease back, and the `countOnly` refund) once its
  * response is done. On @hono/node-server when its Node response closes. Elsewhere (Bun, Deno,
  * Workers, app.request()) there is no Node response to watch, and a streamed body is still in
- * flight when the handler returns: settled when the body ends or is cancelled. HEAD runs the GET
+ * flight when the handler returns: settled when the body ends or is cancelled, or `leaseMs` after
+ * now if nobody has begun reading it (dropped unread: see {@link untilDone}). HEAD runs the GET
  * handler and Hono drops its body unread (never cancelled): settled now.
  */
 function settleWhenDone(core: HttpRateLimiter<Context>, c: Context, result: RateLimitResult, out: NodeBindings["outgoing"]): void {
@@ -248,7 +217,7 @@ function settleWhenDone(core: HttpRateLimiter<Context>, c: Context, result: Rate
   }
   const body = c.res.body;
   if (body !== null && !body.locked && !c.req.raw.signal.aborted && c.req.raw.method !== "HEAD") {
-    c.res = new Response(untilDone(body, settle), c.res);
+    c.res = new Response(untilDone(body, settle, core.leaseMs ?? 0), c.res);
   } else settle();
 }
 

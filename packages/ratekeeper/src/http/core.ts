@@ -322,6 +322,11 @@ export class HttpRateLimiter<Req> {
     }
   }
 
+  /** The `concurrency` option's `leaseMs`, or undefined without that option. */
+  get leaseMs(): number | undefined {
+    return this.leases?.pool.leaseMs;
+  }
+
   /** See {@link Shaper.hold}. */
   hold(result: RateLimitResult, signal: AbortSignal | undefined, req: Req): Promise<boolean> {
     return this.shaper.hold(result, signal, req);
