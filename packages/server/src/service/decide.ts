@@ -5,7 +5,7 @@ import { Check, type Application } from "./check.js";
 import { adjusted, descriptorCost, requestCost } from "./costs.js";
 import { LimiterCache } from "./limiters.js";
 import { applyOverride, type OverrideDeps } from "./override.js";
-import { checkDomain } from "./request-caps.js";
+import { checkDomain, checkPlainKey } from "./request-caps.js";
 import { resetKey, StoreTimer } from "./store-call.js";
 import type { OverrideLookup } from "../overrides/types.js";
 import { boundedKey, descriptorKey, stateKey } from "./descriptor-key.js";
@@ -202,8 +202,7 @@ export class DecisionService {
 
   /** A plain key under a named policy. */
   private decidePlain(check: Check, input: CheckInput): CheckResult | Promise<CheckResult> {
-    const key = input.key;
-    if (typeof key !== "string" || key.length === 0 || key.length > 512) throw new CheckError("key: must be a string of 1-512 characters");
+    const key = checkPlainKey(input.key);
     const np = namedPolicy(check.rules, input.policy);
     const domain = checkDomain(input.domain ?? np.name);
     // Metrics label plain-key checks "(policy)": their domain is whatever the client sent.

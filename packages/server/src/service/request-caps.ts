@@ -68,9 +68,47 @@ export const GRPC_SHAPE: RequestShape<{ readonly entries?: readonly Entryish[] |
   valueChars: REQUEST_CAPS.rlsValueChars,
 };
 
+/** `String.prototype.isWellFormed` (ES2024; in every Node the service supports). */
+interface WellFormed {
+  isWellFormed(): boolean;
+}
+
+/**
+ * Throws a CheckError naming `field` (as the caller sent it: `descriptors[0][1].value`) if `text`
+ * holds a lone surrogate, with its position in `text`. The library refuses such keys (Redis
+ * clients send keys as UTF-8, where each becomes U+FFFD), but its error names `key` and a position
+ * in the state key the service builds (`<domain>|<key>=<value>...`), which the caller never sent.
+ * One-byte strings, the usual ones, answer at once.
+ */
+export function checkText(text: string, field: string): void {
+  if ((text as unknown as WellFormed).isWellFormed()) return;
+  let at = 0;
+  for (; at < text.length; at++) {
+    const c = text.charCodeAt(at);
+    if (c >= 0xd800 && c <= 0xdbff && at + 1 < text.length && (text.charCodeAt(at + 1) & 0xfc00) === 0xdc00) at++;
+    else if (c >= 0xd800 && c <= 0xdfff) break;
+  }
+  const unit = text.charCodeAt(at).toString(16).toUpperCase();
+  throw new CheckError(
+    `${field}: has a lone surrogate (U+${unit} at index ${at}), which Redis would store as U+FFFD; send well-formed text`,
+  );
+}
+
+/**
+ * Checks a plain key: 1-512 characters of well-formed text.
+ * @returns the key
+ * @throws CheckError naming `key`
+ */
+export function checkPlainKey(key: unknown): string {
+  if (typeof key !== "string" || key.length === 0 || key.length > 512) throw new CheckError("key: must be a string of 1-512 characters");
+  checkText(key, "key");
+  return key;
+}
+
 /**
  * Checks a domain's length against {@link REQUEST_CAPS}: descriptors' and plain keys' (a longer
- * plain-key domain made a state key the library refused, and the error named the key).
+ * plain-key domain made a state key the library refused, and the error named the key); and that
+ * it is well-formed text ({@link checkText}).
  * @returns the domain
  * @throws CheckError naming `domain`
  */
@@ -79,12 +117,13 @@ export function checkDomain(domain: string): string {
     throw new CheckError(
       `domain: at most ${REQUEST_CAPS.domainChars} characters (got ${typeof domain === "string" ? domain.length : typeof domain})`,
     );
+  checkText(domain, "domain");
   return domain;
 }
 
 /**
  * Checks a check's domain and descriptors against {@link REQUEST_CAPS}; entries must be
- * strings, keys non-empty, values non-empty unless the shape allows empty ones. Reads only lengths first, so a huge request is refused in O(1).
+ * well-formed strings ({@link checkText}: matched or not, the same for every entry), keys non-empty, values non-empty unless the shape allows empty ones. Reads only lengths first, so a huge request is refused in O(1).
  * @throws CheckError naming the field and the cap (transports answer 400 / INVALID_ARGUMENT)
  */
 export function checkShape<D>(domain: unknown, descriptors: readonly D[], names: RequestShape<D>): void {
@@ -107,6 +146,8 @@ export function checkShape<D>(domain: unknown, descriptors: readonly D[], names:
       if (key.length > REQUEST_CAPS.keyChars)
         throw new CheckError(`${at}[${j}].key: at most ${REQUEST_CAPS.keyChars} characters (got ${key.length})`);
       if (value.length > maxValue) throw new CheckError(`${at}[${j}].value: at most ${maxValue} characters (got ${value.length})`);
+      checkText(key, `${at}[${j}].key`);
+      checkText(value, `${at}[${j}].value`);
     }
   }
 }
