@@ -5,6 +5,7 @@
  * stall open it. An open lane gets one probe after its pause. The store-wide state, the worst
  * lane's, is what `RedisStore.state` shows and `onStateChange` hears about.
  */
+import { isKeyValueError } from "./client.js";
 import { Lanes, type Lane, type WaitingCall } from "./lanes.js";
 import type { BreakerState, ResolvedRedisOptions } from "./options.js";
 
@@ -80,9 +81,13 @@ export class Breakers {
     this.transition(lane, lane.breaker.succeeded(), "Redis answered");
   }
 
-  /** A call on `lane` failed (not by the watchdog: that is {@link Breakers.stalled}). */
+  /**
+   * A call on `lane` failed (not by the watchdog: that is {@link Breakers.stalled}). An error about
+   * one key's value (isKeyValueError) is Redis answering: it counts as a reply, not a failure.
+   */
   errored(lane: Lane, error: Error): void {
-    this.transition(lane, lane.breaker.failed(false, performance.now()), error.message);
+    if (isKeyValueError(error)) this.transition(lane, lane.breaker.succeeded(), "Redis answered");
+    else this.transition(lane, lane.breaker.failed(false, performance.now()), error.message);
   }
 
   /** Opens the breaker at once when the client reports its connection lost (single Redis). */

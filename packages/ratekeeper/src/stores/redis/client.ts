@@ -53,6 +53,24 @@ export function shimFor(client: unknown): RedisShim {
   ]);
 }
 
+/** Error codes that say Redis cannot serve now (or not this call on this node), wherever they appear in a message. */
+const CANNOT_SERVE =
+  /\b(OOM|BUSY|LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|MISCONF|NOREPLICAS|NOPERM|NOAUTH|WRONGPASS|MOVED|ASK|CROSSSLOT|NOSCRIPT)\b/;
+
+/**
+ * Whether a Redis error is about one key's value, not about Redis: WRONGTYPE (another program's
+ * list or hash under a key name of ours), or the script failing on a value it did not write
+ * ("ERR user_script:421: bad argument #2 to 'unpack'", "ERR value is not an integer ... on
+ * @user_script:391"). Redis ran the call, so it serves: the breaker must not count it, and only
+ * that decision fails. An error that says Redis cannot serve (OOM, READONLY, BUSY...) is never
+ * one, even inside a script's error (Redis 6 writes "ERR Error running script ...: -OOM ...").
+ */
+export function isKeyValueError(err: unknown): boolean {
+  const msg = err instanceof Error ? err.message : String(err);
+  if (CANNOT_SERVE.test(msg)) return false;
+  return msg.startsWith("WRONGTYPE") || (msg.startsWith("ERR ") && msg.includes("user_script"));
+}
+
 /** Whether a Redis error says the script is not in the server's script cache. */
 export function isNoScript(err: unknown): boolean {
   const msg = err instanceof Error ? err.message : String(err);
