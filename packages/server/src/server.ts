@@ -5,7 +5,7 @@ import type { Server as GrpcServer } from "@grpc/grpc-js";
 import { MemoryStore, type Store } from "ratekeeper";
 import type { HeaderStyle } from "ratekeeper/http";
 import { loadRulesFile } from "./config/load.js";
-import { watchRules } from "./config/reload.js";
+import { watchRules, type RulesWatch } from "./config/reload.js";
 import { watchRulesDir, type WatchRulesDirOptions } from "./config/reload-dir.js";
 import { rulesState } from "./config/watch.js";
 import { createDashboard, type Dashboard } from "./dashboard/routes.js";
@@ -115,6 +115,8 @@ export interface RunningService {
   readonly logger: Logger;
   /** Graceful stop: stop accepting, finish in-flight requests, close the store. Idempotent. */
   close(): Promise<void>;
+  /** Looks at the rules file (or directory) now, as a change would (for SIGHUP); false when not watched (`watch: false`). */
+  checkRules(): boolean;
 }
 
 /**
@@ -179,7 +181,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
     throw e;
   });
   // A directory (envoyproxy/ratelimit's runtime layout) is watched as a whole: files added, changed, removed.
-  const stopWatching = options.watch === false ? () => {} : watchConfig(core, isDirectory, loadedState);
+  const watching = options.watch === false ? undefined : watchConfig(core, isDirectory, loadedState);
   logger.info(
     { httpPort, grpcPort, store: redis ? "redis" : "memory", rules: rules.rules.length, config: options.configFile },
     "listening",
@@ -188,10 +190,10 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   let closed: Promise<void> | undefined;
   const close = (): Promise<void> => {
     closing = true;
-    closed ??= shutdown({ options, logger, http, grpc, stopWatching, dashboard, stats, store, redis });
+    closed ??= shutdown({ options, logger, http, grpc, stopWatching: () => watching?.(), dashboard, stats, store, redis });
     return closed;
   };
-  return { httpPort, grpcPort, service, metrics, logger, close };
+  return { httpPort, grpcPort, service, metrics, logger, close, checkRules: () => checkSoon(watching) };
 }
 
 /** What {@link startService} has built once the decision service is there, for the functions that build the rest. */
@@ -262,7 +264,7 @@ function grpcServer({ options, logger, metrics, service }: Core, healthy: () => 
 }
 
 /** Watches the rules file or directory; returns the function that stops watching. */
-function watchConfig({ options, logger, metrics, service }: Core, isDirectory: boolean, loadedState: string | undefined): () => void {
+function watchConfig({ options, logger, metrics, service }: Core, isDirectory: boolean, loadedState: string | undefined): RulesWatch {
   const reloadOptions: WatchRulesDirOptions = {
     loadedState,
     settleMs: options.reloadSettleMs,
@@ -282,6 +284,12 @@ function watchConfig({ options, logger, metrics, service }: Core, isDirectory: b
     },
   };
   return isDirectory ? watchRulesDir(options.configFile, reloadOptions) : watchRules(options.configFile, reloadOptions);
+}
+
+/** Asks `watching` to look at the rules now; false when the rules are not watched. */
+function checkSoon(watching: RulesWatch | undefined): boolean {
+  watching?.checkSoon();
+  return watching !== undefined;
 }
 
 /** What a graceful stop closes. */

@@ -106,6 +106,7 @@ export const SERVE_COMMAND: Command = {
     // Listened for from now, not once the service is up: its "listening" line is written
     // synchronously, and a SIGTERM sent on reading it would otherwise meet the default action.
     const signalled = stopSignal();
+    const hangup = onHangup(logger);
     if (flags.given === undefined)
       logger.warn(
         { config: flags.configFile },
@@ -121,6 +122,7 @@ export const SERVE_COMMAND: Command = {
       await overrides?.close();
       throw e;
     }
+    hangup.running = running;
     return untilSignal(running, logger, signalled);
   },
 };
@@ -188,6 +190,23 @@ function stopSignal(): Promise<string> {
     process.once("SIGTERM", () => resolve("SIGTERM"));
     process.once("SIGINT", () => resolve("SIGINT"));
   });
+}
+
+/**
+ * SIGHUP (`kill -HUP`, systemd's usual ExecReload, a closed terminal) never stops the service (its
+ * default action would, with no graceful stop): it looks at the rules now, as a change would, and
+ * says so. Listened for from the start, like SIGTERM; before the service is up it only says so.
+ */
+function onHangup(logger: Logger): { running: RunningService | undefined } {
+  const state: { running: RunningService | undefined } = { running: undefined };
+  process.on("SIGHUP", () => {
+    const svc = state.running;
+    if (svc === undefined) logger.info({ signal: "SIGHUP" }, "SIGHUP while starting: nothing to do (the service is reading its rules now)");
+    else if (svc.checkRules())
+      logger.info({ signal: "SIGHUP" }, "SIGHUP: checking the rules now (a changed file applies as on any change)");
+    else logger.info({ signal: "SIGHUP" }, "SIGHUP: the rules stay (--no-watch); restart the service to load others");
+  });
+  return state;
 }
 
 /** Runs until `signalled` (which may have come while the service started), then stops gracefully; resolves the exit code. */

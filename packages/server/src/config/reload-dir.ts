@@ -25,7 +25,7 @@ import { mergeRules } from "./load-dir.js";
 import { parseBudget, type ParseBudget } from "./parse-budget.js";
 import { parseOffThread } from "./parse-thread.js";
 import { tooLarge } from "./read-text.js";
-import { RELOAD_DEFAULTS, type WatchRulesOptions } from "./reload.js";
+import { RELOAD_DEFAULTS, type RulesWatch, type WatchRulesOptions } from "./reload.js";
 import { RulesError, type Rules } from "./rules.js";
 import { readUnchanged, rulesState, SettleWatch, signatureOf, snapshot, type Seen } from "./watch.js";
 
@@ -43,12 +43,12 @@ interface Parsed {
 
 /**
  * Reloads the rules when a file of `dir` (or below it) is added, changed or removed.
- * @returns a function that stops watching
+ * @returns a function that stops watching, whose `checkSoon()` looks at the directory now (reload.ts's RulesWatch)
  * @example const stop = watchRulesDir("/srv/runtime/ratelimit/config", { onReload: (r) => svc.setRules(r), onError: log });
  */
-export function watchRulesDir(dir: string, options: WatchRulesDirOptions): () => void {
+export function watchRulesDir(dir: string, options: WatchRulesDirOptions): RulesWatch {
   const watcher = new RulesDirWatcher(dir, options);
-  return () => watcher.stop();
+  return Object.assign(() => watcher.stop(), { checkSoon: () => watcher.checkSoon() });
 }
 
 /** One rules directory under watch: what is in force, what was refused, the files compiled. */
@@ -87,6 +87,10 @@ class RulesDirWatcher {
 
   stop(): void {
     this.watch.stop();
+  }
+
+  checkSoon(): void {
+    if (!this.watch.stopped) this.watch.later();
   }
 
   private arm(files: readonly Seen[]): void {

@@ -60,13 +60,20 @@ export const RELOAD_DEFAULTS = { settleMs: 2000, maxBytes: MAX_RULES_BYTES, poll
  * Reloads the rules file when it changes (see the module comment for when a change applies).
  * Watches the directory of the path given and that of the file it resolves to (symlinks
  * followed), re-resolving after every change.
- * @returns a function that stops watching
+ * @returns a function that stops watching, whose `checkSoon()` checks the file now (after the settle time)
  * @example const stop = watchRules("rules.yaml", { onReload: (r) => service.setRules(r), onError: (e) => log(e) });
  */
-export function watchRules(file: string, options: WatchRulesOptions): () => void {
+export function watchRules(file: string, options: WatchRulesOptions): RulesWatch {
   const watcher = new RulesFileWatcher(file, options);
-  return () => watcher.stop();
+  return Object.assign(() => watcher.stop(), { checkSoon: () => watcher.checkSoon() });
 }
+
+/**
+ * Stops watching when called. `checkSoon()` looks at the rules now (once the settle time has
+ * passed), as an event would: for SIGHUP, and for file systems whose events do not arrive (the
+ * poll then finds changes only every 30 s).
+ */
+export type RulesWatch = (() => void) & { checkSoon(): void };
 
 /** One rules file under watch: what is in force, what was refused, the parse under way. */
 class RulesFileWatcher {
@@ -103,6 +110,10 @@ class RulesFileWatcher {
     this.watch.stop();
     this.job?.task.cancel();
     this.job = undefined;
+  }
+
+  checkSoon(): void {
+    if (!this.watch.stopped) this.watch.later();
   }
 
   /** Watches the directories of the path and of the file it resolves to now. */

@@ -17,7 +17,10 @@ import { CLI } from "../support.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "rk-open-errors-"));
 const rules = path.join(dir, "rules.yaml");
-writeFileSync(rules, "domains:\n  - domain: d\n    descriptors:\n      - key: k\n        limit: 5\n        window: 1s\n");
+writeFileSync(
+  rules,
+  "domains:\n  - domain: d\n    descriptors:\n      - key: k\n        algorithm: gcra\n        limit: 5\n        window: 1s\n",
+);
 const notAFolder = path.join(dir, "file");
 writeFileSync(notAFolder, "x");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
