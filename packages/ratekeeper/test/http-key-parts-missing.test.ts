@@ -8,6 +8,7 @@
 import { describe, expect, it } from "vitest";
 import { HttpRateLimiter, type RequestAccess } from "../src/http/core.js";
 import type { KeyPart } from "../src/http/keys.js";
+import type { LimitSpec } from "../src/core/options.js";
 
 interface FakeReq {
   peer: string;
@@ -21,7 +22,7 @@ const access: RequestAccess<FakeReq> = {
   remoteAddress: (r) => r.peer,
   header: (r, n) => r.headers[n],
 };
-const LIMITS = [{ algorithm: "fixed-window" as const, limit: 10, window: "1m" }];
+const LIMITS: LimitSpec[] = [{ algorithm: "fixed-window", limit: 10, window: "1m" }];
 
 async function keyOf(key: KeyPart<FakeReq> | KeyPart<FakeReq>[], r: Partial<FakeReq>): Promise<string | undefined> {
   const rl = new HttpRateLimiter<FakeReq>({ limits: LIMITS, key }, access);
