@@ -5,7 +5,8 @@
  * objects); a larger window's, and a sliding log's times whatever their number, a Float64Array
  * (its data off the JS heap). Asked in a child process run with `--allow-natives-syntax` on the
  * built library, as memory-time.test.ts does, after decisions that wrap and grow a log's ring,
- * refund units, and step the clock back.
+ * refund units, and step the clock back. A limiter of one sliding window of up to 62 sub-windows
+ * has no ring objects: its table keeps the counts in rows (stores/memory-rows.ts).
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -79,7 +80,8 @@ describe("memory store: a sliding window's ring of up to 64 slots is a JS array 
   const log = (limit: number): LimitSpec => ({ algorithm: "sliding-log", limit, window: 1_000 });
   const arrays = (n: number): Seen => ({ packedSmi: n, short: 0, float64: 0, smallFloat64: 0, other: 0 });
   const cases: [string, LimitSpec[], number, Seen][] = [
-    ["sliding window of 10 sub-windows", [{ algorithm: "sliding-window", limit: 40, window: 1_000, buckets: 10 }], 30, arrays(32)],
+    // A limiter of one limit keeps a window of up to 62 sub-windows in its table's rows, no ring object (memory-rows.ts).
+    ["sliding window of 10 sub-windows: rows", [{ algorithm: "sliding-window", limit: 40, window: 1_000, buckets: 10 }], 30, arrays(0)],
     [
       "sliding window of one sub-window, limit above 32,767 (a ring of 2)",
       [{ algorithm: "sliding-window", limit: 1_000_000, window: 1_000 }],
@@ -87,8 +89,17 @@ describe("memory store: a sliding window's ring of up to 64 slots is a JS array 
       arrays(32),
     ],
     [
-      "sliding window of 62 sub-windows (a ring of 64)",
+      "sliding window of 62 sub-windows (a ring of 64): rows",
       [{ algorithm: "sliding-window", limit: 400, window: 62_000, buckets: 62 }],
+      30,
+      arrays(0),
+    ],
+    [
+      "sliding window of 62 sub-windows with a second limit (a ring of 64)",
+      [
+        { algorithm: "sliding-window", limit: 400, window: 62_000, buckets: 62 },
+        { algorithm: "fixed-window", limit: 100_000, window: 1_000 },
+      ],
       30,
       arrays(32),
     ],

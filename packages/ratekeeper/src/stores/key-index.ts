@@ -18,6 +18,11 @@
  * moves the last entry into the hole; slots are deleted by backward shift, no tombstones).
  * The hash is FNV-1a with a per-process random seed and a final avalanche, so keys an attacker
  * chooses cannot be aimed at one probe run without knowing the seed.
+ *
+ * Rows (`width` > 0): each entry also owns `width` numbers in one Float64Array, `rows`, at
+ * `width` x its entry number, zero when the key is set, moved with the entry when a delete moves
+ * it. The memory store keeps a sliding window's ring counts there (memory-rows.ts), so that a
+ * decision reads them at an address the slot table gives, not behind its state object.
  */
 
 const EMPTY = 0;
@@ -47,6 +52,12 @@ export class KeyIndex<V> {
   private keys: string[] = [];
   private vals: V[] = [];
   private hashes: number[] = [];
+  /** The entries' rows (see above): `width` numbers each, room for `rows.length / width` entries. */
+  rows: Float64Array;
+
+  constructor(readonly width = 0) {
+    this.rows = new Float64Array(width * 8);
+  }
 
   get size(): number {
     return this.keys.length;
@@ -71,6 +82,36 @@ export class KeyIndex<V> {
     }
   }
 
+  /** The entry number of `key` (its row starts at `width` times it), or -1: get() with the number. */
+  entryOf(key: string): number {
+    const h = hashKey(key);
+    const t = this.table;
+    const mask = this.mask;
+    const tag = h & ~mask;
+    for (let s = h & mask; ; s = (s + 1) & mask) {
+      const v = t[s] as number;
+      if (v === EMPTY) return -1;
+      if ((v & ~mask) === tag && this.keys[(v & mask) - 1] === key) return (v & mask) - 1;
+    }
+  }
+
+  /** The value of entry `n` (from {@link entryOf}). */
+  valAt(n: number): V {
+    return this.vals[n] as V;
+  }
+
+  /** Copies the row of `key` (which must be present) into `to`. */
+  rowOut(key: string, to: Float64Array): void {
+    const o = this.find(key, hashKey(key)) * this.width;
+    for (let i = 0; i < this.width; i++) to[i] = this.rows[o + i] as number;
+  }
+
+  /** Copies `from` into the row of `key` (which must be present). */
+  rowIn(key: string, from: Float64Array): void {
+    const o = this.find(key, hashKey(key)) * this.width;
+    for (let i = 0; i < this.width; i++) this.rows[o + i] = from[i] as number;
+  }
+
   has(key: string): boolean {
     return this.find(key, hashKey(key)) >= 0;
   }
@@ -81,10 +122,12 @@ export class KeyIndex<V> {
     const e = this.find(key, h);
     if (e >= 0) {
       this.vals[e] = value;
+      this.zeroRow(e);
       return this;
     }
     if (2 * (this.keys.length + 1) > this.mask + 1) this.grow();
     const n = this.keys.length;
+    this.zeroRow(n);
     this.keys.push(key);
     this.vals.push(value);
     this.hashes.push(h);
@@ -182,10 +225,24 @@ export class KeyIndex<V> {
       this.keys[e] = this.keys[last] as string;
       this.vals[e] = this.vals[last] as V;
       this.hashes[e] = lh;
+      const w = this.width;
+      for (let i = 0; i < w; i++) this.rows[e * w + i] = this.rows[last * w + i] as number;
     }
     this.keys.pop();
     this.vals.pop();
     this.hashes.pop();
+  }
+
+  /** Zeroes entry `n`'s row, making room for it first (the rows grow by half, copied). */
+  private zeroRow(n: number): void {
+    const w = this.width;
+    if (w === 0) return;
+    if ((n + 1) * w > this.rows.length) {
+      const rows = new Float64Array(Math.ceil((n + 1) * 1.5) * w);
+      rows.set(this.rows);
+      this.rows = rows;
+    }
+    for (let i = n * w; i < (n + 1) * w; i++) this.rows[i] = 0;
   }
 
   /** Doubles the slots and places every entry again (each slot's tag is the hash above the new mask). */

@@ -8,12 +8,17 @@ import { decideFixed } from "../core/algorithms/fixed-window.js";
 import type { LimitState } from "../core/algorithms/index.js";
 import { slidingLog } from "../core/algorithms/sliding-log.js";
 import { decideTail } from "../core/algorithms/sliding-tail.js";
+import { newRing, SMALL_RING } from "../core/algorithms/ring.js";
 import { decideRing } from "../core/algorithms/sliding-window.js";
-import type { Outcome } from "../core/decision.js";
+import { newDecision, type Decision, type Outcome } from "../core/decision.js";
+import { clearState } from "../core/evaluate.js";
 import type { ResolvedLimit } from "../core/options.js";
+import type { KeyIndex } from "./key-index.js";
+import { loopNowMs } from "./loop-clock.js";
+import { decideRow, withRing } from "./memory-rows.js";
 import { SingleTable } from "./memory-single.js";
 import { Slot, type TableOwner } from "./memory-table.js";
-import { DENIAL_BYTES } from "./memory-size.js";
+import { DENIAL_BYTES, ROW_BYTES } from "./memory-size.js";
 
 /** Fixed window. */
 class FixedTable extends SingleTable {
@@ -128,8 +133,120 @@ class RingTable extends DenialTable {
   }
 }
 
-/** The table of a limiter with one limit. */
-export function singleTable(store: TableOwner, limits: readonly ResolvedLimit[]): SingleTable {
+/** A fresh state without a ring: a RowTable's keys keep their counts in rows. */
+const ROWLESS = { a: 0, b: 0, ring: null };
+
+/**
+ * Sliding window of several sub-windows (up to 62: a ring of at most SMALL_RING numbers), each
+ * key's ring counts in its index's rows (memory-rows.ts); its own consume, which finds the row by
+ * the key's entry number, and peek and refund, which lend the state a ring copied from the row.
+ */
+class RowTable extends DenialTable {
+  /** The last consumed key's index (young, or the pins) and entry number; forgotten on every change (SingleTable's). */
+  private rowKey: string | undefined = undefined;
+  private rowIx: KeyIndex<Slot> | undefined = undefined;
+  private rowN = 0;
+  /** The row of the decision in hand, for decideNew. */
+  private rows: Float64Array = new Float64Array(0);
+  private off = 0;
+  /** The ring lent to a state whose decision is not the fast one (memory-rows.ts). */
+  private readonly tmp: number[];
+
+  constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
+    super(store, limits, (limits[0] as ResolvedLimit).buckets + 2);
+    this.tmp = newRing(this.width) as number[];
+  }
+
+  override consume(key: string, cost: number, nowMs: number | undefined): Decision {
+    const now = nowMs ?? loopNowMs();
+    const rel = this.relOf(now); // before the key's row: a rebase may drop keys
+    let ix = this.rowIx;
+    if (key !== this.rowKey || ix === undefined) ix = this.rowOf(key, now);
+    const n = this.rowN;
+    const e = ix.valAt(n);
+    const rows = ix.rows;
+    const off = n * this.width;
+    if (e.exp <= rel) {
+      clearState(e);
+      for (let i = off; i < off + this.width; i++) rows[i] = 0;
+    }
+    this.rows = rows;
+    this.off = off;
+    const out = this.out;
+    this.decide(e, rel, cost, out);
+    if (out.allowed) e.exp = Math.ceil(rel + out.resetAfterMs);
+    return newDecision(out, this.lim, 0, undefined);
+  }
+
+  /** The index (young, else pinned) that holds `key` after adopt, its entry number in `rowN`. */
+  private rowOf(key: string, now: number): KeyIndex<Slot> {
+    let ix = this.young;
+    let n = ix.entryOf(key);
+    if (n < 0) {
+      this.adopt(key, now);
+      ix = this.young; // adopt may have turned the generations: another index then
+      n = ix.entryOf(key);
+      if (n < 0) {
+        ix = this.pinIndex() as KeyIndex<Slot>;
+        n = ix.entryOf(key);
+      }
+    }
+    this.rowKey = key;
+    this.rowIx = ix;
+    this.rowN = n;
+    return ix;
+  }
+
+  protected override changed(): void {
+    super.changed();
+    this.rowKey = undefined;
+    this.rowIx = undefined;
+  }
+
+  protected decideNew(st: LimitState, nowMs: number, cost: number, out: Outcome): void {
+    decideRow(st, this.rows, this.off, nowMs, cost, this.lim, out, this.tmp);
+  }
+
+  /** Runs `f` on `key`'s live state (as Table.live finds it) with its row lent as its ring; undefined if none. */
+  private onLive<T>(key: string, now: number, f: (s: Slot) => T): T | undefined {
+    for (const ix of [this.young, this.old, this.pinIndex()]) {
+      const n = ix === undefined ? -1 : ix.entryOf(key);
+      if (ix === undefined || n < 0) continue;
+      const s = ix.valAt(n);
+      return s.exp > now - this.base ? withRing(s, ix.rows, n * this.width, this.tmp, () => f(s)) : undefined;
+    }
+    return undefined;
+  }
+
+  override peek(key: string, cost: number, nowMs: number | undefined): Decision {
+    const now = nowMs ?? loopNowMs();
+    const rel = this.relOf(now);
+    const d = this.onLive(key, now, (s) => this.ev.peek1(s, rel, cost));
+    if (d !== undefined) return d;
+    const fresh = this.create();
+    return withRing(fresh, new Float64Array(this.width), 0, this.tmp, () => this.ev.peek1(fresh, rel, cost));
+  }
+
+  override refund(key: string, cost: number, nowMs: number | undefined): void {
+    const now = nowMs ?? loopNowMs();
+    const rel = this.relOf(now);
+    this.onLive(key, now, (s) => {
+      this.ev.refund([s], rel, cost);
+      this.refunded(s);
+    });
+  }
+
+  protected override create(): Slot {
+    return new DenialSlot(ROWLESS);
+  }
+
+  protected override bytesOf(key: string, e: Slot): number {
+    return super.bytesOf(key, e) + ROW_BYTES * this.width;
+  }
+}
+
+/** The table of a limiter with one limit. `rows` false: @internal a window's rings as objects, the reference of memory-rows.test.ts. */
+export function singleTable(store: TableOwner, limits: readonly ResolvedLimit[], rows = true): SingleTable {
   const lim = limits[0] as ResolvedLimit;
   switch (lim.algorithm) {
     case "fixed-window":
@@ -139,7 +256,8 @@ export function singleTable(store: TableOwner, limits: readonly ResolvedLimit[])
     case "gcra":
       return new BucketTable(store, limits);
     case "sliding-window":
-      return lim.buckets === 1 ? new TailTable(store, limits) : new RingTable(store, limits);
+      if (lim.buckets === 1) return new TailTable(store, limits);
+      return rows && lim.buckets + 2 <= SMALL_RING ? new RowTable(store, limits) : new RingTable(store, limits);
     case "sliding-log":
       return new LogTable(store, limits);
   }

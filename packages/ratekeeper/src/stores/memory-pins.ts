@@ -17,9 +17,14 @@ import { KeyIndex } from "./key-index.js";
 
 export class PinnedKeys<E> {
   /** The pinned keys' entries. */
-  readonly entries = new KeyIndex<E>();
+  readonly entries: KeyIndex<E>;
   /** Holders of a key beyond its first (most keys have one holder: nothing is stored for them). */
   private readonly extra = new Map<string, number>();
+
+  /** `width`: the numbers of each key's row (key-index.ts), which go with its entry. */
+  constructor(width = 0) {
+    this.entries = new KeyIndex(width);
+  }
 
   /** One more holder of `key` when it is pinned already; false when it is not. */
   hold(key: string): boolean {

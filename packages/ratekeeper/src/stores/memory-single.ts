@@ -35,10 +35,10 @@ export abstract class SingleTable extends Table<Slot> {
   private lastSlot: Slot | undefined = undefined;
   /** The limit, and the scratch outcome `decide` writes. */
   protected readonly lim: ResolvedLimit;
-  private readonly out: Outcome = newOutcome();
+  protected readonly out: Outcome = newOutcome();
 
-  constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
-    super(store, limits);
+  constructor(store: TableOwner, limits: readonly ResolvedLimit[], width = 0) {
+    super(store, limits, width);
     this.fresh = this.create();
     this.lim = limits[0] as ResolvedLimit;
   }

@@ -23,7 +23,8 @@
  *   of up to 64 slots is a JS array, 48 bytes of objects (the array, 32, and its elements'
  *   header, 16); a larger one, and the sliding log's, a `Float64Array`, about 180 bytes of
  *   objects (typed array, array buffer, backing store); plus 8 bytes a slot
- *   (core/algorithms/ring.ts).
+ *   (core/algorithms/ring.ts); a sliding window of up to 62 sub-windows keeps its counts in its
+ *   table's rows instead (memory-rows.ts), no object, {@link ROW_BYTES} a count.
  * Several limits on one key add an `Entry` and an array of slots.
  *
  * The estimate is within about 20-30% of what was measured for every algorithm (the measure
@@ -44,6 +45,12 @@ export const ENTRY_BYTES = 32;
 export const SMALL_RING_BYTES = 48;
 /** A large ring's objects (a `Float64Array`, its buffer and backing store), without its slots. */
 export const RING_BYTES = 184;
+
+/**
+ * A row's bytes a number (stores/memory-rows.ts: a sliding window's ring counts in its index's
+ * Float64Array): 8, and half as much again for the room the rows grow into (by half: key-index.ts).
+ */
+export const ROW_BYTES = 12;
 
 /** Bytes of a key string (see the module comment). */
 export function keyBytes(key: string): number {

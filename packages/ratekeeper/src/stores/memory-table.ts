@@ -56,8 +56,10 @@ export class Slot implements LimitState {
  * that know when they expire. Subclasses hold one slot per key (one limit) or an entry of slots.
  */
 export abstract class Table<E extends { exp: number }> implements BoundStore {
-  protected young = new KeyIndex<E>();
-  protected old = new KeyIndex<E>();
+  protected young: KeyIndex<E>;
+  protected old: KeyIndex<E>;
+  /** A key's row (memory-rows.ts) between its generations' indexes, as `take` and `adopt` move it. */
+  private readonly carry: Float64Array;
   /** Estimated bytes of each generation. */
   private youngBytes = 0;
   private oldBytes = 0;
@@ -85,8 +87,13 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   constructor(
     private readonly store: TableOwner,
     limits: readonly ResolvedLimit[],
+    /** Numbers each key keeps in its index's rows (memory-rows.ts); 0: none. */
+    protected readonly width = 0,
   ) {
     this.ev = new Evaluator(limits);
+    this.young = new KeyIndex(width);
+    this.old = new KeyIndex(width);
+    this.carry = new Float64Array(width);
   }
 
   abstract consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision;
@@ -144,7 +151,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
    * degraded policy, whose pins its ledger bounds.
    */
   pin(key: string): void {
-    const p = (this.pins ??= new PinnedKeys());
+    const p = (this.pins ??= new PinnedKeys(this.width));
     if (p.hold(key)) return;
     this.changed();
     let e = this.take(key);
@@ -155,12 +162,14 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
       this.store.bytes += this.bytesOf(key, e);
     }
     p.entries.set(key, e);
+    if (this.width > 0) p.entries.rowIn(key, this.carry); // zeros for a fresh entry (take)
     this.store.pinned++;
   }
 
   /** @internal One holder of `key` fewer ({@link Table.pin}); after its last, the key joins the young generation. */
   unpin(key: string): void {
     const p = this.pins;
+    if (this.width > 0 && p?.entries.has(key)) p.entries.rowOut(key, this.carry);
     const e = p?.release(key);
     if (p === undefined || e === undefined) return;
     if (p.entries.size === 0) this.pins = undefined; // its index's memory goes too
@@ -176,10 +185,17 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     return p === undefined ? undefined : p.entries.get(key);
   }
 
-  /** Takes `key`'s entry out of its generation (still counted in the store's size and bytes). */
+  /** The pinned keys' index, if any key is pinned (memory-rows.ts finds a pinned key's row there). */
+  protected pinIndex(): KeyIndex<E> | undefined {
+    return this.pins?.entries;
+  }
+
+  /** Takes `key`'s entry out of its generation (still counted in the store's size and bytes), its row into `carry` (zeros if none). */
   private take(key: string): E | undefined {
+    if (this.width > 0) this.carry.fill(0);
     let e = this.young.get(key);
     if (e !== undefined) {
+      if (this.width > 0) this.young.rowOut(key, this.carry);
       this.young.delete(key);
       const b = this.bytesOf(key, e);
       this.youngBytes -= b;
@@ -189,6 +205,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     }
     e = this.old.get(key);
     if (e !== undefined) {
+      if (this.width > 0) this.old.rowOut(key, this.carry);
       this.old.delete(key);
       this.oldBytes -= this.bytesOf(key, e);
     }
@@ -199,6 +216,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
   private join(key: string, e: E): void {
     const b = this.bytesOf(key, e);
     this.young.set(key, e);
+    if (this.width > 0) this.young.rowIn(key, this.carry); // unpin's
     this.youngBytes += b;
     this.store.young++;
     this.store.youngBytes += b;
@@ -240,11 +258,16 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     if (p !== undefined) return p;
     let e = this.old.get(key);
     let b: number;
+    const moved = e !== undefined && this.width > 0;
     if (e !== undefined) {
+      if (moved) this.old.rowOut(key, this.carry);
       this.old.delete(key); // still counted in size; out of old before a turn can drop it
       b = this.bytesOf(key, e);
       this.oldBytes -= b;
-      if (e.exp <= now - this.base) this.clear(e);
+      if (e.exp <= now - this.base) {
+        this.clear(e);
+        this.carry.fill(0); // its row too (none when width is 0)
+      }
       this.room();
     } else {
       this.room();
@@ -254,6 +277,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
       this.store.bytes += b;
     }
     this.young.set(key, e);
+    if (moved) this.young.rowIn(key, this.carry);
     this.youngBytes += b;
     this.store.young++;
     this.store.youngBytes += b;
@@ -299,7 +323,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
     this.oldBytes = this.youngBytes;
     this.youngBytes = 0;
     this.old = this.young;
-    this.young = new KeyIndex();
+    this.young = new KeyIndex(this.width);
   }
 
   sweep(nowMs: number): number {

@@ -1,0 +1,96 @@
+/**
+ * A sliding window of several sub-windows keeps its keys' ring counts in rows of its key
+ * indexes (stores/memory-rows.ts), moved with each key between the generations and the pins
+ * (memory-table.ts) and with each entry a delete moves (key-index.ts). The reference: the same
+ * table with the rings as objects (singleTable's `rows` false, the layout before), in a store of
+ * its own with the same bounds. Both see the same operations on a few keys and a flood of others
+ * (so the generations turn, and keys move from the old one to the young one): consumes, peeks,
+ * refunds, resets, pins and unpins, sweeps, clock steps back and a jump past the rebase (12
+ * days); every decision, and the stores' counts of keys, must be the same.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { MemoryStore, resolveLimits } from "../src/index.js";
+import { singleTable } from "../src/stores/memory-kinds.js";
+import type { Table } from "../src/stores/memory-table.js";
+
+const opArb = fc.oneof(
+  { weight: 8, arbitrary: fc.record({ kind: fc.constant("consume" as const), k: fc.nat(5), c: fc.integer({ min: 1, max: 4 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("peek" as const), k: fc.nat(5), c: fc.integer({ min: 1, max: 4 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("refund" as const), k: fc.nat(5), c: fc.integer({ min: 1, max: 4 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("reset" as const), k: fc.nat(5), c: fc.constant(0) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("pin" as const), k: fc.nat(5), c: fc.constant(0) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("unpin" as const), k: fc.nat(5), c: fc.constant(0) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("sweep" as const), k: fc.constant(0), c: fc.constant(0) }) },
+  // New keys, one unit each: the young generations fill and turn (maxKeys 12).
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("flood" as const), k: fc.nat(40), c: fc.integer({ min: 1, max: 8 }) }) },
+);
+
+const stepArb = fc.oneof(
+  { weight: 12, arbitrary: fc.nat(400) },
+  { weight: 2, arbitrary: fc.integer({ min: -300, max: -1 }) }, // a clock that steps back
+  { weight: 2, arbitrary: fc.nat(20_000) },
+  { weight: 1, arbitrary: fc.constant(13 * 86_400_000) }, // past the rebase of the table's time
+);
+
+describe("memory store: a sliding window's counts in rows decide as with ring objects", () => {
+  it("through turns, adoption from the old generation, pins, resets, sweeps, peeks, refunds and rebases", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 2, max: 62 }),
+        fc.integer({ min: 1, max: 12 }),
+        fc.constantFrom(7, 50, 400, 3000), // the sub-window's length, ms
+        fc.boolean(),
+        fc.array(fc.tuple(opArb, stepArb), { minLength: 20, maxLength: 120 }),
+        (buckets, limit, sub, weighted, ops) => {
+          const limits = resolveLimits([{ algorithm: "sliding-window", buckets, limit, window: buckets * sub, weighted }]);
+          const rowStore = new MemoryStore({ maxKeys: 12, sweepIntervalMs: 0 });
+          const refStore = new MemoryStore({ maxKeys: 12, sweepIntervalMs: 0 });
+          const rows = rowStore.bind(limits, "w") as unknown as Table<{ exp: number }>;
+          const ref = singleTable(refStore, limits, false);
+          expect(rows.constructor.name).toBe("RowTable");
+          expect(ref.constructor.name).toBe("RingTable");
+          let t = 1_764_236_401_237;
+          for (const [op, dt] of ops) {
+            t = Math.max(1_764_000_000_000, t + dt);
+            const key = `k${op.k}`;
+            switch (op.kind) {
+              case "consume":
+                expect(rows.consume(key, op.c, t)).toEqual(ref.consume(key, op.c, t));
+                break;
+              case "peek":
+                expect(rows.peek(key, op.c, t)).toEqual(ref.peek(key, op.c, t));
+                break;
+              case "refund":
+                rows.refund(key, op.c, t);
+                ref.refund(key, op.c, t);
+                break;
+              case "reset":
+                rows.reset(key);
+                ref.reset(key);
+                break;
+              case "pin":
+                rows.pin(key);
+                ref.pin(key);
+                break;
+              case "unpin":
+                rows.unpin(key);
+                ref.unpin(key);
+                break;
+              case "sweep":
+                expect(rowStore.sweep(t)).toBe(refStore.sweep(t));
+                break;
+              case "flood":
+                for (let i = 0; i < op.c; i++) expect(rows.consume(`f${op.k}.${i}`, 1, t)).toEqual(ref.consume(`f${op.k}.${i}`, 1, t));
+            }
+            expect(rowStore.size).toBe(refStore.size);
+            expect(rowStore.pinned).toBe(refStore.pinned);
+          }
+          // Every key the ops named reads the same afterwards.
+          for (let k = 0; k < 6; k++) expect(rows.peek(`k${k}`, 1, t)).toEqual(ref.peek(`k${k}`, 1, t));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
