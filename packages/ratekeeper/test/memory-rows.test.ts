@@ -8,6 +8,8 @@
  * refunds, resets, pins and unpins, sweeps, clock steps back and a jump past the rebase (12
  * days); every decision, and the stores' counts of keys, must be the same.
  */
+import { spawnSync } from "node:child_process";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MemoryStore, resolveLimits } from "../src/index.js";
@@ -93,4 +95,23 @@ describe("memory store: a sliding window's counts in rows decide as with ring ob
       { numRuns: 300 },
     );
   });
+});
+
+const LIB = pathToFileURL(fileURLToPath(new URL("../dist/index.js", import.meta.url))).href;
+
+describe("memory store: a row table's decisions hold small integers", () => {
+  it("remaining is a small integer, not a box (the built library, --allow-natives-syntax)", () => {
+    // Before decideRow is optimized, a count read from a Float64Array is a heap number; stored
+    // once in a decision's remaining, it made V8 box that field in every decision (memory-rows.ts).
+    const script = `import { RateLimiter, MemoryStore } from ${JSON.stringify(LIB)};
+const lim = new RateLimiter({ limits: [{ algorithm: "sliding-window", limit: 1e9, window: "1h", buckets: 10 }], store: new MemoryStore() });
+const seen = { allowed: true, denied: true };
+for (let i = 0; i < 50_000; i++) seen.allowed &&= %IsSmi(lim.consumeNow("k" + (i % 100)).remaining);
+const one = new RateLimiter({ limits: [{ algorithm: "sliding-window", limit: 1, window: "1h", buckets: 10 }], store: new MemoryStore() });
+for (let i = 0; i < 50_000; i++) { const d = one.consumeNow("k" + (i % 100)); if (!d.allowed) seen.denied &&= %IsSmi(d.remaining); }
+process.stdout.write(JSON.stringify(seen));`;
+    const r = spawnSync(process.execPath, ["--allow-natives-syntax", "--input-type=module", "-e", script], { encoding: "utf8" });
+    expect(r.stderr).toBe("");
+    expect(JSON.parse(r.stdout)).toEqual({ allowed: true, denied: true });
+  }, 30_000);
 });

@@ -142,11 +142,13 @@ const ROWLESS = { a: 0, b: 0, ring: null };
  * the key's entry number, and peek and refund, which lend the state a ring copied from the row.
  */
 class RowTable extends DenialTable {
-  /** The last consumed key's index (young, or the pins) and entry number; forgotten on every change (SingleTable's). */
+  /**
+   * The last consumed key, its slot and its row (its index's rows, young or pinned, and the offset
+   * there), which decideNew reads; forgotten on every change that could move an entry (SingleTable's).
+   * Between changes no index grows but by the adoption of a key, which makes that key the last.
+   */
   private rowKey: string | undefined = undefined;
-  private rowIx: KeyIndex<Slot> | undefined = undefined;
-  private rowN = 0;
-  /** The row of the decision in hand, for decideNew. */
+  private rowSlot: Slot | undefined = undefined;
   private rows: Float64Array = new Float64Array(0);
   private off = 0;
   /** The ring lent to a state whose decision is not the fast one (memory-rows.ts). */
@@ -160,26 +162,20 @@ class RowTable extends DenialTable {
   override consume(key: string, cost: number, nowMs: number | undefined): Decision {
     const now = nowMs ?? loopNowMs();
     const rel = this.relOf(now); // before the key's row: a rebase may drop keys
-    let ix = this.rowIx;
-    if (key !== this.rowKey || ix === undefined) ix = this.rowOf(key, now);
-    const n = this.rowN;
-    const e = ix.valAt(n);
-    const rows = ix.rows;
-    const off = n * this.width;
+    let e = this.rowSlot;
+    if (key !== this.rowKey || e === undefined) e = this.rowOf(key, now);
     if (e.exp <= rel) {
       clearState(e);
-      for (let i = off; i < off + this.width; i++) rows[i] = 0;
+      for (let i = this.off; i < this.off + this.width; i++) this.rows[i] = 0;
     }
-    this.rows = rows;
-    this.off = off;
     const out = this.out;
     this.decide(e, rel, cost, out);
     if (out.allowed) e.exp = Math.ceil(rel + out.resetAfterMs);
     return newDecision(out, this.lim, 0, undefined);
   }
 
-  /** The index (young, else pinned) that holds `key` after adopt, its entry number in `rowN`. */
-  private rowOf(key: string, now: number): KeyIndex<Slot> {
+  /** The slot of `key` (young, else adopted; or pinned), remembered with its row as the last key's. */
+  private rowOf(key: string, now: number): Slot {
     let ix = this.young;
     let n = ix.entryOf(key);
     if (n < 0) {
@@ -191,16 +187,18 @@ class RowTable extends DenialTable {
         n = ix.entryOf(key);
       }
     }
+    const e = ix.valAt(n);
     this.rowKey = key;
-    this.rowIx = ix;
-    this.rowN = n;
-    return ix;
+    this.rowSlot = e;
+    this.rows = ix.rows;
+    this.off = n * this.width;
+    return e;
   }
 
   protected override changed(): void {
     super.changed();
     this.rowKey = undefined;
-    this.rowIx = undefined;
+    this.rowSlot = undefined;
   }
 
   protected decideNew(st: LimitState, nowMs: number, cost: number, out: Outcome): void {
