@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { HttpRateLimiter, type RequestAccess } from "../src/http/core.js";
 import type { KeyPart } from "../src/http/keys.js";
 import type { LimitSpec } from "../src/core/options.js";
+import { RateLimitConfigError } from "../src/core/errors.js";
 
 interface FakeReq {
   peer: string;
@@ -42,5 +43,20 @@ describe("middleware keys: missing parts", () => {
     expect(await keyOf(part, {})).toBe("ip=192.0.2.1");
     expect(await keyOf(part, { headers: { "x-api-key": "" } })).toBe("ip=192.0.2.1");
     expect(await keyOf(part, { headers: { "x-api-key": "-" } })).toBe("x-api-key=-");
+  });
+});
+
+describe("middleware keys: a header part named ip", () => {
+  it("is refused: its value would be keyed ip=<value>, the fallback key of a client at that address", () => {
+    for (const header of ["ip", "IP"]) {
+      let issues: string[] = [];
+      try {
+        new HttpRateLimiter<FakeReq>({ limits: LIMITS, key: ["route", { header }] }, access);
+      } catch (e) {
+        if (!(e instanceof RateLimitConfigError)) throw e;
+        issues = e.issues.map((i) => `${i.path}: ${i.message}`);
+      }
+      expect(issues.join("\n")).toMatch(/^key\[1\]\.header: .*ip=/m);
+    }
   });
 });

@@ -110,6 +110,15 @@ export class KeyBuilder<Req> {
     }
     if (typeof p === "object" && p !== null && typeof (p as { header?: unknown }).header === "string" && p.header.length > 0) {
       const name = p.header.toLowerCase();
+      // Its value would be keyed `ip=<value>`, the key of a client at that address without it.
+      if (name === "ip") {
+        issues.push({
+          path: `${at}.header`,
+          message:
+            'a header named "ip" is keyed ip=<value>, the key a client without it gets (ip=<its address>): a client could name another address and spend its allowance; key on another header',
+        });
+        return undefined;
+      }
       return (req, info) => {
         const v = this.access.header(req, name);
         return v === undefined || v.length === 0 ? `ip=${info.ip}` : `${name}=${v}`;
