@@ -82,9 +82,19 @@ describe("memory store: a sliding window's ring of up to 64 slots is a JS array 
   const cases: [string, LimitSpec[], number, Seen][] = [
     // A limiter of one limit keeps a window of up to 62 sub-windows in its table's rows, no ring object (memory-rows.ts).
     ["sliding window of 10 sub-windows: rows", [{ algorithm: "sliding-window", limit: 40, window: 1_000, buckets: 10 }], 30, arrays(0)],
+    // One sub-window whose counts do not pack (a limit above 32,767): its two counts in rows too.
     [
-      "sliding window of one sub-window, limit above 32,767 (a ring of 2)",
+      "sliding window of one sub-window, limit above 32,767: rows",
       [{ algorithm: "sliding-window", limit: 1_000_000, window: 1_000 }],
+      30,
+      arrays(0),
+    ],
+    [
+      "sliding window of one sub-window, limit above 32,767, with a second limit (a ring of 2)",
+      [
+        { algorithm: "sliding-window", limit: 1_000_000, window: 1_000 },
+        { algorithm: "fixed-window", limit: 100_000, window: 1_000 },
+      ],
       30,
       arrays(32),
     ],

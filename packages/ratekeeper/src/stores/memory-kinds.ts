@@ -7,7 +7,7 @@ import { decideBucket } from "../core/algorithms/bucket.js";
 import { decideFixed } from "../core/algorithms/fixed-window.js";
 import type { LimitState } from "../core/algorithms/index.js";
 import { slidingLog } from "../core/algorithms/sliding-log.js";
-import { decideTail } from "../core/algorithms/sliding-tail.js";
+import { decideTail, PACKED_MAX_LIMIT } from "../core/algorithms/sliding-tail.js";
 import { newRing, SMALL_RING } from "../core/algorithms/ring.js";
 import { decideRing } from "../core/algorithms/sliding-window.js";
 import { newDecision, type Decision, type Outcome } from "../core/decision.js";
@@ -34,10 +34,10 @@ class BucketTable extends SingleTable {
   }
 }
 
-/** Sliding window of one sub-window (the default). */
+/** Sliding window of one sub-window (the default) whose two counts pack into `b` (sliding-tail.ts); others take TailRowTable. */
 class TailTable extends SingleTable {
   protected decide(st: LimitState, nowMs: number, cost: number, out: Outcome): void {
-    decideTail(st, nowMs, cost, this.lim, out, true);
+    decideTail(st, st.ring, 0, nowMs, cost, this.lim, out, true); // null (packed) unless the reference of memory-rows.test.ts
   }
 }
 
@@ -149,13 +149,14 @@ class RowTable extends DenialTable {
    */
   private rowKey: string | undefined = undefined;
   private rowSlot: Slot | undefined = undefined;
-  private rows: Float64Array = new Float64Array(0);
-  private off = 0;
+  protected rows: Float64Array = new Float64Array(0);
+  protected off = 0;
   /** The ring lent to a state whose decision is not the fast one (memory-rows.ts). */
   private readonly tmp: number[];
 
-  constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
-    super(store, limits, (limits[0] as ResolvedLimit).buckets + 2);
+  /** `width`: the numbers of a key's row, its ring's (a window's `buckets + 2` by default). */
+  constructor(store: TableOwner, limits: readonly ResolvedLimit[], width = (limits[0] as ResolvedLimit).buckets + 2) {
+    super(store, limits, width);
     this.tmp = newRing(this.width) as number[];
   }
 
@@ -243,6 +244,22 @@ class RowTable extends DenialTable {
   }
 }
 
+/**
+ * Sliding window of one sub-window whose counts do not pack (a limit above PACKED_MAX_LIMIT): its
+ * two counts in a row of two numbers, as the ring's layout (sliding-tail.ts), rather than in a ring
+ * array of the key's state: over many keys in no order, that array and its elements were two cache
+ * misses more per decision than the packed state's (docs/benchmarks/memory.md).
+ */
+class TailRowTable extends RowTable {
+  constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
+    super(store, limits, 2);
+  }
+
+  protected override decideNew(st: LimitState, nowMs: number, cost: number, out: Outcome): void {
+    decideTail(st, this.rows, this.off, nowMs, cost, this.lim, out, true);
+  }
+}
+
 /** The table of a limiter with one limit. `rows` false: @internal a window's rings as objects, the reference of memory-rows.test.ts. */
 export function singleTable(store: TableOwner, limits: readonly ResolvedLimit[], rows = true): SingleTable {
   const lim = limits[0] as ResolvedLimit;
@@ -254,7 +271,7 @@ export function singleTable(store: TableOwner, limits: readonly ResolvedLimit[],
     case "gcra":
       return new BucketTable(store, limits);
     case "sliding-window":
-      if (lim.buckets === 1) return new TailTable(store, limits);
+      if (lim.buckets === 1) return rows && lim.limit > PACKED_MAX_LIMIT ? new TailRowTable(store, limits) : new TailTable(store, limits);
       return rows && lim.buckets + 2 <= SMALL_RING ? new RowTable(store, limits) : new RingTable(store, limits);
     case "sliding-log":
       return new LogTable(store, limits);

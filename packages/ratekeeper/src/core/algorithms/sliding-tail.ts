@@ -1,6 +1,6 @@
 import type { Outcome } from "../decision.js";
 import type { ResolvedLimit } from "../options.js";
-import { newRing } from "./ring.js";
+import { newRing, type Ring } from "./ring.js";
 import type { LimitState } from "./types.js";
 
 /*
@@ -41,20 +41,30 @@ export function initTail(lim: ResolvedLimit): LimitState {
  * purpose (a duplicate finder pairs them): sharing them would bring back the loops this path
  * exists to avoid.
  */
-export function decideTail(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
+export function decideTail(
+  s: LimitState,
+  ring: Ring | null,
+  off: number,
+  nowMs: number,
+  cost: number,
+  lim: ResolvedLimit,
+  out: Outcome,
+  commit: boolean,
+): void {
   const S = lim.windowMs;
   const atMs = Math.max(nowMs, s.a * S); // a clock that stepped back: as in decide()
   const behind = atMs - nowMs;
   const i = subWindowAt(s.a, atMs, S); // >= s.a; the same i and r as decide()'s
   const r = atMs - i * S;
-  const ring = s.ring;
   // The counts of sub-windows s.a and s.a - 1 (at s.a = 0, sub-window -1 was never written: 0).
   let newest = s.b >>> COUNT_BITS;
   let older = s.b & PACKED_MAX_LIMIT;
   if (ring !== null) {
     const k = s.a & 1; // s.a mod 2 without a division: ToInt32 keeps the low bit (2^32 is even)
-    newest = ring[k] as number;
-    older = ring[1 - k] as number;
+    // Math.ceil changes no count (whole numbers) but gives a small integer for one read from a
+    // Float64Array (a memory store's row), which would otherwise box `remaining` (memory-rows.ts).
+    newest = Math.ceil(ring[off + k] as number);
+    older = Math.ceil(ring[off + 1 - k] as number);
   }
   const ahead = i - s.a;
   const cur = ahead === 0 ? newest : 0;
@@ -69,7 +79,7 @@ export function decideTail(s: LimitState, nowMs: number, cost: number, lim: Reso
     const p = cur + cost;
     out.resetAfterMs = S - r + (lim.weighted ? S - Math.floor((S - 1) / p) : 0) + behind;
     // commit(): advance to i, then add the cost: i holds cur + cost, i - 1 its count, prev.
-    if (commit) writeTail(s, i, p, prev);
+    if (commit) writeTail(s, ring, off, i, p, prev);
   } else tailDenial(cur, prev, used, lim, r, cost, behind, out);
 }
 
@@ -85,14 +95,13 @@ export function subWindowAt(a: number, atMs: number, S: number): number {
   return since < 2 * S ? a + 1 : Math.floor(atMs / S);
 }
 
-/** Makes `i` the newest sub-window written, with `newest` units, and `older` in sub-window i - 1. */
-function writeTail(s: LimitState, i: number, newest: number, older: number): void {
-  const ring = s.ring;
+/** Makes `i` the newest sub-window written, with `newest` units, and `older` in sub-window i - 1 (in `ring` from `off`, or packed). */
+function writeTail(s: LimitState, ring: Ring | null, off: number, i: number, newest: number, older: number): void {
   if (ring === null) s.b = pack(newest, older);
   else {
     const slot = i & 1; // as in decideTail
-    ring[slot] = newest;
-    ring[1 - slot] = older;
+    ring[off + slot] = newest;
+    ring[off + 1 - slot] = older;
   }
   s.a = i;
 }
