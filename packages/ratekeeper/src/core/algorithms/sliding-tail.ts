@@ -51,6 +51,12 @@ export function decideTail(
   out: Outcome,
   commit: boolean,
 ): void {
+  // Both slots are read before the state: their address needs nothing from it, so over many keys
+  // the miss on a memory store's row is taken beside the state's, not after it (which slot is the
+  // newest depends on s.a). Math.ceil changes no count (whole numbers) but gives a small integer
+  // for one read from a Float64Array (a row), which would otherwise box `remaining` (memory-rows.ts).
+  const x0 = ring === null ? 0 : Math.ceil(ring[off] as number);
+  const x1 = ring === null ? 0 : Math.ceil(ring[off + 1] as number);
   const S = lim.windowMs;
   const atMs = Math.max(nowMs, s.a * S); // a clock that stepped back: as in decide()
   const behind = atMs - nowMs;
@@ -60,11 +66,9 @@ export function decideTail(
   let newest = s.b >>> COUNT_BITS;
   let older = s.b & PACKED_MAX_LIMIT;
   if (ring !== null) {
-    const k = s.a & 1; // s.a mod 2 without a division: ToInt32 keeps the low bit (2^32 is even)
-    // Math.ceil changes no count (whole numbers) but gives a small integer for one read from a
-    // Float64Array (a memory store's row), which would otherwise box `remaining` (memory-rows.ts).
-    newest = Math.ceil(ring[off + k] as number);
-    older = Math.ceil(ring[off + 1 - k] as number);
+    const odd = (s.a & 1) === 1; // s.a mod 2 without a division: ToInt32 keeps the low bit (2^32 is even)
+    newest = odd ? x1 : x0;
+    older = odd ? x0 : x1;
   }
   const ahead = i - s.a;
   const cur = ahead === 0 ? newest : 0;
