@@ -104,6 +104,22 @@ describe("memory store: a sliding window's counts in rows decide as with ring ob
     );
   });
 
+  it("a sliding log's first ring in rows, a grown one its own: through the same operations", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 40 }),
+        fc.constantFrom(7, 50, 400, 3000), // the window, ms
+        fc.array(fc.tuple(opArb, stepArb), { minLength: 20, maxLength: 160 }),
+        (limit, window, ops) => {
+          const limits = resolveLimits([{ algorithm: "sliding-log", limit, window }]);
+          // Costs of one unit (denials remembered) and more (rings that grow past the row).
+          sameAsRings(limits, ["LogRowTable", "LogTable"], ops, (c) => Math.min(limit, c === 4 ? 9 : c));
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
   it("one sub-window whose counts do not pack (limit above 32,767): its two counts in rows", () => {
     fc.assert(
       fc.property(

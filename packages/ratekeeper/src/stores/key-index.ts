@@ -159,9 +159,9 @@ export class KeyIndex<V> {
     }
   }
 
-  /** Calls `f(value)` for every entry (it must not add or delete keys). */
-  forEach(f: (value: V) => void): void {
-    for (const v of this.vals) f(v);
+  /** Calls `f(value, n)` for every entry, `n` its entry number (its row's at `n x width`); `f` must not add or delete keys. */
+  forEach(f: (value: V, n: number) => void): void {
+    for (let n = 0; n < this.vals.length; n++) f(this.vals[n] as V, n);
   }
 
   /** The entry number of `key` (hash `h`), or -1. */

@@ -6,9 +6,9 @@
 import { decideBucket } from "../core/algorithms/bucket.js";
 import { decideFixed } from "../core/algorithms/fixed-window.js";
 import type { LimitState } from "../core/algorithms/index.js";
-import { slidingLog } from "../core/algorithms/sliding-log.js";
+import { consumeIn, FIRST_CAPACITY, slidingLog } from "../core/algorithms/sliding-log.js";
 import { decideTail, PACKED_MAX_LIMIT } from "../core/algorithms/sliding-tail.js";
-import { newRing, SMALL_RING } from "../core/algorithms/ring.js";
+import { newRing, SMALL_RING, type Ring } from "../core/algorithms/ring.js";
 import { decideRing } from "../core/algorithms/sliding-window.js";
 import { newDecision, type Decision, type Outcome } from "../core/decision.js";
 import { clearState } from "../core/evaluate.js";
@@ -152,12 +152,15 @@ class RowTable extends DenialTable {
   protected rows: Float64Array = new Float64Array(0);
   protected off = 0;
   /** The ring lent to a state whose decision is not the fast one (memory-rows.ts). */
-  private readonly tmp: number[];
+  private readonly tmp: Ring;
 
-  /** `width`: the numbers of a key's row, its ring's (a window's `buckets + 2` by default). */
-  constructor(store: TableOwner, limits: readonly ResolvedLimit[], width = (limits[0] as ResolvedLimit).buckets + 2) {
+  /**
+   * `width`: the numbers of a key's row, its ring's (a window's `buckets + 2` by default); `tmp`:
+   * the ring lent (a Float64Array for the sliding log, whose rings are all of that kind).
+   */
+  constructor(store: TableOwner, limits: readonly ResolvedLimit[], width = (limits[0] as ResolvedLimit).buckets + 2, tmp?: Ring) {
     super(store, limits, width);
-    this.tmp = newRing(this.width) as number[];
+    this.tmp = tmp ?? newRing(this.width);
   }
 
   override consume(key: string, cost: number, nowMs: number | undefined): Decision {
@@ -202,8 +205,13 @@ class RowTable extends DenialTable {
     this.rowSlot = undefined;
   }
 
+  /** Counts a slot's new ring (a sliding log's that outgrew its row, or grew again) for the last consumed key. */
+  protected grewAt(e: LimitState, old: Ring | null): void {
+    this.ringGrew(e, old, this.rowKey);
+  }
+
   protected decideNew(st: LimitState, nowMs: number, cost: number, out: Outcome): void {
-    decideRow(st, this.rows, this.off, nowMs, cost, this.lim, out, this.tmp);
+    decideRow(st, this.rows, this.off, nowMs, cost, this.lim, out, this.tmp as number[]);
   }
 
   /** Runs `f` on `key`'s live state (as Table.live finds it) with its row lent as its ring; undefined if none. */
@@ -212,7 +220,9 @@ class RowTable extends DenialTable {
       const n = ix === undefined ? -1 : ix.entryOf(key);
       if (ix === undefined || n < 0) continue;
       const s = ix.valAt(n);
-      return s.exp > now - this.base ? withRing(s, ix.rows, n * this.width, this.tmp, () => f(s)) : undefined;
+      if (s.exp <= now - this.base) return undefined;
+      // A sliding log's state whose ring outgrew its row has a ring of its own (LogRowTable).
+      return s.ring !== null ? f(s) : withRing(s, ix.rows, n * this.width, this.tmp, () => f(s));
     }
     return undefined;
   }
@@ -260,7 +270,29 @@ class TailRowTable extends RowTable {
   }
 }
 
-/** The table of a limiter with one limit. `rows` false: @internal a window's rings as objects, the reference of memory-rows.test.ts. */
+/**
+ * Sliding log, each key's first ring (`min(limit, FIRST_CAPACITY) + 1` numbers: its times and its
+ * high-water mark, sliding-log.ts) in a row of its index, so that over many keys the ring's
+ * address comes from the key's entry number, not from its state (two dependent cache misses
+ * fewer: the Float64Array object, then its data). A ring that must grow past the row is copied
+ * into one of the state's own (sliding-log.ts grow()), which the key keeps from then on, as
+ * LogTable's keys do; its bytes are counted here, as LogTable counts a grown ring's.
+ */
+class LogRowTable extends RowTable {
+  constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
+    const width = Math.min((limits[0] as ResolvedLimit).limit, FIRST_CAPACITY) + 1;
+    super(store, limits, width, new Float64Array(width));
+  }
+
+  protected override decideNew(st: LimitState, nowMs: number, cost: number, out: Outcome): void {
+    const ring = st.ring as Float64Array | null;
+    if (ring === null) consumeIn(st, this.rows, this.off, this.width - 1, nowMs, cost, this.lim, out);
+    else consumeIn(st, ring, 0, ring.length - 1, nowMs, cost, this.lim, out);
+    if (st.ring !== ring) this.grewAt(st, ring);
+  }
+}
+
+/** The table of a limiter with one limit. `rows` false: @internal rings as objects, the reference of memory-rows.test.ts. */
 export function singleTable(store: TableOwner, limits: readonly ResolvedLimit[], rows = true): SingleTable {
   const lim = limits[0] as ResolvedLimit;
   switch (lim.algorithm) {
@@ -274,6 +306,6 @@ export function singleTable(store: TableOwner, limits: readonly ResolvedLimit[],
       if (lim.buckets === 1) return rows && lim.limit > PACKED_MAX_LIMIT ? new TailRowTable(store, limits) : new TailTable(store, limits);
       return rows && lim.buckets + 2 <= SMALL_RING ? new RowTable(store, limits) : new RingTable(store, limits);
     case "sliding-log":
-      return new LogTable(store, limits);
+      return rows ? new LogRowTable(store, limits) : new LogTable(store, limits);
   }
 }

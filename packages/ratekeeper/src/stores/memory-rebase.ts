@@ -7,6 +7,7 @@
  */
 import { gcd } from "../core/arith.js";
 import type { LimitState } from "../core/algorithms/index.js";
+import { FIRST_CAPACITY } from "../core/algorithms/sliding-log.js";
 import { PACKED_MAX_LIMIT } from "../core/algorithms/sliding-tail.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { KeyIndex } from "./key-index.js";
@@ -92,21 +93,25 @@ export function shiftEntries(limits: readonly ResolvedLimit[], gens: readonly Ke
   const D = Math.floor((cut - Math.max(...limits.map(reachOf))) / P) * P;
   if (D <= 0) return 0;
   for (const g of gens) {
-    g.forEach((e) => {
+    g.forEach((e, n) => {
       if (e.exp === 0) return; // never written: fresh (a pinned key's, memory-table.ts refreshPins)
       e.exp = relTime(e.exp, D);
       const slots = slotsOf(e);
-      limits.forEach((l, i) => shiftState(l, slots[i] as LimitState, D));
+      limits.forEach((l, i) => shiftState(l, slots[i] as LimitState, D, g.rows, n * g.width));
     });
   }
   return D;
 }
 
-/** Moves the times in `lim`'s state `s` back by `D` (a multiple of the table's rebase period). */
-function shiftState(lim: ResolvedLimit, s: LimitState, D: number): void {
+/**
+ * Moves the times in `lim`'s state `s` back by `D` (a multiple of the table's rebase period).
+ * `rows`, `off`: the entry's row in its index; a sliding log without a ring of its own keeps its
+ * ring there (memory-kinds.ts LogRowTable).
+ */
+function shiftState(lim: ResolvedLimit, s: LimitState, D: number, rows: Float64Array, off: number): void {
   if (lim.algorithm === "sliding-log") {
     // `a` and `b` are positions; the ring holds times (-Infinity: a unit outside for good, stays so).
-    const ring = s.ring as Float64Array;
+    const ring = (s.ring as Float64Array | null) ?? rows.subarray(off, off + Math.min(lim.limit, FIRST_CAPACITY) + 1);
     for (let i = 0; i < ring.length; i++) ring[i] = (ring[i] as number) - D;
   } else if (lim.algorithm === "sliding-window") {
     s.a = relTime(s.a, D / (lim.windowMs / lim.buckets)); // a sub-window's index; the ring and `b` stay

@@ -25,6 +25,7 @@
  * for the counts copied into the lent ring, which stays an array of small integers.
  */
 import { decide } from "../core/algorithms/sliding-window.js";
+import type { Ring } from "../core/algorithms/ring.js";
 import type { LimitState } from "../core/algorithms/types.js";
 import type { Outcome } from "../core/decision.js";
 import type { ResolvedLimit } from "../core/options.js";
@@ -85,10 +86,15 @@ function onRing(
   for (let i = 0; i < w; i++) rows[off + i] = tmp[i] as number;
 }
 
-/** Runs `f` with `s.ring` the row at `off` (copied into `tmp`), then writes the ring back to the row; `s.ring` is null again after. */
-export function withRing<T>(s: LimitState, rows: Float64Array, off: number, tmp: number[], f: () => T): T {
+/**
+ * Runs `f` with `s.ring` the row at `off` (copied into `tmp`), then writes the ring back to the row;
+ * `s.ring` is null again after. A ring array gets whole counts through Math.ceil (see above); a
+ * Float64Array (the sliding log's times, which may be fractional on an injected clock) as they are.
+ */
+export function withRing<T>(s: LimitState, rows: Float64Array, off: number, tmp: Ring, f: () => T): T {
   const w = tmp.length;
-  for (let i = 0; i < w; i++) tmp[i] = Math.ceil(rows[off + i] as number);
+  if (Array.isArray(tmp)) for (let i = 0; i < w; i++) tmp[i] = Math.ceil(rows[off + i] as number);
+  else for (let i = 0; i < w; i++) tmp[i] = rows[off + i] as number;
   s.ring = tmp;
   try {
     return f();

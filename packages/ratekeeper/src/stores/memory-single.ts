@@ -76,8 +76,8 @@ export abstract class SingleTable extends Table<Slot> {
    * Counts the bytes a slot's new ring added to the old one's (none when it had none): the sliding
    * log's table (memory-kinds.ts), inside a consume, whose key is the last key's.
    */
-  protected ringGrew(e: LimitState, old: Ring | null): void {
-    this.grew(ringBytes(e) - (old === null ? 0 : ringBytes({ a: 0, b: 0, ring: old })), this.lastKey);
+  protected ringGrew(e: LimitState, old: Ring | null, key = this.lastKey): void {
+    this.grew(ringBytes(e) - (old === null ? 0 : ringBytes({ a: 0, b: 0, ring: old })), key);
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Decision {

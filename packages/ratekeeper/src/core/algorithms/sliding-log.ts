@@ -39,51 +39,40 @@ export const slidingLog: Algorithm = {
 
   check(s, nowMs, cost, lim, out) {
     const ring = s.ring as Float64Array;
+    const off = 0;
     const C = ring.length - 1;
     const n = s.a;
     const end = n % C; // the slot of position n: the one remainder of the decision (see at())
-    const high = ring[C] as number;
+    const high = ring[off + C] as number;
     const t = n > 0 && high > nowMs ? high : nowMs; // the time the decision is made as
-    if (fullDenial(s, ring, C, end, t, nowMs, cost, lim, out)) return;
+    if (fullDenial(s, ring, off, C, end, t, nowMs, cost, lim, out)) return;
     const L = lim.limit;
-    const q = firstInside(s, ring, C, end, t - lim.windowMs);
+    const q = firstInside(s, ring, off, C, end, t - lim.windowMs);
     const free = q - (n - L);
     if (free >= cost) logOutcome(free, t, 0, nowMs, cost, lim, out);
     // Denied: the cost-th oldest unit that counts is inside the window, and room comes when it leaves.
-    else logOutcome(free, at(ring, C, end, 1), at(ring, C, end, L - cost + 1), nowMs, cost, lim, out);
+    else logOutcome(free, at(ring, off, C, end, 1), at(ring, off, C, end, L - cost + 1), nowMs, cost, lim, out);
   },
 
   // check() and commit() in one: one remainder, one search.
   consume(s, nowMs, cost, lim, out) {
     const ring = s.ring as Float64Array;
-    const C = ring.length - 1;
-    const n = s.a;
-    const end = n % C;
-    const high = ring[C] as number;
-    const t = n > 0 && high > nowMs ? high : nowMs;
-    if (fullDenial(s, ring, C, end, t, nowMs, cost, lim, out)) return;
-    const L = lim.limit;
-    const q = firstInside(s, ring, C, end, t - lim.windowMs);
-    const free = q - (n - L);
-    if (free >= cost) {
-      logOutcome(free, t, 0, nowMs, cost, lim, out);
-      append(s, ring, end, t, cost, n + cost - q, L);
-      s.b = q; // the next hint: only an admission moves it, a denial leaves the state as it was
-    } else logOutcome(free, at(ring, C, end, 1), at(ring, C, end, L - cost + 1), nowMs, cost, lim, out);
+    consumeIn(s, ring, 0, ring.length - 1, nowMs, cost, lim, out);
   },
 
   commit(s, nowMs, cost, lim) {
     const ring = s.ring as Float64Array;
+    const off = 0;
     const C = ring.length - 1;
     const n = s.a;
     const end = n % C;
-    const high = ring[C] as number;
+    const high = ring[off + C] as number;
     const t = n > 0 && high > nowMs ? high : nowMs;
     // Where the edge of the window is before these units: the check before this commit found the
     // same position (from the current hint it is a few reads). It is the next hint, and tells
     // append() how many units are inside.
-    const q = firstInside(s, ring, C, end, t - lim.windowMs);
-    append(s, ring, end, t, cost, n + cost - q, lim.limit);
+    const q = firstInside(s, ring, off, C, end, t - lim.windowMs);
+    append(s, ring, off, C, end, t, cost, n + cost - q, lim.limit);
     s.b = q;
   },
 
@@ -102,6 +91,37 @@ export const slidingLog: Algorithm = {
     s.a = left;
   },
 };
+
+/**
+ * `consume` on a log whose ring is the `C + 1` numbers of `ring` from `off`: the state's own ring
+ * (off 0), or a memory store's row (stores/memory-kinds.ts LogRowTable: a key's first ring kept in
+ * its index's rows, so that its address needs nothing from the state). A ring that must grow is
+ * copied into one of the state's own (`s.ring`); the caller then reads that.
+ */
+export function consumeIn(
+  s: LimitState,
+  ring: Float64Array,
+  off: number,
+  C: number,
+  nowMs: number,
+  cost: number,
+  lim: ResolvedLimit,
+  out: Outcome,
+): void {
+  const n = s.a;
+  const end = n % C;
+  const high = ring[off + C] as number;
+  const t = n > 0 && high > nowMs ? high : nowMs;
+  if (fullDenial(s, ring, off, C, end, t, nowMs, cost, lim, out)) return;
+  const L = lim.limit;
+  const q = firstInside(s, ring, off, C, end, t - lim.windowMs);
+  const free = q - (n - L);
+  if (free >= cost) {
+    logOutcome(free, t, 0, nowMs, cost, lim, out);
+    append(s, ring, off, C, end, t, cost, n + cost - q, L);
+    s.b = q; // the next hint: only an admission moves it, a denial leaves the state as it was
+  } else logOutcome(free, at(ring, off, C, end, 1), at(ring, off, C, end, L - cost + 1), nowMs, cost, lim, out);
+}
 
 /**
  * A check's outcome from the three numbers it reads of the log: `free`, the units that could be
@@ -143,18 +163,28 @@ export const FIRST_CAPACITY = 7;
  * after them; when that is more than the ring holds, it grows first (see the top of this file),
  * so the slots overwritten below only ever held units outside the window.
  */
-function append(s: LimitState, ring: Float64Array, end: number, t: number, cost: number, need: number, L: number): void {
-  let C = ring.length - 1;
+function append(
+  s: LimitState,
+  ring: Float64Array,
+  off: number,
+  C: number,
+  end: number,
+  t: number,
+  cost: number,
+  need: number,
+  L: number,
+): void {
   if (need > C) {
-    ring = grow(s, ring, Math.min(L, Math.max(2 * C + 1, need)));
+    ring = grow(s, ring, off, C, Math.min(L, Math.max(2 * C + 1, need)));
+    off = 0;
     C = ring.length - 1;
     end = s.a % C;
   }
   for (let i = 0; i < cost; i++) {
-    ring[end] = t;
+    ring[off + end] = t;
     if (++end === C) end = 0;
   }
-  ring[C] = t;
+  ring[off + C] = t;
   s.a += cost;
 }
 
@@ -163,14 +193,13 @@ function append(s: LimitState, ring: Float64Array, end: number, t: number, cost:
  * the high-water mark. The units that had left the old ring and fall inside the new one's reach
  * are outside the window for good: -Infinity stands for them (see refund()).
  */
-function grow(s: LimitState, ring: Float64Array, capacity: number): Float64Array {
-  const C = ring.length - 1;
+function grow(s: LimitState, ring: Float64Array, off: number, C: number, capacity: number): Float64Array {
   const n = s.a;
   const kept = Math.max(0, n - C);
   const next = new Float64Array(capacity + 1);
   for (let p = Math.max(0, n - capacity); p < kept; p++) next[p % capacity] = Number.NEGATIVE_INFINITY;
-  for (let p = kept; p < n; p++) next[p % capacity] = ring[p % C] as number;
-  next[capacity] = ring[C] as number;
+  for (let p = kept; p < n; p++) next[p % capacity] = ring[off + (p % C)] as number;
+  next[capacity] = ring[off + C] as number;
   s.ring = next;
   return next;
 }
@@ -191,6 +220,7 @@ function grow(s: LimitState, ring: Float64Array, capacity: number): Float64Array
 function fullDenial(
   s: LimitState,
   ring: Float64Array,
+  off: number,
   C: number,
   end: number,
   t: number,
@@ -203,9 +233,9 @@ function fullDenial(
   const p = s.a - d; // the decider's position
   if (p < s.b || p < 0 || d > C) return false;
   const cutoff = t - lim.windowMs;
-  const decider = at(ring, C, end, d);
-  if (decider <= cutoff || (p > 0 && d < C && at(ring, C, end, d + 1) > cutoff)) return false;
-  logOutcome(cost - 1, d === 1 ? decider : at(ring, C, end, 1), decider, nowMs, cost, lim, out);
+  const decider = at(ring, off, C, end, d);
+  if (decider <= cutoff || (p > 0 && d < C && at(ring, off, C, end, d + 1) > cutoff)) return false;
+  logOutcome(cost - 1, d === 1 ? decider : at(ring, off, C, end, 1), decider, nowMs, cost, lim, out);
   return true;
 }
 
@@ -218,17 +248,17 @@ function fullDenial(
  * (with a large ring, 20 reads spread over megabytes). Other cases take {@link search}. Kept
  * small, so that the whole decision still inlines into the store's consume (see evaluate.ts).
  */
-function firstInside(s: LimitState, ring: Float64Array, C: number, end: number, cutoff: number): number {
+function firstInside(s: LimitState, ring: Float64Array, off: number, C: number, end: number, cutoff: number): number {
   const n = s.a;
   const lo = n > C ? n - C : 0; // positions below n - C have left the ring (outside); below 0, empty
   let q = s.b;
-  if (q >= lo && q <= n && (q === lo || at(ring, C, end, n - q + 1) <= cutoff)) {
+  if (q >= lo && q <= n && (q === lo || at(ring, off, C, end, n - q + 1) <= cutoff)) {
     // Everything before the hint is free: the edge is at the hint or after it.
     const stop = Math.min(n, q + 4);
-    while (q < stop && at(ring, C, end, n - q) <= cutoff) q++;
+    while (q < stop && at(ring, off, C, end, n - q) <= cutoff) q++;
     if (q < stop || q === n) return q;
   }
-  return search(s, ring, C, end, cutoff);
+  return search(s, ring, off, C, end, cutoff);
 }
 
 /**
@@ -236,19 +266,19 @@ function firstInside(s: LimitState, ring: Float64Array, C: number, end: number, 
  * ignored), gallop forward, then bisect, as the Redis script's slFirstInside does; without a
  * usable hint, bisect.
  */
-function search(s: LimitState, ring: Float64Array, C: number, end: number, cutoff: number): number {
+function search(s: LimitState, ring: Float64Array, off: number, C: number, end: number, cutoff: number): number {
   const n = s.a;
   let lo = n > C ? n - C : 0;
   let hi = n;
   const h = s.b;
   if (h > lo && h <= n) {
-    if (at(ring, C, end, n - h + 1) > cutoff) hi = h - 1;
+    if (at(ring, off, C, end, n - h + 1) > cutoff) hi = h - 1;
     else {
       // The edge is at or after the hint: gallop forward from it, then bisect what is left.
       lo = h;
       for (let step = 1; lo < hi; step *= 2) {
         const p = Math.min(lo + step - 1, hi - 1);
-        if (at(ring, C, end, n - p) > cutoff) {
+        if (at(ring, off, C, end, n - p) > cutoff) {
           hi = p;
           break;
         }
@@ -258,7 +288,7 @@ function search(s: LimitState, ring: Float64Array, C: number, end: number, cutof
   }
   while (lo < hi) {
     const mid = lo + ((hi - lo) >>> 1);
-    if (at(ring, C, end, n - mid) <= cutoff) lo = mid + 1;
+    if (at(ring, off, C, end, n - mid) <= cutoff) lo = mid + 1;
     else hi = mid;
   }
   return lo;
@@ -269,7 +299,7 @@ function search(s: LimitState, ring: Float64Array, C: number, end: number, cutof
  * Counting back from `end` wraps at most once, so there is no remainder per read: an integer
  * division costs more than the rest of a read from cache.
  */
-function at(ring: Float64Array, C: number, end: number, d: number): number {
+function at(ring: Float64Array, off: number, C: number, end: number, d: number): number {
   const j = end - d;
-  return ring[j < 0 ? j + C : j] as number;
+  return ring[off + (j < 0 ? j + C : j)] as number;
 }
