@@ -30,6 +30,19 @@ const OUTAGE = [
   "Stream isn't writeable and enableOfflineQueue options is false",
   "The client is closed",
   "connect ECONNREFUSED 127.0.0.1:6379",
+  // Redis 7 gives a script's ACL, cluster and kill refusals as "ERR <text> script: ..., on
+  // @user_script:N." with no code word: the first three were seen on redis-server 7.0.15, the
+  // cluster ones are script.c's texts (scriptVerifyClusterState).
+  "ERR The user executing the script can't run this command or subcommand script: 2b58b113, on @user_script:1.",
+  "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments script: c8a51c70, on @user_script:1.",
+  "ERR Script killed by user with SCRIPT KILL... script: 653db1ce, on @user_script:1.",
+  "ERR Script attempted to execute a command while the cluster is down script: 4035b913, on @user_script:391.",
+  "ERR Script attempted to execute a write command while the cluster is down and readonly script: 4035b913, on @user_script:391.",
+  "ERR Script attempted to access a non local key in a cluster node script: 4035b913, on @user_script:391.",
+  // Redis 6 wraps the same refusals in "Error running script".
+  "ERR Error running script (call to f_4035b913): @user_script:391: @user_script: 391: The user executing the script can't run this command or subcommand",
+  "ERR Error running script (call to f_4035b913): @user_script:391: @user_script: 391: Lua script attempted to access a non local key in a cluster node",
+  "ERR Error running script (call to f_4035b913): @user_script:391: Script killed by user with SCRIPT KILL...",
 ];
 
 describe("isKeyValueError", () => {

@@ -58,16 +58,27 @@ const CANNOT_SERVE =
   /\b(OOM|BUSY|LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|MISCONF|NOREPLICAS|NOPERM|NOAUTH|WRONGPASS|MOVED|ASK|CROSSSLOT|NOSCRIPT)\b/;
 
 /**
+ * What Redis says, with no code word, when it refuses a script's call for a reason that is not
+ * the value: an ACL ("The user executing the script can't run this command or subcommand"), a
+ * SCRIPT KILL, a cluster down or resharding ("... while the cluster is down", "non local key").
+ * Redis 7 gives them as "ERR <text> script: <sha>, on @user_script:N." (seen on 7.0.15), Redis 6
+ * inside "Error running script": they look like a script failing on a value, but hold every key.
+ */
+const SCRIPT_REFUSED = /The user executing the script|Script killed|cluster is down|non local key/;
+
+/**
  * Whether a Redis error is about one key's value, not about Redis: WRONGTYPE (another program's
  * list or hash under a key name of ours), or the script failing on a value it did not write
  * ("ERR user_script:421: bad argument #2 to 'unpack'", "ERR value is not an integer ... on
  * @user_script:391"). Redis ran the call, so it serves: the breaker must not count it, and only
  * that decision fails. An error that says Redis cannot serve (OOM, READONLY, BUSY...) is never
- * one, even inside a script's error (Redis 6 writes "ERR Error running script ...: -OOM ...").
+ * one, even inside a script's error (Redis 6 writes "ERR Error running script ...: -OOM ..."), nor
+ * is a script refused by an ACL, a kill or the cluster (SCRIPT_REFUSED). No key name is in these
+ * texts (our scripts' errors never quote KEYS), so a client cannot steer the verdict by its key.
  */
 export function isKeyValueError(err: unknown): boolean {
   const msg = err instanceof Error ? err.message : String(err);
-  if (CANNOT_SERVE.test(msg)) return false;
+  if (CANNOT_SERVE.test(msg) || SCRIPT_REFUSED.test(msg)) return false;
   return msg.startsWith("WRONGTYPE") || (msg.startsWith("ERR ") && msg.includes("user_script"));
 }
 
