@@ -4,7 +4,7 @@
  * statements are in sqlite-schema.ts; rows.ts holds what it shares with the PostgreSQL store.
  */
 import { statSync } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
 import { makeFolder } from "../make-folder.js";
 import { serializePolicy } from "./schema.js";
@@ -61,7 +61,9 @@ export class SqliteOverrideStore implements OverrideStore {
     this.description = `sqlite:${options.path}`;
     this.clock = options.clock ?? Date.now;
     this.pollIntervalMs = options.pollIntervalMs ?? 1000;
-    if (options.path !== ":memory:") makeFolder(dirname(options.path));
+    // better-sqlite3 takes "" as well as ":memory:" for a database of no file.
+    const anonymous = options.path === "" || options.path === ":memory:";
+    if (!anonymous) makeFolder(dirname(options.path));
     this.db = new Database(options.path);
     // WAL: readers (another process exporting) do not block the writer; busy_timeout: a second
     // process importing waits for the lock instead of failing at once.
@@ -71,9 +73,12 @@ export class SqliteOverrideStore implements OverrideStore {
     migrate(this.db);
     this.stmt = prepareStatements(this.db);
     this.lastSignalled = this.versionNow();
-    if (options.path !== ":memory:") {
-      const st = statSync(options.path);
-      this.opened = { path: options.path, dev: st.dev, ino: st.ino };
+    if (!anonymous) {
+      // Absolute, as SQLite made it on opening: a relative name would stat another file once
+      // the working directory changes (an embedding app's chdir), refusing every write.
+      const path = resolve(options.path);
+      const st = statSync(path);
+      this.opened = { path, dev: st.dev, ino: st.ino };
     }
   }
 

@@ -57,9 +57,33 @@ describe("the SQLite overrides file deleted or replaced while open", () => {
     const mem = new SqliteOverrideStore({ path: ":memory:" });
     stores.push(mem);
     await mem.put(blocked("user_id=1"));
+    // better-sqlite3 takes "" as an anonymous database too: there is no file to stat.
+    const anonymous = new SqliteOverrideStore({ path: "" });
+    stores.push(anonymous);
+    await anonymous.put(blocked("user_id=1"));
     const { store } = open();
     await store.put(blocked("user_id=1"));
     await store.put(blocked("user_id=2"));
     expect((await store.list()).items).toHaveLength(2);
+  });
+
+  it("a relative path, then the working directory changes (an embedding app's chdir): writes go on", async () => {
+    // SQLite made the path absolute when it opened it and writes to that file still; the check
+    // must look at that file, not at the same relative name under the new directory.
+    const dir = mkdtempSync(path.join(tmpdir(), "rk-sqlite-rel-"));
+    const elsewhere = mkdtempSync(path.join(tmpdir(), "rk-sqlite-cwd-"));
+    dirs.push(dir, elsewhere);
+    const cwd = process.cwd();
+    try {
+      process.chdir(dir);
+      const store = new SqliteOverrideStore({ path: "overrides.db" });
+      stores.push(store);
+      await store.put(blocked("user_id=1"));
+      process.chdir(elsewhere);
+      await store.put(blocked("user_id=2"));
+      expect((await store.list()).items).toHaveLength(2);
+    } finally {
+      process.chdir(cwd);
+    }
   });
 });
