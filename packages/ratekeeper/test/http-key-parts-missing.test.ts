@@ -60,3 +60,19 @@ describe("middleware keys: a header part named ip", () => {
     }
   });
 });
+
+describe("middleware keys: a header part whose name no request can carry", () => {
+  it("is refused (' ip', 'ip ', 'x user', 'x-user:'): Node never finds it (the part silently keys on the address), a WHATWG Headers lookup (Hono) throws on every request", () => {
+    for (const header of [" ip", "IP ", "x user", "x-user:", "x-\u00e9"]) {
+      let issues: string[] = [];
+      try {
+        new HttpRateLimiter<FakeReq>({ limits: LIMITS, key: ["route", { header }] }, access);
+      } catch (e) {
+        if (!(e instanceof RateLimitConfigError)) throw e;
+        issues = e.issues.map((i) => `${i.path}: ${i.message}`);
+      }
+      expect(issues.join("\n"), JSON.stringify(header)).toMatch(/^key\[1\]\.header: /m);
+    }
+    expect(() => new Headers().get("x user")).toThrow(TypeError);
+  });
+});

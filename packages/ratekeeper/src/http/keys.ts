@@ -58,6 +58,9 @@ type CompiledPart<Req> = (req: Req, info: KeyInfo) => string | undefined | Promi
 /** The text a missing or empty key part stands as, so `["ip", fn]` never collapses two parts into one. */
 const EMPTY_PART = "-";
 
+/** An HTTP header name (RFC 9110 token). */
+const HEADER_TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
+
 /**
  * Builds the rate-limit key of a request from the `key` option: the parts joined by `|`, after
  * `keyPrefix`. Built-in parts answer synchronously; a function part may return a promise, which
@@ -110,6 +113,16 @@ export class KeyBuilder<Req> {
     }
     if (typeof p === "object" && p !== null && typeof (p as { header?: unknown }).header === "string" && p.header.length > 0) {
       const name = p.header.toLowerCase();
+      // Not an HTTP token (a space, a colon, a non-ASCII letter): no request carries it, so Node
+      // never finds it (the part silently keys on the address) and a WHATWG Headers lookup
+      // (Hono) throws on every request. " ip" or "ip " is one of these, not the name below.
+      if (!HEADER_TOKEN.test(name)) {
+        issues.push({
+          path: `${at}.header`,
+          message: `must be a header name (letters, digits and !#$%&'*+-.^_\`|~; got ${describeValue(p.header)})`,
+        });
+        return undefined;
+      }
       // Its value would be keyed `ip=<value>`, the key of a client at that address without it.
       if (name === "ip") {
         issues.push({
