@@ -81,7 +81,10 @@ export const PAST_EXPIRY = "already past";
  */
 export function pastExpiry(expiresAtMs: number | undefined, nowMs: number): ConfigIssue | undefined {
   if (expiresAtMs === undefined || expiresAtMs > nowMs) return undefined;
-  const seconds = expiresAtMs * 1000 > nowMs ? "; it looks like seconds: expiresAtMs is milliseconds since the epoch" : "";
+  // Seconds read as milliseconds land in the first months of 1970 (under 1% of the time since the
+  // epoch). Not "times 1000 is ahead": that holds for any past millisecond time after 21 January
+  // 1970 (one that expired a minute ago), and fails for seconds already past as seconds.
+  const seconds = expiresAtMs < nowMs / 100 ? "; it looks like seconds: expiresAtMs is milliseconds since the epoch" : "";
   return {
     path: "expiresAtMs",
     message:

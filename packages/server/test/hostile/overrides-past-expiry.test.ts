@@ -33,6 +33,10 @@ describe("overrides whose expiry is already past", () => {
     expect(r.stderr).toMatch(/past\.jsonl:3: expiresAtMs: already past \(1970-01-21T/);
     expect(r.stderr).toMatch(/milliseconds/);
     expect(r.stderr).toMatch(/past\.jsonl:4: expiresAtMs: already past/);
+    // Line 4 is a real millisecond time a minute ago (an override that expired after its export):
+    // only line 3 looks like seconds, and only it may say so.
+    expect(r.stderr).toMatch(/past\.jsonl:3: .*looks like seconds/);
+    expect(r.stderr).not.toMatch(/past\.jsonl:4: .*looks like seconds/);
     expect(r.stderr).toMatch(/2 of 4 lines are bad.*nothing was written/);
     expect(r.stderr).toMatch(/--skip-expired/);
     const out = await runMain(["overrides", "export", "--overrides", db]);
