@@ -337,11 +337,12 @@ export class PostgresOverrideStore implements OverrideStore {
   }
 }
 
-/** `url` with its password (if any) replaced by `***`, for logs and errors. */
+/** `url` with its password (user-info, and ?password= or ?sslpassword=, which pg reads too) as `***`, for logs and errors. */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = "***";
+    for (const name of [...u.searchParams.keys()]) if (/password/i.test(name)) u.searchParams.set(name, "***");
     return u.toString();
   } catch {
     return "postgres://(unparsable URL)";
