@@ -6,7 +6,7 @@
  * heard (a Node.js bug, seen with `--overrides sqlite:/proc/x/overrides.db`). Here each missing
  * folder is made once, from the top down, and the first failure is thrown as is.
  */
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 
 /**
@@ -20,5 +20,18 @@ export function makeFolder(dir: string): void {
     missing.push(d);
     if (dirname(d) === d) break; // a root that does not exist: mkdir says why
   }
-  for (let i = missing.length - 1; i >= 0; i--) mkdirSync(missing[i] as string);
+  for (let i = missing.length - 1; i >= 0; i--) made(missing[i] as string);
+}
+
+/**
+ * mkdir of one folder. EEXIST for a folder there now is fine: another process made it since we
+ * looked (two services starting at once on a fresh ./data), as Node's recursive mkdir allowed.
+ * EEXIST for anything else (a file, a dangling symlink) is thrown.
+ */
+function made(dir: string): void {
+  try {
+    mkdirSync(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST" || statSync(dir, { throwIfNoEntry: false })?.isDirectory() !== true) throw e;
+  }
 }
