@@ -7,7 +7,7 @@ import { decideBucket } from "../core/algorithms/bucket.js";
 import { decideFixed } from "../core/algorithms/fixed-window.js";
 import type { LimitState } from "../core/algorithms/index.js";
 import { consumeIn, FIRST_CAPACITY, slidingLog } from "../core/algorithms/sliding-log.js";
-import { decideTail, PACKED_MAX_LIMIT } from "../core/algorithms/sliding-tail.js";
+import { decideTail, decideTailRow, PACKED_MAX_LIMIT } from "../core/algorithms/sliding-tail.js";
 import { newRing, SMALL_RING, type Ring } from "../core/algorithms/ring.js";
 import { decideRing } from "../core/algorithms/sliding-window.js";
 import { newDecision, type Decision, type Outcome } from "../core/decision.js";
@@ -37,7 +37,7 @@ class BucketTable extends SingleTable {
 /** Sliding window of one sub-window (the default) whose two counts pack into `b` (sliding-tail.ts); others take TailRowTable. */
 class TailTable extends SingleTable {
   protected decide(st: LimitState, nowMs: number, cost: number, out: Outcome): void {
-    decideTail(st, st.ring, 0, nowMs, cost, this.lim, out, true); // null (packed) unless the reference of memory-rows.test.ts
+    decideTail(st, nowMs, cost, this.lim, out, true);
   }
 }
 
@@ -266,7 +266,7 @@ class TailRowTable extends RowTable {
   }
 
   protected override decideNew(st: LimitState, nowMs: number, cost: number, out: Outcome): void {
-    decideTail(st, this.rows, this.off, nowMs, cost, this.lim, out, true);
+    decideTailRow(st, this.rows, this.off, nowMs, cost, this.lim, out);
   }
 }
 

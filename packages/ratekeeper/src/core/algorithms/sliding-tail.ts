@@ -41,35 +41,62 @@ export function initTail(lim: ResolvedLimit): LimitState {
  * purpose (a duplicate finder pairs them): sharing them would bring back the loops this path
  * exists to avoid.
  */
-export function decideTail(
+export function decideTail(s: LimitState, nowMs: number, cost: number, lim: ResolvedLimit, out: Outcome, commit: boolean): void {
+  const ring = s.ring;
+  // The counts of sub-windows s.a and s.a - 1 (at s.a = 0, sub-window -1 was never written: 0).
+  let newest = s.b >>> COUNT_BITS;
+  let older = s.b & PACKED_MAX_LIMIT;
+  if (ring !== null) {
+    const k = s.a & 1; // s.a mod 2 without a division: ToInt32 keeps the low bit (2^32 is even)
+    newest = ring[k] as number;
+    older = ring[1 - k] as number;
+  }
+  decideCounts(s, ring, 0, newest, older, nowMs, cost, lim, out, commit);
+}
+
+/**
+ * {@link decideTail} on counts kept in a row of a memory store's key index (`rows` from `off`, in
+ * the ring's layout; the state's ring is null): stores/memory-kinds.ts TailRowTable. Both slots
+ * are read before the state: their address needs nothing from it, so over many keys the row's
+ * cache miss is taken beside the state's, not after it (which slot is the newest depends on
+ * `s.a`). Math.ceil changes no count (whole numbers) but gives a small integer for a read from a
+ * Float64Array, which would otherwise box `remaining` (memory-rows.ts). A function of its own, so
+ * that decideTail stays within V8's inlining budget (with the row's reads inside, it did not:
+ * --trace-turbo-inlining, and the hot key's rate fell 15%).
+ */
+export function decideTailRow(
+  s: LimitState,
+  rows: Float64Array,
+  off: number,
+  nowMs: number,
+  cost: number,
+  lim: ResolvedLimit,
+  out: Outcome,
+): void {
+  const x0 = Math.ceil(rows[off] as number);
+  const x1 = Math.ceil(rows[off + 1] as number);
+  const odd = (s.a & 1) === 1;
+  decideCounts(s, rows, off, odd ? x1 : x0, odd ? x0 : x1, nowMs, cost, lim, out, true);
+}
+
+/** The rest of {@link decideTail}, given `newest` and `older`, the counts of sub-windows s.a and s.a - 1 (kept in `ring` from `off`, or packed). */
+function decideCounts(
   s: LimitState,
   ring: Ring | null,
   off: number,
+  newest: number,
+  older: number,
   nowMs: number,
   cost: number,
   lim: ResolvedLimit,
   out: Outcome,
   commit: boolean,
 ): void {
-  // Both slots are read before the state: their address needs nothing from it, so over many keys
-  // the miss on a memory store's row is taken beside the state's, not after it (which slot is the
-  // newest depends on s.a). Math.ceil changes no count (whole numbers) but gives a small integer
-  // for one read from a Float64Array (a row), which would otherwise box `remaining` (memory-rows.ts).
-  const x0 = ring === null ? 0 : Math.ceil(ring[off] as number);
-  const x1 = ring === null ? 0 : Math.ceil(ring[off + 1] as number);
   const S = lim.windowMs;
   const atMs = Math.max(nowMs, s.a * S); // a clock that stepped back: as in decide()
   const behind = atMs - nowMs;
   const i = subWindowAt(s.a, atMs, S); // >= s.a; the same i and r as decide()'s
   const r = atMs - i * S;
-  // The counts of sub-windows s.a and s.a - 1 (at s.a = 0, sub-window -1 was never written: 0).
-  let newest = s.b >>> COUNT_BITS;
-  let older = s.b & PACKED_MAX_LIMIT;
-  if (ring !== null) {
-    const odd = (s.a & 1) === 1; // s.a mod 2 without a division: ToInt32 keeps the low bit (2^32 is even)
-    newest = odd ? x1 : x0;
-    older = odd ? x0 : x1;
-  }
   const ahead = i - s.a;
   const cur = ahead === 0 ? newest : 0;
   const prev = ahead === 0 ? older : ahead === 1 ? newest : 0;

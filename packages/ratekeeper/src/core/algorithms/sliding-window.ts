@@ -31,12 +31,12 @@ export const slidingWindow: Algorithm = {
   init: (lim) => (lim.buckets === 1 ? initTail(lim) : { a: 0, b: 0, ring: newRing(lim.buckets + 2) }),
 
   check(s, nowMs, cost, lim, out) {
-    if (lim.buckets === 1) decideTail(s, s.ring, 0, nowMs, cost, lim, out, false);
+    if (lim.buckets === 1) decideTail(s, nowMs, cost, lim, out, false);
     else decide(s, nowMs, cost, lim, out, false);
   },
 
   consume(s, nowMs, cost, lim, out) {
-    if (lim.buckets === 1) decideTail(s, s.ring, 0, nowMs, cost, lim, out, true);
+    if (lim.buckets === 1) decideTail(s, nowMs, cost, lim, out, true);
     else decide(s, nowMs, cost, lim, out, true);
   },
 
