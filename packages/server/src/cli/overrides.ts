@@ -62,10 +62,14 @@ export const OVERRIDES_COMMANDS: Command[] = [
           for (const p of result.problems) process.stderr.write(`${name}:${p.line}: ${p.path}: ${p.message}\n`);
           const more = result.badLines > result.problems.length ? ` (first ${result.problems.length} problems shown)` : "";
           process.stderr.write(`overrides import: ${result.badLines} of ${result.lines} lines are bad${more}; nothing was written\n`);
-          if (result.expired > 0)
+          if (result.expired > 0) {
+            // --skip-expired skips only those: with other bad lines the import would still refuse the file.
+            const others = result.badLines - result.expired;
+            const then = others > 0 ? `fix the other ${others} bad line${others === 1 ? "" : "s"}, then ` : "";
             process.stderr.write(
-              `overrides import: ${result.expired} of them expired already; --skip-expired imports the other lines and skips those\n`,
+              `overrides import: ${result.expired} of them expired already; ${then}--skip-expired imports the other lines and skips those\n`,
             );
+          }
           return 1;
         }
         if (result.expired > 0) {

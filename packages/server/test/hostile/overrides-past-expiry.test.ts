@@ -43,6 +43,19 @@ describe("overrides whose expiry is already past", () => {
     expect(out.stdout).toBe("");
   });
 
+  it("with other bad lines too, the hint does not promise that --skip-expired imports the rest", async () => {
+    const file = path.join(dir, "mixed.jsonl");
+    writeFileSync(file, [LIVE, STALE, "{not json"].join("\n") + "\n");
+    const db = `sqlite:${path.join(dir, "m.db")}`;
+    const r = await runMain(["overrides", "import", file, "--overrides", db]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/2 of 3 lines are bad/);
+    expect(r.stderr).toMatch(/1 of them expired already/);
+    // --skip-expired alone would still refuse the file: line 3 is not JSON.
+    expect(r.stderr).not.toMatch(/already; --skip-expired imports the other lines/);
+    expect(r.stderr).toMatch(/fix the other 1 bad line.*--skip-expired/);
+  });
+
   it("import --skip-expired writes the others and reports what it skipped", async () => {
     const file = path.join(dir, "past.jsonl");
     const db = `sqlite:${path.join(dir, "b.db")}`;
