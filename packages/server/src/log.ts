@@ -28,8 +28,14 @@ export function createLogger(level = process.env.LOG_LEVEL): Logger {
   // 100 ms for good, so a SIGTERM stopped the service but never ended the process. A synchronous
   // write meets EPIPE at once and pino then drops further lines. The service logs a few lines,
   // never one per decision, so writing them synchronously costs nothing on the hot path.
-  return pino(
-    { level: logLevel(level) ?? "info", base: { service: "ratekeeper" }, timestamp: pino.stdTimeFunctions.isoTime },
-    pino.destination({ dest: 1, sync: true }),
-  );
+  const dest = pino.destination({ dest: 1, sync: true });
+  // pino stops writing on EPIPE only, and re-emits any other error of its destination: with no
+  // listener, an uncaught exception. A closed terminal (EIO: the line saying SIGHUP was heard,
+  // on the tty that sent it), a closed or failing stdout took the service down for a log line.
+  // A service that cannot log keeps deciding: the lines are dropped from then on, as on EPIPE.
+  dest.on("error", () => {
+    const drop = (): boolean => true;
+    Object.assign(dest, { write: drop, flushSync: () => undefined, end: () => undefined });
+  });
+  return pino({ level: logLevel(level) ?? "info", base: { service: "ratekeeper" }, timestamp: pino.stdTimeFunctions.isoTime }, dest);
 }
