@@ -92,8 +92,10 @@ export class SqliteOverrideStore implements OverrideStore {
     if (o === undefined) return;
     const st = statSync(o.path, { throwIfNoEntry: false });
     if (st !== undefined && st.dev === o.dev && st.ino === o.ino) return;
+    // Deleted: a restart would make an empty database there, without the overrides (blocks) it held.
+    const none = st === undefined ? " (nothing is there now: a restart would start from an empty database, every override gone)" : "";
     throw new Error(
-      `the SQLite file ${o.path} was deleted or replaced while open: a write now would be lost (it would go to the old file). Restore the file, or restart the service to open the one now there`,
+      `the SQLite file ${o.path} was deleted or replaced while open: a write now would be lost (it would go to the old file). Restore the file, or restart the service to open the one now there${none}`,
     );
   }
 

@@ -42,6 +42,9 @@ describe("the SQLite overrides file deleted or replaced while open", () => {
     await expect(store.delete("api", "user_id=1")).rejects.toThrow(GONE);
     await expect(store.purge(Date.now(), 0)).rejects.toThrow(GONE);
     expect((await store.get("api", "user_id=1"))?.policy).toBe("blocked");
+    // "restart the service to open the one now there" must not read as safe when nothing is
+    // there: a restart makes an empty database, and every override (blocks too) is gone.
+    await expect(store.put(blocked("user_id=2"))).rejects.toThrow(/nothing is there now: a restart .*empty database/);
   });
 
   it("replaced by another file under the same name (a restore moved into place): writes fail too", async () => {
