@@ -184,11 +184,22 @@ function serveOptions(v: Values, flags: CheckedFlags): ServeOptions {
   };
 }
 
-/** The first SIGTERM or SIGINT from now (listening for them replaces their default action). */
+/**
+ * The first SIGTERM or SIGINT from now (listening for them replaces their default action). Both
+ * listeners go with the first: a second stop signal during the graceful stop (Ctrl-C again, a
+ * `kill` after Ctrl-C) meets the default action and ends the process at once, as users expect.
+ */
 function stopSignal(): Promise<string> {
   return new Promise<string>((resolve) => {
-    process.once("SIGTERM", () => resolve("SIGTERM"));
-    process.once("SIGINT", () => resolve("SIGINT"));
+    const stop = (signal: string): void => {
+      process.removeListener("SIGTERM", onTerm);
+      process.removeListener("SIGINT", onInt);
+      resolve(signal);
+    };
+    const onTerm = (): void => stop("SIGTERM");
+    const onInt = (): void => stop("SIGINT");
+    process.once("SIGTERM", onTerm);
+    process.once("SIGINT", onInt);
   });
 }
 
