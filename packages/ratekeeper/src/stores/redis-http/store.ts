@@ -4,6 +4,7 @@ import { MAX_TIMER_MS } from "../../core/max-timer.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BindOptions, BoundStore, ClockOptions, Store } from "../../store.js";
 import { ScriptFormat } from "../redis/script-format.js";
+import { foreignMarker, foreignValueError } from "../redis/foreign-value.js";
 import { clockOf, decideByPolicy, type DecisionCall } from "../redis/without-redis.js";
 import { scriptSource, SECTIONS_OF, type ScriptSource } from "../redis/script-source.js";
 import {
@@ -238,6 +239,8 @@ class HttpRedisTable implements BoundStore {
           }
         : undefined;
     const reply = await this.store.run(this.script, keys, args, onLate);
+    const bad = Array.isArray(reply) ? foreignMarker(reply[0]) : undefined;
+    if (bad !== undefined) throw foreignValueError(bad);
     if (!valid(reply)) throw new RateLimitStoreError(`HttpRedisStore: unexpected script reply ${describeValue(reply)}`);
     return reply;
   }

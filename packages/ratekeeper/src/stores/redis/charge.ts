@@ -4,6 +4,7 @@ import type { ResolvedLimit } from "../../core/options.js";
 import type { DegradedLimiter } from "./degraded.js";
 import { redisDown, RedisTimeoutError, type Lane } from "./lanes.js";
 import { ScriptFormat } from "./script-format.js";
+import { foreignMarker, foreignValueError } from "./foreign-value.js";
 import type { RedisTable } from "./table.js";
 
 /** Reconciliation calls in flight at once, per limiter. */
@@ -111,6 +112,8 @@ export class Reconciler {
     const reply = await store.exchange(lane, () => store.run(lane, this.table.script, keys, args), 1, late);
     if (!Array.isArray(reply) || reply.length < 5)
       throw new RateLimitStoreError(`RedisStore: unexpected script reply ${describeValue(reply)}`);
+    const bad = foreignMarker(reply[0]);
+    if (bad !== undefined) throw foreignValueError(bad);
     return f.decision(reply, cost);
   }
 }

@@ -1,4 +1,5 @@
 import { describeValue, RateLimitConfigError } from "../../core/errors.js";
+import { foreignValueError } from "./foreign-value.js";
 import { ioredisShim, type IoRedisLike } from "./ioredis.js";
 import { nodeRedisShim, type NodeRedisLike } from "./node-redis.js";
 
@@ -80,6 +81,16 @@ export function isKeyValueError(err: unknown): boolean {
   const msg = err instanceof Error ? err.message : String(err);
   if (CANNOT_SERVE.test(msg) || SCRIPT_REFUSED.test(msg)) return false;
   return msg.startsWith("WRONGTYPE") || (msg.startsWith("ERR ") && msg.includes("user_script"));
+}
+
+/**
+ * `e`, or, when it is Redis's error on one key's value (isKeyValueError: a decision made alone,
+ * its call failing), the same error naming `keys` (the decision's keys) and what to do.
+ */
+export function namingKeys(e: unknown, keys: readonly string[]): unknown {
+  if (!isKeyValueError(e)) return e;
+  const what = e instanceof Error ? e.message : String(e);
+  return foreignValueError(`${keys.length === 1 ? keys[0] : `one of ${keys.join(", ")}`}: ${what}`);
 }
 
 /** Whether a Redis error says the script is not in the server's script cache. */

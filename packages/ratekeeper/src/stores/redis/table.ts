@@ -7,6 +7,8 @@ import { Reconciler } from "./charge.js";
 import { DenialCache } from "./denial-cache.js";
 import { FastCall, fastConsts, type FastItem } from "./fast-call.js";
 import { FastOp } from "./fast-op.js";
+import { fastForeignMarker, foreignValueError, settleGeneral } from "./foreign-value.js";
+import { namingKeys } from "./client.js";
 import { QueuedDecision, type QueuedOwner } from "./queued-decision.js";
 import { redisDown, RedisTimeoutError, type Lane } from "./lanes.js";
 import { loadScript, SECTIONS_OF, type LoadedScript } from "./scripts.js";
@@ -199,7 +201,8 @@ export class RedisTable implements BoundStore, QueuedOwner {
   }
 
   /** @internal FastOwner (fast-op.ts): the failure policy's decision. */
-  failedDecision = (e: unknown, call: DecisionCall): Promise<Decision> => this.fallback.decision(e, call);
+  failedDecision = (e: unknown, call: DecisionCall): Promise<Decision> =>
+    this.fallback.decision(namingKeys(e, this.keysOf(call.key)), call);
   /** @internal FastOwner (fast-op.ts): a late admission, given back. */
   lateAdmit = (call: DecisionCall): void => this.lateRefund(call.key, call.cost, call.nowMs);
 
@@ -273,7 +276,7 @@ export class RedisTable implements BoundStore, QueuedOwner {
     if (reply.length > n) clock.reading(sentAt, Number(reply[n]));
     const width = 5 * this.n;
     const r = reply;
-    batch.forEach((p, d) => p.resolve(r.slice(d * width, (d + 1) * width)));
+    batch.forEach((p, d) => settleGeneral(p, r, d, width));
   }
 
   /** Consumes and peeks of a batch by the fast path (one or many): their outcomes as the general reply's 5 integers each. */
@@ -298,6 +301,8 @@ export class RedisTable implements BoundStore, QueuedOwner {
       try {
         if (!Array.isArray(replies) || replies.length !== batch.length)
           throw new Error(`${describeValue(replies)} for ${batch.length} decisions`);
+        const bad = fastForeignMarker(replies[i]);
+        if (bad !== undefined) return p.reject(foreignValueError(bad));
         const out = fast.read(replies[i], it.now, it.cost, it.maxDelayMs);
         if (p.resolveOutcome !== undefined) p.resolveOutcome(out);
         else p.resolve([out.allowed ? 1 : 0, out.remaining, out.retryAfterMs, out.resetAfterMs, out.delayMs]);

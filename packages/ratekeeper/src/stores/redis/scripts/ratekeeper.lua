@@ -38,6 +38,9 @@ Reply     5*N integers per decision, per limit in order: allowed (0/1), remainin
           retryAfterMs (ms), resetAfterMs (ms), delayMs (ms); all 0 for a refund or a reset.
           When the call read TIME, one more integer at the end: that reading in microseconds
           since the epoch (the store calibrates its clock with it).
+          A decision on a key holding a value the store did not write replies instead a string
+          "<key>: <error>" where its first integer would be, then 5*N-1 zeros (keyFault below);
+          it wrote nothing, and the call's other decisions are decided as usual.
 
 State, one string per limit (LimitState {a, b, ring} of core/algorithms/types.ts):
 - fixed-window, token/leaky bucket, gcra: a, b (a clock-aligned fixed window whose numbers fit:
@@ -65,6 +68,31 @@ Every write sets PEXPIRE = max(resetAfterMs, minTtlMs, 1): the state equals a fr
 -- COUNTER_HALF): value = tag * C_SPAN + count; tag differences 1..C_HALF are later windows. Used by
 -- the fast path and by the general code below.
 local C_SPAN, C_TAGS, C_HALF = 549755813888, 16383, 8191
+
+-- A key holding a value the store did not write (another program's list or hash under a key name
+-- of ours: WRONGTYPE; a string in no layout of ours: the checks below, FOREIGN) fails only the
+-- decision on it: each decision of a batch runs under pcall, and keyFault turns its error into
+-- the message of the reply's marker (the key, then the error). Every check and every error such
+-- a value can cause comes before the decision's first write, so that decision writes nothing
+-- (none of its limits) and the others of the call are decided as if it were not there. Errors
+-- that say Redis cannot serve (OOM, READONLY...: neither WRONGTYPE, "ERR ..." nor the script's
+-- own) are raised again: the whole call fails, as before.
+-- (Made only for the calls that can use it: Lua makes a local function's closure on every call,
+-- and a lone fast-path decision, the commonest call, cannot.)
+local keyFault
+if ARGV[1] ~= "C" and ARGV[1] ~= "P" then
+  keyFault = function(key, e)
+    local m = e
+    if type(e) == "table" then m = e.err end
+    m = tostring(m)
+    if not (string.find(m, "^WRONGTYPE") or string.find(m, "^ERR ") or string.find(m, "user_script:%d")) then error(e) end
+    return key .. ": " .. m
+  end
+end
+-- The error of a string in no layout of ours: error(FOREIGN .. <its length> .. " bytes)").
+local FOREIGN = "a value the store did not write, in no layout of ratekeeper's ("
+-- A sliding log's header (n, h, high) is one the store writes when n is a whole number in
+-- [0, 2^53), h a whole number in [0, n], high finite (checked inline where a log is read).
 
 --[[@if fast-pair]]
 -- ---------------------------------------------------------------- fast path
@@ -127,7 +155,14 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
       -- function call per slot read and a GETRANGE for the GET cost 1-1.6 us per decision more.
       local raw = redis.call("GET", key)
       local n, h, high = 0, 0, now
-      if raw and #raw >= 24 then n, h, high = struct.unpack("<ddd", raw) else raw = "" end
+      if raw and (#raw < 24 or (#raw - 24) % 8 ~= 0) then error(FOREIGN .. #raw .. " bytes)") end
+      if raw then
+        n, h, high = struct.unpack("<ddd", raw)
+        if not (n >= 0 and n < 9007199254740992 and n == math.floor(n) and h >= 0 and h <= n and h == math.floor(h)
+          and high > -math.huge and high < math.huge) then error(FOREIGN .. #raw .. " bytes)") end
+      else
+        raw = ""
+      end
       -- t: the time the decision is made as (an empty log, fresh or refunded to 0, decides at now).
       local t = now
       if n > 0 and high > now then t = high end
@@ -192,7 +227,12 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
       -- of the header, one SETRANGE when they touch; PEXPIRE). Same search, same reply as "l".
       local raw = redis.call("GETRANGE", key, 0, 23 + 8 * LOG_K)
       local n, h, high = 0, 0, now
-      if #raw >= 24 then n, h, high = struct.unpack("<ddd", raw) end
+      if #raw > 0 and (#raw < 24 or (#raw - 24) % 8 ~= 0) then error(FOREIGN .. #raw .. " bytes)") end
+      if #raw >= 24 then
+        n, h, high = struct.unpack("<ddd", raw)
+        if not (n >= 0 and n < 9007199254740992 and n == math.floor(n) and h >= 0 and h <= n and h == math.floor(h)
+          and high > -math.huge and high < math.huge) then error(FOREIGN .. #raw .. " bytes)") end
+      end
       -- t: the time the decision is made as (an empty log, fresh or refunded to 0, decides at now).
       local t = now
       if n > 0 and high > now then t = high end
@@ -273,6 +313,7 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
         -- (no tables, no format strings built per call). ring[j % 2 + 1] is c1 for even j, c2 for odd.
         local a, c1, c2 = 0, 0, 0
         if raw then
+          if #raw ~= 18 and #raw ~= 24 then error(FOREIGN .. #raw .. " bytes)") end
           if #raw == 18 then a, c1, c2 = struct.unpack("<i6i6i6", raw) else a, c1, c2 = struct.unpack("<ddd", raw) end
         end
         local atMs = now
@@ -322,6 +363,7 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
       end
       local a, ring = 0, {}
       if raw then
+        if #raw ~= 6 * (M + 1) and #raw ~= 8 * (M + 1) then error(FOREIGN .. #raw .. " bytes)") end
         local v
         if #raw == 6 * (M + 1) then
           v = { struct.unpack("<" .. string.rep("i6", M + 1), raw) }
@@ -385,7 +427,9 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
       local w = (now - now % W) / W
       local here = w % C_TAGS + 1
       if not consume then
-        local v = tonumber(redis.call("GET", key) or "0")
+        local raw = redis.call("GET", key)
+        local v = tonumber(raw or "0")
+        if v == nil then error(FOREIGN .. #raw .. " bytes)") end
         return v
       end
       -- One INCRBY decides when the key counts this window (or a later one, for a lagging clock).
@@ -419,6 +463,7 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
     local raw = redis.call("GET", key)
     local a, b = 0, 0
     if raw then
+      if #raw ~= 12 and #raw ~= 16 then error(FOREIGN .. #raw .. " bytes)") end
       if #raw == 12 then a, b = struct.unpack("<i6i6", raw) else a, b = struct.unpack("<dd", raw) end
     end
     local ok, nb, resetMs
@@ -476,11 +521,12 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
   -- state each decided on (false for a fresh bucket key).
   local E = 3
   if kind == "s" then E = 4 end
+  -- A decision on a foreign value (keyFault above) replies { "<key>: <error>" } in its place.
   local states = {}
   for d = 1, #KEYS do
     local o = 2 + E * (d - 1)
-    local r = one(KEYS[d], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), ARGV[o] == "C", ARGV[o + 3])
-    if r == nil then r = false end
+    local ok, r = pcall(one, KEYS[d], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), ARGV[o] == "C", ARGV[o + 3])
+    if not ok then r = { keyFault(KEYS[d], r) } elseif r == nil then r = false end
     states[d] = r
   end
   return states
@@ -558,6 +604,7 @@ end
 -- any other tag is a window that is over (a = -inf: it counts nothing, the window is the clock's).
 local function ctrDecode(s, L, raw)
   local v = tonumber(raw)
+  if v == nil then error(FOREIGN .. #raw .. " bytes)") end
   local tag = floor(v / C_SPAN)
   local W = L.windowMs
   local w = (now - now % W) / W
@@ -935,6 +982,11 @@ local function load(key, L)
     if #head == 24 then
       s.exists = true
       s.a, s.h, s.high = unpack_("<ddd", head)
+      local n, h, high = s.a, s.h, s.high
+      if not (n >= 0 and n < 9007199254740992 and n == floor(n) and h >= 0 and h <= n and h == floor(h)
+        and high > -math.huge and high < math.huge) then error(FOREIGN .. "24 bytes)") end
+    elseif #head > 0 then
+      error(FOREIGN .. #head .. " bytes)")
     end
   else
     local raw = redis.call("GET", key)
@@ -942,6 +994,7 @@ local function load(key, L)
       local M = L.buckets + 1
       s.ring = {}
       if raw then
+        if #raw ~= 6 * (M + 1) and #raw ~= 8 * (M + 1) then error(FOREIGN .. #raw .. " bytes)") end
         s.exists = true
         local v = decode(raw, M + 1)
         s.a = v[1]
@@ -951,7 +1004,12 @@ local function load(key, L)
       end
     elseif raw then
       s.exists = true
-      if L.counter then ctrDecode(s, L, raw) else s.a, s.b = decode2(raw) end
+      if L.counter then
+        ctrDecode(s, L, raw)
+      else
+        if #raw ~= 12 and #raw ~= 16 then error(FOREIGN .. #raw .. " bytes)") end
+        s.a, s.b = decode2(raw)
+      end
     end
   end
   return s
@@ -993,7 +1051,13 @@ local out = { 0, 0, 0, 0, 0 }
 local states = {}
 -- Resets met so far in this call: the epoch key of the j-th is KEYS[D * N + j] (N = 1).
 local resets = 0
-for d = 0, D - 1 do
+-- One decision (d from 0), under pcall: `at` is the key it is touching, for the marker of a
+-- foreign value (keyFault): reply[o + 1] is then "<key>: <error>" (a string where an integer is
+-- otherwise), the rest of its 5 * N entries 0. Loads and checks (every read) come before the
+-- first write of a decision, so a foreign value fails it before it charges any of its limits.
+local at
+local function decide(d)
+  at = KEYS[d * N + 1]
   local mode = ARGV[base + E * d]
   local nowArg = ARGV[base + E * d + 1]
   if nowArg == "" then
@@ -1026,7 +1090,8 @@ for d = 0, D - 1 do
     if N == 1 then resets = resets + 1 end
     if N == 1 and not L.shape and L.alg ~= 1 and L.alg ~= 2 then
       local ek = KEYS[D * N + resets]
-      if ek == nil then return redis.error_reply("ratekeeper.lua: a reset without its epoch key") end
+      if ek == nil then error({ err = "RATEKEEPER a reset without its epoch key" }) end
+      at = ek
       local e = (tonumber(redis.call("GET", ek)) or 0) + 1
       if now > e then e = now end
       local span = L.windowMs
@@ -1035,7 +1100,10 @@ for d = 0, D - 1 do
     end
     for k = 1, 5 * N do reply[o + k] = 0 end
   else
-    for i = 1, N do states[i] = load(KEYS[d * N + i], limits[i]) end
+    for i = 1, N do
+      at = KEYS[d * N + i]
+      states[i] = load(at, limits[i])
+    end
   end
 
   if mode == "x" then
@@ -1057,6 +1125,7 @@ for d = 0, D - 1 do
     for i = 1, N do
       local s, L = states[i], limits[i]
       local alg = L.alg
+      at = s.key
       if alg == 0 then fwCheck(s, L, out)
       elseif alg == 1 then slCheck(s, L, out)
       elseif alg == 2 then swCheck(s, L, out)
@@ -1077,6 +1146,15 @@ for d = 0, D - 1 do
         save(s, L, ttlOf(s.resetAfterMs))
       end
     end
+  end
+end
+
+for d = 0, D - 1 do
+  local ok, e = pcall(decide, d)
+  if not ok then
+    local o = d * 5 * N
+    reply[o + 1] = keyFault(at, e)
+    for k = 2, 5 * N do reply[o + k] = 0 end
   end
 end
 

@@ -1,0 +1,131 @@
+/**
+ * A foreign value under one key, decided in the same script call as other keys (the store's
+ * batching: decisions that wait while two calls are in flight go in one call, the fast path's
+ * "B" or the general path). Before the fix the script stopped at the foreign key's error, so every
+ * other decision of that call got the failure policy too, and the ones the script had decided
+ * before it were charged in Redis as well (charged but answered "store-error"). Now each decision
+ * of a batch is decided on its own: the others exactly as a memory store decides them, the
+ * foreign key's by the failure policy with an error naming the key, nothing written to it (and,
+ * with several limits, none of its limits charged), the breaker closed. Every algorithm, both
+ * clients, batched and `batch: false`. (redis-foreign-value.test.ts: one decision at a time.)
+ */
+import { Redis } from "ioredis";
+import { createClient } from "redis";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { MemoryStore, RateLimiter, type AlgorithmName, type Decision, type LimitSpec } from "../src/index.js";
+import { RedisStore, type BreakerEvent, type RedisClientLike } from "../src/stores/redis/index.js";
+
+const ALGORITHMS: AlgorithmName[] = ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "leaky-bucket", "gcra"];
+/** Foreign values: a type the store never writes (WRONGTYPE), and a string in no layout of ours. */
+const FOREIGN: Record<string, { put: (c: Redis, key: string) => Promise<unknown>; read: (c: Redis, key: string) => Promise<unknown> }> = {
+  "a list": { put: (c, key) => c.rpush(key, "x"), read: (c, key) => c.lrange(key, 0, -1) },
+  "a text": { put: (c, key) => c.set(key, "hello world, not ours"), read: (c, key) => c.get(key) },
+};
+/** The order decisions are fired in, all at once: the foreign key among the others, so batches hold both. */
+const ORDER = ["o0", "o1", "o2", "bad", "o3", "o4", "o0", "bad", "o1", "o2", "o3", "bad", "o4", "o0", "o1", "bad", "o2", "o3", "o4"];
+
+/** `limits` per case: one limit of the algorithm, or two where the second (the algorithm) holds the foreign value. */
+function specsOf(algorithm: AlgorithmName, multi: boolean): LimitSpec[] {
+  const own: LimitSpec = { algorithm, limit: 3, window: "1h" };
+  return multi ? [{ algorithm: "fixed-window", limit: 4, window: "1h" }, own] : [own];
+}
+
+describeRedis("a foreign value under one key, in a batch with other keys", () => {
+  let redis: RedisHandle;
+  let admin: Redis;
+  beforeAll(async () => {
+    redis = await startRedis();
+    admin = new Redis(redis.port, redis.host);
+  });
+  afterAll(async () => {
+    admin?.disconnect();
+    await redis?.stop();
+  });
+
+  for (const clientKind of ["ioredis", "node-redis"] as const) {
+    for (const batch of [true, false]) {
+      for (const multi of [false, true]) {
+        const title = `${clientKind}, ${batch ? "batched" : "batch: false"}, ${multi ? "two limits, the second foreign" : "one limit"}`;
+        it(`${title}: the others decided exactly, the foreign key by the policy and never written`, async () => {
+          let n = 0;
+          const node = clientKind === "node-redis" ? createClient({ socket: { host: redis.host, port: redis.port } }) : undefined;
+          await node?.connect();
+          const ioredis = clientKind === "ioredis" ? new Redis(redis.port, redis.host) : undefined;
+          try {
+            for (const algorithm of ALGORITHMS) {
+              for (const [what, foreign] of Object.entries(FOREIGN)) {
+                const label = `${algorithm}, ${what}`;
+                const errors: Error[] = [];
+                const breaker: BreakerEvent[] = [];
+                const store = new RedisStore({
+                  client: (node ?? ioredis) as RedisClientLike,
+                  failure: "closed",
+                  batch,
+                  onError: (e) => errors.push(e),
+                  onStateChange: (e) => breaker.push(e),
+                });
+                const namespace = `fb-${clientKind}-${batch}-${multi}-${++n}`;
+                const limits = specsOf(algorithm, multi);
+                const lim = new RateLimiter({ limits, store, namespace });
+                await lim.consume("probe");
+                const probeKeys = (await admin.keys(`*{${namespace}:probe}*`)).sort();
+                expect(probeKeys, label).toHaveLength(limits.length);
+                const badKeys = probeKeys.map((k) => k.replace(":probe}", ":bad}"));
+                const foreignKey = badKeys[badKeys.length - 1] as string;
+                await foreign.put(admin, foreignKey);
+                const before = await foreign.read(admin, foreignKey);
+
+                const reference = new RateLimiter({ limits, store: new MemoryStore() });
+                const expected = new Map<string, boolean[]>();
+                for (let round = 0; round < 3; round++) {
+                  for (const key of ORDER)
+                    if (key !== "bad") expected.set(key, [...(expected.get(key) ?? []), (await reference.consume(key)).allowed]);
+                }
+
+                const got = new Map<string, Decision[]>();
+                for (let round = 0; round < 3; round++) {
+                  // All at once: the first two go out alone, the rest wait and go in batches.
+                  const ds = await Promise.all(ORDER.map((key) => lim.consume(key)));
+                  ORDER.forEach((key, i) => got.set(key, [...(got.get(key) ?? []), ds[i] as Decision]));
+                }
+                for (const [key, want] of expected) {
+                  const ds = got.get(key) as Decision[];
+                  expect(
+                    ds.map((d) => d.allowed),
+                    `${label}, ${key}: ${errors[0]?.message ?? ""}`,
+                  ).toEqual(want);
+                  expect(
+                    ds.filter((d) => d.reason === "store-error"),
+                    `${label}, ${key}`,
+                  ).toEqual([]);
+                }
+                const bad = got.get("bad") as Decision[];
+                expect(
+                  bad.map((d) => [d.allowed, d.reason]),
+                  label,
+                ).toEqual(bad.map(() => [false, "store-error"]));
+                // Reported, each naming the key and what to do.
+                expect(errors, label).toHaveLength(bad.length);
+                for (const e of errors) {
+                  expect(e.message, label).toContain(foreignKey);
+                  expect(e.message, label).toMatch(/delete/);
+                }
+                // Nothing written: the foreign value as it was, and no other limit of the key charged.
+                expect(await foreign.read(admin, foreignKey), label).toEqual(before);
+                for (const k of badKeys.slice(0, -1)) expect(await admin.exists(k), `${label}: ${k}`).toBe(0);
+                expect(
+                  breaker.map((e) => e.to),
+                  label,
+                ).toEqual([]);
+              }
+            }
+          } finally {
+            ioredis?.disconnect();
+            await node?.quit();
+          }
+        }, 120_000);
+      }
+    }
+  }
+});
