@@ -17,10 +17,12 @@ import { MemoryStore, RateLimiter, type AlgorithmName, type Decision, type Limit
 import { RedisStore, type BreakerEvent, type RedisClientLike } from "../src/stores/redis/index.js";
 
 const ALGORITHMS: AlgorithmName[] = ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "leaky-bucket", "gcra"];
-/** Foreign values: a type the store never writes (WRONGTYPE), and a string in no layout of ours. */
+/** Foreign values: a type the store never writes (WRONGTYPE), and strings in no layout of ours. */
 const FOREIGN: Record<string, { put: (c: Redis, key: string) => Promise<unknown>; read: (c: Redis, key: string) => Promise<unknown> }> = {
   "a list": { put: (c, key) => c.rpush(key, "x"), read: (c, key) => c.lrange(key, 0, -1) },
   "a text": { put: (c, key) => c.set(key, "hello world, not ours"), read: (c, key) => c.get(key) },
+  // 24 + 8 bytes: a sliding log's length; its header (three doubles) is no log's.
+  "a text of 32 bytes": { put: (c, key) => c.set(key, "hello world, not ours, 32 bytes."), read: (c, key) => c.get(key) },
 };
 /** The order decisions are fired in, all at once: the foreign key among the others, so batches hold both. */
 const ORDER = ["o0", "o1", "o2", "bad", "o3", "o4", "o0", "bad", "o1", "o2", "o3", "bad", "o4", "o0", "o1", "bad", "o2", "o3", "o4"];

@@ -6,9 +6,8 @@
  * exactly: the breaker must not open. (It opened after three such errors in a row, and then the
  * failure policy answered for every key of the store, flapping as probes succeeded and the key
  * failed again.) A Redis that cannot serve (OOM, READONLY, BUSY, LOADING...) still opens it:
- * redis-maxmemory.test.ts, redis-outage.test.ts. Decisions here are made one at a time: in a
- * batch (several decisions in one script call) the foreign key's error still fails the whole
- * call (docs/redis.md says so).
+ * redis-maxmemory.test.ts, redis-outage.test.ts. Decisions here are made one at a time; in a
+ * batch (several decisions in one script call): redis-foreign-batch.test.ts.
  */
 import { Redis } from "ioredis";
 import { createClient } from "redis";
