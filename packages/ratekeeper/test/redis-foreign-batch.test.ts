@@ -11,6 +11,7 @@
  */
 import { Redis } from "ioredis";
 import { createClient } from "redis";
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
 import { MemoryStore, RateLimiter, type AlgorithmName, type Decision, type LimitSpec } from "../src/index.js";
@@ -33,6 +34,16 @@ function specsOf(algorithm: AlgorithmName, multi: boolean): LimitSpec[] {
   return multi ? [{ algorithm: "fixed-window", limit: 4, window: "1h" }, own] : [own];
 }
 
+it("the script's lists of errors that are never about a key are client.ts's (isKeyValueError)", () => {
+  const read = (f: string) => readFileSync(new URL(`../src/stores/redis/${f}`, import.meta.url), "utf8");
+  const lua = read("scripts/ratekeeper.lua");
+  const ts = read("client.ts");
+  const luaList = (name: string) =>
+    [...(new RegExp(`local ${name} = \\{([^}]*)\\}`).exec(lua)?.[1] ?? "").matchAll(/"([^"]*)"/g)].map((m) => m[1]);
+  expect(luaList("CANNOT_SERVE")).toEqual(/const CANNOT_SERVE =\s*\/\\b\(([^)]*)\)/.exec(ts)?.[1]?.split("|"));
+  expect(luaList("SCRIPT_REFUSED")).toEqual(/const SCRIPT_REFUSED = \/([^/]*)\//.exec(ts)?.[1]?.split("|"));
+});
+
 describeRedis("a foreign value under one key, in a batch with other keys", () => {
   let redis: RedisHandle;
   let admin: Redis;
@@ -43,6 +54,31 @@ describeRedis("a foreign value under one key, in a batch with other keys", () =>
   afterAll(async () => {
     admin?.disconnect();
     await redis?.stop();
+  });
+
+  it("a reset whose epoch key holds a foreign value: reported, and nothing reset (not the state without the epoch)", async () => {
+    const client = new Redis(redis.port, redis.host);
+    try {
+      for (const [what, foreign] of Object.entries(FOREIGN)) {
+        const errors: Error[] = [];
+        const store = new RedisStore({ client, failure: "closed", onError: (e) => errors.push(e) });
+        const lim = new RateLimiter({ algorithm: "fixed-window", limit: 3, window: "1h", store, namespace: `reset-${what}` });
+        await lim.consume("k");
+        const [stateKey] = await admin.keys(`*{reset-${what}:k}`);
+        const epochKey = `${stateKey as string}:e`;
+        await foreign.put(admin, epochKey);
+        const state = await admin.getBuffer(stateKey as string);
+        await lim.reset("k");
+        expect(await admin.getBuffer(stateKey as string), what).toEqual(state);
+        expect(
+          errors.map((e) => e.message.includes(epochKey)),
+          what,
+        ).toEqual([true]);
+        expect(await lim.consume("k").then((d) => d.remaining), what).toBe(1); // still counted
+      }
+    } finally {
+      client.disconnect();
+    }
   });
 
   for (const clientKind of ["ioredis", "node-redis"] as const) {

@@ -70,7 +70,9 @@ export class TableFallback {
 
   /** A refund or reset that Redis did not take: report; a local store applies it; "throw" rejects. */
   async write(e: unknown, op: "refund" | "reset", key: string, local: () => void | Promise<void> | undefined): Promise<void> {
-    if (this.store.failure === "throw") throw this.failure(e, op, key)();
+    // Reported (onError) whatever the policy, as docs/redis.md's table says (not while the breaker is open).
+    const err = this.failure(e, op, key);
+    if (this.store.failure === "throw") throw err();
     await local();
   }
 

@@ -88,6 +88,17 @@ if ARG1 ~= "C" and ARG1 ~= "P" then
     local m = e
     if type(e) == "table" then m = e.err end
     m = tostring(m)
+    -- As client.ts isKeyValueError: an error that says Redis cannot serve, or refused the
+    -- script, is never about the key (%f: whole words). The lists are client.ts's CANNOT_SERVE
+    -- and SCRIPT_REFUSED (redis-foreign-batch.test.ts holds them equal); made only on this path.
+    local CANNOT_SERVE = { "OOM", "BUSY", "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MISCONF", "NOREPLICAS", "NOPERM", "NOAUTH", "WRONGPASS", "MOVED", "ASK", "CROSSSLOT", "NOSCRIPT" }
+    local SCRIPT_REFUSED = { "The user executing the script", "Script killed", "cluster is down", "non local key" }
+    for _, code in ipairs(CANNOT_SERVE) do
+      if string.find(m, "%f[%w]" .. code .. "%f[%W]") then error(e) end
+    end
+    for _, text in ipairs(SCRIPT_REFUSED) do
+      if string.find(m, text, 1, true) then error(e) end
+    end
     if not (string.find(m, "^WRONGTYPE") or string.find(m, "^ERR ") or string.find(m, "user_script:%d")) then error(e) end
     return key .. ": " .. m
   end
@@ -1096,7 +1107,6 @@ local function decide(d)
   if E == 4 then maxDelay = tonumber(ARGV[base + E * d + 3]) end
   local o = d * 5 * N
   if mode == "x" then
-    for i = 1, N do redis.call("DEL", KEYS[d * N + i]) end
     -- A reset of a one-limit policy that quota leasing can use (fixed window, buckets but a
     -- shaping one) raises the key's reset epoch (its KEYS entry after the state keys, see the
     -- header): lease.lua gives nothing back for blocks taken in an earlier epoch (their units
@@ -1105,15 +1115,24 @@ local function decide(d)
     -- back to a value a live block holds (short of Redis's clock stepping back that far). It
     -- lives twice as long as the state can matter, a window or the time a full bucket takes to
     -- drain: past that, giving back an old block credits nothing.
-    -- Inline rather than a function: Lua makes every local function's closure on every call.
+    -- The epoch key is read (and a foreign value in it refused) before anything is written: a
+    -- reset fails whole or is applied whole.
     local L = limits[1]
     if N == 1 then resets = resets + 1 end
+    local ek, e
     if N == 1 and not L.shape and L.alg ~= 1 and L.alg ~= 2 then
-      local ek = KEYS[D * N + resets]
-      if ek == nil then error({ err = "RATEKEEPER a reset without its epoch key" }) end
+      ek = KEYS[D * N + resets]
+      -- (Never from the store, which always sends it: a decision failing alone says so.)
+      if ek == nil then error("a reset without its epoch key") end
       at = ek
-      local e = (tonumber(redis.call("GET", ek)) or 0) + 1
+      local raw = redis.call("GET", ek)
+      e = tonumber(raw or "0")
+      if e == nil then error(FOREIGN .. #raw .. " bytes)") end
+      e = e + 1
       if now > e then e = now end
+    end
+    for i = 1, N do redis.call("DEL", KEYS[d * N + i]) end
+    if ek then
       local span = L.windowMs
       if L.alg ~= 0 then span = max(span, ceil(L.capacity * L.windowMs / L.limit)) end
       redis.call("SET", ek, string.format("%.0f", e), "PX", max(2 * span, minTtl, 1))
