@@ -20,7 +20,8 @@ import { RedisStore, type RedisStoreOptions } from "../src/stores/redis/index.js
 let seq = 0;
 const ns = () => `ctr${process.pid}-${++seq}`;
 const T0 = 1_800_000_000_000;
-const tagOf = (nowMs: number, windowMs: number) => (Math.floor(nowMs / windowMs) % COUNTER_TAGS) + 1;
+// The window's number mod TAGS, floored (as counter.ts and the script compute it: tags are 1..TAGS, before 1970 too).
+const tagOf = (nowMs: number, windowMs: number) => (((Math.floor(nowMs / windowMs) % COUNTER_TAGS) + COUNTER_TAGS) % COUNTER_TAGS) + 1;
 
 describeRedis("RedisStore: the fixed window's counter layout", () => {
   const fx = redisStoreFixture();

@@ -446,12 +446,19 @@ if fastMode == "C" or fastMode == "P" or fastMode == "B" then
       if not consume then
         local raw = redis.call("GET", key)
         local v = tonumber(raw or "0")
-        if v == nil then error(FOREIGN .. #raw .. " bytes)") end
+        -- Below C_SPAN (tag 0) but not 0: a number of another program's (ours carry a tag >= 1).
+        if v == nil or (v ~= 0 and v < C_SPAN) then error(FOREIGN .. #raw .. " bytes)") end
         return v
       end
       -- One INCRBY decides when the key counts this window (or a later one, for a lagging clock).
       local n = redis.call("INCRBY", key, cost)
       local tag = math.floor(n / C_SPAN)
+      if tag < 1 and n ~= cost then
+        -- The key held a number below any of ours (tag 0, not 0, or negative): another program's
+        -- counter. Give it back as it was (INCRBY kept its TTL) and write nothing else.
+        redis.call("DECRBY", key, cost)
+        error(FOREIGN .. "a number below any of ours)")
+      end
       if tag >= 1 and (tag - here) % C_TAGS <= C_HALF then
         local count = n - tag * C_SPAN
         if count > limit then
@@ -634,7 +641,8 @@ end
 -- any other tag is a window that is over (a = -inf: it counts nothing, the window is the clock's).
 local function ctrDecode(s, L, raw)
   local v = tonumber(raw)
-  if v == nil then error(FOREIGN .. #raw .. " bytes)") end
+  -- Below C_SPAN (tag 0) but not 0: a number of another program's (ours carry a tag >= 1).
+  if v == nil or (v ~= 0 and v < C_SPAN) then error(FOREIGN .. #raw .. " bytes)") end
   local tag = floor(v / C_SPAN)
   local W = L.windowMs
   local w = (now - now % W) / W
