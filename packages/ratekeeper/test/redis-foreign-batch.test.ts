@@ -59,6 +59,23 @@ describeRedis("a foreign value under one key, in a batch with other keys", () =>
     await redis?.stop();
   });
 
+  it("a namespace set by hand, shared by a sliding window of other buckets: the error says so (not only 'delete the key')", async () => {
+    const client = new Redis(redis.port, redis.host);
+    try {
+      const errors: Error[] = [];
+      const store = new RedisStore({ client, failure: "closed", onError: (e) => errors.push(e) });
+      const mk = (buckets: number) =>
+        new RateLimiter({ algorithm: "sliding-window", buckets, limit: 10, window: "1h", namespace: "by-hand", store });
+      await mk(10).consume("k");
+      const d = await mk(5).consume("k");
+      expect(d.reason).toBe("store-error");
+      expect(errors).toHaveLength(1);
+      expect(errors[0]?.message).toMatch(/namespace was set by hand.*buckets/);
+    } finally {
+      client.disconnect();
+    }
+  });
+
   it("a reset whose epoch key holds a foreign value: reported, and nothing reset (not the state without the epoch)", async () => {
     const client = new Redis(redis.port, redis.host);
     try {

@@ -28,7 +28,8 @@ export function fastForeignMarker(raw: unknown): string | undefined {
 /** The error of a decision on a key with a foreign value: `detail` names the key and what Redis said; what to do. */
 export function foreignValueError(detail: string): Error {
   return new Error(
-    `a key holds a value this store did not write (${detail}): delete that key, or give the limiter another namespace (its keys then start afresh)`,
+    `a key holds a value this store did not write (${detail}): delete that key, or give the limiter another namespace (its keys then start afresh); ` +
+      `if this namespace was set by hand, a limiter of other options under it (another algorithm or sliding window's buckets) writes values this one cannot read`,
   );
 }
 
