@@ -7,7 +7,6 @@
  */
 import { gcd } from "../core/arith.js";
 import type { LimitState } from "../core/algorithms/index.js";
-import { FIRST_CAPACITY } from "../core/algorithms/sliding-log.js";
 import { PACKED_MAX_LIMIT } from "../core/algorithms/sliding-tail.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { KeyIndex } from "./key-index.js";
@@ -97,7 +96,7 @@ export function shiftEntries(limits: readonly ResolvedLimit[], gens: readonly Ke
       if (e.exp === 0) return; // never written: fresh (a pinned key's, memory-table.ts refreshPins)
       e.exp = relTime(e.exp, D);
       const slots = slotsOf(e);
-      limits.forEach((l, i) => shiftState(l, slots[i] as LimitState, D, g.rows, n * g.width));
+      limits.forEach((l, i) => shiftState(l, slots[i] as LimitState, D, g.rows, n * g.width, g.width));
     });
   }
   return D;
@@ -105,13 +104,14 @@ export function shiftEntries(limits: readonly ResolvedLimit[], gens: readonly Ke
 
 /**
  * Moves the times in `lim`'s state `s` back by `D` (a multiple of the table's rebase period).
- * `rows`, `off`: the entry's row in its index; a sliding log without a ring of its own keeps its
- * ring there (memory-kinds.ts LogRowTable).
+ * `rows`, `off`, `width`: the entry's row in its index (width 0 when the index keeps none); a
+ * sliding log without a ring of its own keeps its ring there, the whole row (memory-kinds.ts
+ * LogRowTable).
  */
-function shiftState(lim: ResolvedLimit, s: LimitState, D: number, rows: Float64Array, off: number): void {
+function shiftState(lim: ResolvedLimit, s: LimitState, D: number, rows: Float64Array, off: number, width: number): void {
   if (lim.algorithm === "sliding-log") {
     // `a` and `b` are positions; the ring holds times (-Infinity: a unit outside for good, stays so).
-    const ring = (s.ring as Float64Array | null) ?? rows.subarray(off, off + Math.min(lim.limit, FIRST_CAPACITY) + 1);
+    const ring = (s.ring as Float64Array | null) ?? rows.subarray(off, off + width);
     for (let i = 0; i < ring.length; i++) ring[i] = (ring[i] as number) - D;
   } else if (lim.algorithm === "sliding-window") {
     s.a = relTime(s.a, D / (lim.windowMs / lim.buckets)); // a sub-window's index; the ring and `b` stay
