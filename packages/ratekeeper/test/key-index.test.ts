@@ -58,6 +58,7 @@ describe("KeyIndex", () => {
             expect(idx.has(o.key)).toBe(ref.has(o.key));
           } else {
             idx.deleteWhere((_k, v) => v % o.mod === 0);
+            idx.compact();
             for (const [k, v] of [...ref]) if (v % o.mod === 0) ref.delete(k);
           }
           expect(idx.size).toBe(ref.size);
@@ -128,6 +129,42 @@ describe("KeyIndex", () => {
     for (let i = 0; i < 100_000; i++) idx.set(`user:${i}`, i);
     expect(idx.tableBytes).toBeLessThanOrEqual(1 << 20);
     for (let i = 0; i < 100_000; i += 997) expect(idx.get(`user:${i}`)).toBe(i);
+  });
+
+  it("compact() after a sweep gives back the slots, arrays and rows of the keys gone, and keeps every entry's value and row", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 4000 }), fc.integer({ min: 1, max: 50 }), fc.integer({ min: 0, max: 3 }), (n, keepEvery, w) => {
+        const idx = new KeyIndex<number>(w);
+        const row = (i: number) => Float64Array.from({ length: w }, (_, j) => i * 10 + j + 0.5);
+        for (let i = 0; i < n; i++) {
+          idx.set(`k${i}`, i);
+          idx.rowIn(`k${i}`, row(i));
+        }
+        const peakSlots = idx.tableBytes / 4;
+        idx.deleteWhere((_k, v) => v % keepEvery !== 0);
+        idx.compact();
+        const left = Math.ceil(n / keepEvery);
+        expect(idx.size).toBe(left);
+        // Slots a quarter full at most after a compaction that ran, never grown by one.
+        expect(idx.tableBytes / 4).toBeLessThanOrEqual(Math.max(16, peakSlots, 4 * left));
+        if (8 * left <= peakSlots && peakSlots > 16) expect(idx.tableBytes / 4).toBeLessThanOrEqual(Math.max(16, 8 * left));
+        expect(idx.rows.length).toBeLessThanOrEqual(2 * Math.max(8, Math.ceil(1.5 * left)) * w);
+        const out = new Float64Array(w);
+        const check = () => {
+          for (let i = 0; i < n; i++) {
+            expect(idx.get(`k${i}`)).toBe(i % keepEvery === 0 ? i : undefined);
+            if (i % keepEvery !== 0) continue;
+            idx.rowOut(`k${i}`, out);
+            expect([...out]).toEqual([...row(i)]);
+          }
+        };
+        check();
+        for (let i = n; i < n + 300; i++) idx.set(`k${i}`, i * keepEvery); // growth again after it
+        check();
+        for (let i = n; i < n + 300; i++) expect(idx.get(`k${i}`)).toBe(i * keepEvery);
+      }),
+      { numRuns: 60 },
+    );
   });
 
   it("tells apart keys whose whole hash is equal (slot and tag alike), through growth and deletes", () => {

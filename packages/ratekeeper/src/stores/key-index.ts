@@ -159,6 +159,31 @@ export class KeyIndex<V> {
     }
   }
 
+  /**
+   * Gives back the room of entries no longer there, once they are at most an eighth of the slots
+   * (a sweep after a flood of distinct keys): the slot table, the dense arrays and the rows are
+   * made again at a size for the entries left (slots a quarter full, so the next keys need no
+   * growth at once). Entry numbers, and so rows, stay where they are: entries are dense.
+   */
+  compact(): void {
+    const n = this.keys.length;
+    const cap = this.mask + 1;
+    if (cap > MIN_CAPACITY && 8 * n <= cap) {
+      let to = MIN_CAPACITY;
+      while (to < 4 * n) to *= 2;
+      this.table = new Int32Array(to);
+      this.mask = to - 1;
+      for (let e = 0; e < n; e++) this.place(this.hashes[e] as number, e);
+      // Popped arrays keep their backing store: copies hold only the entries left.
+      this.keys = this.keys.slice();
+      this.vals = this.vals.slice();
+      this.hashes = this.hashes.slice();
+    }
+    const w = this.width;
+    const room = Math.max(8, Math.ceil(n * 1.5));
+    if (w > 0 && this.rows.length > 2 * room * w) this.rows = this.rows.slice(0, room * w);
+  }
+
   /** Calls `f(value, n)` for every entry, `n` its entry number (its row's at `n x width`); `f` must not add or delete keys. */
   forEach(f: (value: V, n: number) => void): void {
     for (let n = 0; n < this.vals.length; n++) f(this.vals[n] as V, n);

@@ -136,6 +136,9 @@ class RingTable extends DenialTable {
 /** A fresh state without a ring: a RowTable's keys keep their counts in rows. */
 const ROWLESS = { a: 0, b: 0, ring: null };
 
+/** The rows of no index: what RowTable holds until its next consume finds the last key's. */
+const NO_ROWS = new Float64Array(0);
+
 /**
  * Sliding window of several sub-windows (up to 62: a ring of at most SMALL_RING numbers), each
  * key's ring counts in its index's rows (memory-rows.ts); its own consume, which finds the row by
@@ -149,7 +152,7 @@ class RowTable extends DenialTable {
    */
   private rowKey: string | undefined = undefined;
   private rowSlot: Slot | undefined = undefined;
-  protected rows: Float64Array = new Float64Array(0);
+  protected rows: Float64Array = NO_ROWS;
   protected off = 0;
   /** The ring lent to a state whose decision is not the fast one (memory-rows.ts). */
   private readonly tmp: Ring;
@@ -203,6 +206,7 @@ class RowTable extends DenialTable {
     super.changed();
     this.rowKey = undefined;
     this.rowSlot = undefined;
+    this.rows = NO_ROWS; // the index may make new rows (a sweep's compaction): let the old ones go
   }
 
   /** Counts a slot's new ring (a sliding log's that outgrew its row, or grew again) for the last consumed key. */

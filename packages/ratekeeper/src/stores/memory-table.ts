@@ -342,6 +342,7 @@ export abstract class Table<E extends { exp: number }> implements BoundStore {
         } else this.oldBytes -= b;
         return true;
       });
+      m.compact(); // a flood's keys gone: their slots and rows too (changed() above let go of cached rows)
     }
     return dropped;
   }
