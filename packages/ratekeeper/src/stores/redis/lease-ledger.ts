@@ -1,4 +1,5 @@
 import { leaseClock } from "../memory-leases.js";
+import { fastForeignMarker, foreignValueError } from "./foreign-value.js";
 import type { Lane } from "./lanes.js";
 import { LocalLeases, OwedReleases, type LocalLease, type OwedRelease } from "./local-leases.js";
 import { keyPart } from "./key-part.js";
@@ -64,12 +65,28 @@ export class LeaseLedger implements Ledger {
   local(key: string, id: string, l: Omit<LocalLease, "key" | "handing">): void {
     this.locals.add(key, id, l);
     this.store.holdsLedger(this);
-    this.store.reconcileSoon(this.store.lanes.of(this.keyOf(key)));
+    if (l.refused !== true) this.store.reconcileSoon(this.store.lanes.of(this.keyOf(key)));
   }
 
-  /** Releases `id` in Redis now; if that fails, when Redis answers again. */
+  /** Releases `id` in Redis now; if that fails, when Redis answers again (not when it refused the key: {@link LeaseLedger.refused}). */
   releaseInRedis(key: string, id: string, nowMs: number | undefined, leaseMs: number): void {
-    this.store.ask(this.script, this.keysOf(key), releaseArgs(id, nowMs, leaseMs)).catch(() => this.owe(key, id, nowMs, leaseMs));
+    this.store.ask(this.script, this.keysOf(key), releaseArgs(id, nowMs, leaseMs)).then(
+      (r) => this.refused(r, key),
+      () => this.owe(key, id, nowMs, leaseMs),
+    );
+  }
+
+  /**
+   * Whether concurrency.lua's reply `r` is the marker of a key holding a value the store did not
+   * write: then reported (naming that key, and what to do) and not tried again. Redis answered;
+   * it would refuse each retry the same way until the key is deleted, and retrying on a timer
+   * reported it every 100 ms for as long as the entry lived (an owed release: for ever).
+   */
+  private refused(r: unknown, key: string): boolean {
+    const bad = fastForeignMarker(r);
+    if (bad === undefined) return false;
+    this.store.report(foreignValueError(bad), { op: "reconcile", key, timedOut: false });
+    return true;
   }
 
   /** A release the failure policy answered: Redis gets it when it answers again. */
@@ -121,9 +138,11 @@ export class LeaseLedger implements Ledger {
   private handOne(id: string, l: LocalLease, redisKey: string, lane: Lane): Promise<void> | undefined {
     const now = l.injected ? this.lastNowMs : undefined;
     const left = l.expiresAt - (now ?? leaseClock());
-    if (left > 0) return this.handOver(id, l, redisKey, now, left, lane);
-    this.locals.drop(id, l); // expired: its table drops it too
-    return undefined;
+    if (left <= 0) {
+      this.locals.drop(id, l); // expired: its table drops it too
+      return undefined;
+    }
+    return l.refused === true ? undefined : this.handOver(id, l, redisKey, now, left, lane);
   }
 
   /** One lease to Redis, for `leftMs` from `now` (the injected clock's, else Redis's time). */
@@ -131,8 +150,12 @@ export class LeaseLedger implements Ledger {
     const mode = l.where === "redis" ? "e" : "d";
     const args = [mode, now === undefined ? "" : String(now), String(l.limit), id, String(leftMs), String(this.store.minTtlMs)];
     const done = this.store.ask(this.script, [redisKey, `${redisKey}:r`], args).then(
-      () => {
+      (r) => {
         l.handing = undefined;
+        if (this.refused(r, l.key)) {
+          l.refused = true; // kept here, where its renew and release go; never handed
+          return;
+        }
         this.locals.drop(id, l);
         if (typeof l.where === "object") void Promise.resolve(l.where.release(l.key, id, now)).catch(() => undefined);
       },
@@ -149,7 +172,7 @@ export class LeaseLedger implements Ledger {
   /** Sends a release that did not reach Redis again; kept for the next reconciliation if it fails once more. */
   private releaseOwed(id: string, o: OwedRelease, lane: Lane): Promise<void> {
     return this.store.ask(this.script, this.keysOf(o.key), releaseArgs(id, o.nowMs, o.leaseMs)).then(
-      () => undefined,
+      (r) => void this.refused(r, o.key),
       (e: unknown) => {
         this.owed.add(id, o);
         this.store.report(e, { op: "reconcile", key: o.key, timedOut: isTimeout(e) });

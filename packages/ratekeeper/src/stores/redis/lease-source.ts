@@ -4,6 +4,7 @@ import type { ResolvedLease } from "../../core/lease-options.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import type { BlockSource } from "../leased-table.js";
 import { counterFits } from "./counter.js";
+import { fastForeignMarker, foreignValueError } from "./foreign-value.js";
 import { keyPart } from "./key-part.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
 import type { RedisStore } from "./store.js";
@@ -44,6 +45,15 @@ export class RedisBlockSource implements BlockSource {
     const head = `${this.head}${key}`;
     const args = ["t", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(want), this.id, this.horizon];
     const r = await this.store.ask(this.script, [`${head}}`, `${head}}:L`, `${head}}:e`], args);
+    const bad = fastForeignMarker(r);
+    if (bad !== undefined) {
+      // The waiting decisions go to the unleased table (LeasedTable.failed), whose script refuses
+      // a foreign state as this one did, and reports it; a foreign lessees or epoch key is not
+      // that script's to read (its decisions are made there, exactly): reported here.
+      const err = foreignValueError(bad);
+      if (!bad.startsWith(`${head}}: `)) this.store.report(err, { op: "lease", key, timedOut: false });
+      throw err;
+    }
     if (!Array.isArray(r) || r.length !== 8)
       throw new RateLimitStoreError(`RedisStore lease "${key}": unexpected script reply ${describeValue(r)}`);
     this.lessees = Number(r[5]);
@@ -70,6 +80,10 @@ export class RedisBlockSource implements BlockSource {
   async give(key: string, units: number, blockStart: number, epoch: number, nowMs: number | undefined): Promise<void> {
     const head = `${this.head}${key}`;
     const args = ["g", nowMs === undefined ? "" : String(nowMs), ...this.tail, String(units), String(blockStart), String(epoch)];
-    await this.store.ask(this.script, [`${head}}`, `${head}}:L`, `${head}}:e`], args);
+    const r = await this.store.ask(this.script, [`${head}}`, `${head}}:L`, `${head}}:e`], args);
+    // A foreign value: nothing given back (the units are lost, as for any failed give-back); the
+    // key's next take finds it and reports it.
+    const bad = fastForeignMarker(r);
+    if (bad !== undefined) throw foreignValueError(bad);
   }
 }

@@ -2,6 +2,7 @@ import { describeValue, RateLimitStoreError } from "../../core/errors.js";
 import type { LeaseReason } from "../../core/lease-reason.js";
 import type { BoundLeases, ClockOptions, LeaseAnswer } from "../../store.js";
 import { leaseClock } from "../memory-leases.js";
+import { fastForeignMarker, foreignValueError } from "./foreign-value.js";
 import { isTimeout, LeaseLedger } from "./lease-ledger.js";
 import type { LocalLease } from "./local-leases.js";
 import { loadScript, type LoadedScript } from "./scripts.js";
@@ -123,6 +124,8 @@ export class RedisLeases implements BoundLeases {
     } catch (e) {
       return this.failed(e, op, key, id, leaseMs, nowMs);
     }
+    const bad = fastForeignMarker(reply);
+    if (bad !== undefined) return this.failed(foreignValueError(bad), op, key, id, leaseMs, nowMs, true);
     if (!Array.isArray(reply) || reply.length !== 4) {
       throw new RateLimitStoreError(`RedisStore ${op} "${key}": unexpected script reply ${describeValue(reply)}`);
     }
@@ -147,11 +150,25 @@ export class RedisLeases implements BoundLeases {
     return true;
   }
 
-  /** Redis did not answer: the failure policy does. */
-  private async failed(e: unknown, op: Op, key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
+  /**
+   * Redis did not answer (or, `foreign`, answered that the key holds a value the store did not
+   * write): the failure policy does. Redis holds no lease of ours under a foreign value, and takes
+   * none until that key is deleted: nothing is owed to it or handed to it then, and a lease the
+   * policy grants from a local table stays there (its renew and release go there) for its life.
+   */
+  private async failed(
+    e: unknown,
+    op: Op,
+    key: string,
+    id: string,
+    leaseMs: number,
+    nowMs: number | undefined,
+    foreign = false,
+  ): Promise<LeaseAnswer> {
     const err = this.store.report(e, { op, key, timedOut: isTimeout(e) });
     const f = this.store.failure;
     if (f === "throw") throw err;
+    if (foreign) return this.foreignAnswer(op, key, id, leaseMs, nowMs);
     if (f === "open" || f === "closed") {
       const open = f === "open";
       if (op === "acquire" && open) {
@@ -189,6 +206,26 @@ export class RedisLeases implements BoundLeases {
         this.ledger.owe(key, id, nowMs, leaseMs);
         return this.plain(false, this.policyReason());
     }
+  }
+
+  /** The failure policy's answer on a key holding a foreign value (see {@link RedisLeases.failed}). */
+  private async foreignAnswer(op: Op, key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
+    const f = this.store.failure;
+    if (f === "open" || f === "closed") {
+      const open = f === "open";
+      if (op === "count")
+        return open ? { ok: false, remaining: this.limit, retryAfterMs: 0, reason: "store-error" } : this.plain(false, "store-error", true);
+      return this.plain(open && op !== "release", "store-error", !open && op !== "release");
+    }
+    const local = this.localLeases();
+    if (op === "acquire") {
+      if (local === undefined) return this.plain(false, "degraded", true);
+      const a = this.tag(await local.acquire(key, id, leaseMs, nowMs));
+      if (a.ok) this.ledger.local(key, id, { ...this.entry(local, leaseMs, nowMs), refused: true });
+      return a;
+    }
+    if (op === "count") return local === undefined ? this.plain(false, "degraded", true) : this.tag(await local.count(key, nowMs));
+    return this.plain(op === "renew", this.policyReason());
   }
 
   /**

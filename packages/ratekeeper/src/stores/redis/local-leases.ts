@@ -38,6 +38,11 @@ export interface LocalLease {
   readonly injected: boolean;
   /** The limit of the limiter that answered (a Redis lease taken again needs a free slot under it). */
   readonly limit: number;
+  /**
+   * Granted because Redis refused the key (it holds a value the store did not write): never
+   * handed to Redis, which cannot take it; its renew and release stay local for its life.
+   */
+  refused?: boolean;
   /** Its hand-over to Redis, while one is under way (renews and releases wait for it). */
   handing: Promise<void> | undefined;
 }

@@ -35,6 +35,11 @@ Reply    4 integers: ok (1: acquired / renewed / released; 0: not, and always 0 
          remaining (slots free after the call), retryAfterMs (when every slot is held and the
          call was not a granted acquire: ms until the earliest lease expires; else 0),
          held (leases held after the call)
+         A key holding a value the store did not write (a string, list or hash of another
+         program's: WRONGTYPE): { "<key>: <error>" } (one string, the marker of
+         stores/redis/foreign-value.ts), and nothing written: each key's first command fails
+         before any write to it (only leases expired already may have been dropped from KEYS[1]
+         when KEYS[2] is the foreign one). Another program's sorted set cannot be told from ours.
 Cost: O(log n) per call for n leases held, plus the expired leases it drops (and, for a release
 of an id not held, O(log m) for m tombstones plus the past ones it drops).
 ]]
@@ -52,15 +57,24 @@ end
 local limit = tonumber(ARGV[3])
 local id = ARGV[4]
 
+-- A foreign value (see Reply): Redis's error `e` on key `at`. An error that is not WRONGTYPE (OOM,
+-- READONLY...: Redis cannot serve) fails the call as before.
+local function foreign(at, e)
+  if not string.find(tostring(e.err), "^WRONGTYPE") then error(e) end
+  return { at .. ": " .. e.err }
+end
+
 -- Expired leases (expiry <= now) go first: only live ones count.
-redis.call("ZREMRANGEBYSCORE", key, "-inf", now)
+local dropped = redis.pcall("ZREMRANGEBYSCORE", key, "-inf", now)
+if type(dropped) == "table" then return foreign(key, dropped) end
 local held = redis.call("ZCARD", key)
 local ok = 0
 local wrote = false
 -- A hand-over or offline renew of a lease released already (see KEYS[2]).
 local released = false
 if mode == "d" or mode == "e" then
-  local stands = redis.call("ZSCORE", KEYS[2], id)
+  local stands = redis.pcall("ZSCORE", KEYS[2], id)
+  if type(stands) == "table" and stands.err then return foreign(KEYS[2], stands) end
   released = stands ~= false and tonumber(stands) > now
 end
 if mode == "a" then
@@ -81,7 +95,8 @@ elseif mode == "x" then
   local standMs = tonumber(ARGV[5])
   if ok == 0 and standMs > 0 then
     local tombs = KEYS[2]
-    redis.call("ZREMRANGEBYSCORE", tombs, "-inf", now)
+    local past = redis.pcall("ZREMRANGEBYSCORE", tombs, "-inf", now)
+    if type(past) == "table" then return foreign(tombs, past) end
     redis.call("ZADD", tombs, now + standMs, id)
     if redis.call("PTTL", tombs) < standMs then redis.call("PEXPIRE", tombs, standMs) end
   end

@@ -38,6 +38,10 @@ Reply    t: 8 integers: taken (units, 0: none), validMs (fixed window: ms until 
          after this take, which others may take: with the block's, a decision's remaining),
          epoch (the key's reset epoch, KEYS[3], whether or not a block was taken)
          g: 0
+         Either mode, a key holding a value the store did not write (another program's list or
+         hash: WRONGTYPE; a string in no layout of ours, as ratekeeper.lua's checks): { "<key>: <error>" }
+         (one string, the marker of stores/redis/foreign-value.ts), and nothing written: every
+         key is read and checked before the first write.
 Blocks are at most max(1, floor(capacity / (2 * lessees))), and a bucket gives nothing below
 max(1, min(want, floor(that / 2))) (see core/lease-block.ts for why).
 ]]
@@ -57,13 +61,28 @@ local units = tonumber(ARGV[8])
 local key = KEYS[1]
 local floor, ceil = math.floor, math.ceil
 
-local raw = redis.call("GET", key)
+-- A foreign value (see Reply): `at` the key, `e` Redis's error (a table) or the check's text. An
+-- error that is not WRONGTYPE (OOM, READONLY...: Redis cannot serve) fails the call as before.
+local FOREIGN = "a value the store did not write, in no layout of ratekeeper's ("
+local function foreign(at, e)
+  if type(e) == "table" then
+    if not string.find(tostring(e.err), "^WRONGTYPE") then error(e) end
+    e = e.err
+  end
+  return { at .. ": " .. e }
+end
+
+local raw = redis.pcall("GET", key)
+if type(raw) == "table" then return foreign(key, raw) end
 local a, b = 0, 0
 -- Kind "n": the counter layout of ratekeeper.lua (stores/redis/counter.ts), one integer
 -- tag * SPAN + count; a tag more than HALF windows from now's is a window that is over (fresh).
 local SPAN, TAGS, HALF = 549755813888, 16383, 8191
 if raw and kind == "n" then
   local v = tonumber(raw)
+  -- Below SPAN (tag 0) but not 0: a number of another program's (ours carry a tag >= 1), as in
+  -- ratekeeper.lua; read as a window that is over, it was overwritten.
+  if v == nil or (v ~= 0 and v < SPAN) then return foreign(key, FOREIGN .. #raw .. " bytes)") end
   local tag = floor(v / SPAN)
   local w = (now - now % W) / W
   local d = (tag - (w % TAGS + 1)) % TAGS
@@ -75,6 +94,7 @@ if raw and kind == "n" then
     a = -math.huge -- a window that is over: the window is the clock's
   end
 elseif raw then
+  if #raw ~= 12 and #raw ~= 16 then return foreign(key, FOREIGN .. #raw .. " bytes)") end
   if #raw == 12 then a, b = struct.unpack("<i6i6", raw) else a, b = struct.unpack("<dd", raw) end
 end
 
@@ -117,7 +137,13 @@ local function levelAt()
 end
 
 -- The key's reset epoch (see KEYS[3]).
-local epoch = tonumber(redis.call("GET", KEYS[3])) or 0
+local rawEpoch = redis.pcall("GET", KEYS[3])
+if type(rawEpoch) == "table" then return foreign(KEYS[3], rawEpoch) end
+local epoch = 0
+if rawEpoch then
+  epoch = tonumber(rawEpoch)
+  if epoch == nil then return foreign(KEYS[3], FOREIGN .. #rawEpoch .. " bytes)") end
+end
 
 if mode == "g" then
   -- Nothing to give back into when the state has expired (a fresh state already has it all), nor
@@ -147,7 +173,9 @@ end
 
 -- Take: count this instance among the key's lessees first.
 local lk, horizon = KEYS[2], tonumber(ARGV[10])
-redis.call("ZADD", lk, now, ARGV[9])
+-- The call's first write: on a foreign type it fails, and nothing is written.
+local added = redis.pcall("ZADD", lk, now, ARGV[9])
+if type(added) == "table" then return foreign(lk, added) end
 redis.call("ZREMRANGEBYSCORE", lk, "-inf", now - horizon)
 local lessees = redis.call("ZCARD", lk)
 if horizon < minTtl then redis.call("PEXPIRE", lk, minTtl) else redis.call("PEXPIRE", lk, horizon) end
