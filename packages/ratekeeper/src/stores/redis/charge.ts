@@ -4,7 +4,8 @@ import type { ResolvedLimit } from "../../core/options.js";
 import type { DegradedLimiter } from "./degraded.js";
 import { redisDown, RedisTimeoutError, type Lane } from "./lanes.js";
 import { ScriptFormat } from "./script-format.js";
-import { foreignMarker, foreignValueError } from "./foreign-value.js";
+import { namingKeys } from "./client.js";
+import { foreignMarker, foreignValueError, ForeignValueError } from "./foreign-value.js";
 import type { RedisTable } from "./table.js";
 
 /** Reconciliation calls in flight at once, per limiter. */
@@ -59,6 +60,18 @@ export class Reconciler {
       if (this.alone === undefined) whole = await this.chargeAll(key, units, nowMs);
       else for (let i = 0; i < this.alone.length; i++) if (!(await this.chargeOne(i, key, units, nowMs))) whole = false;
     } catch (e) {
+      const named = namingKeys(e, this.table.keysOf(key));
+      if (named instanceof ForeignValueError) {
+        // Redis answered: a key of this key's holds a value the store did not write, and every
+        // charge will be refused until someone deletes it. Retried as a failure (back to the
+        // ledger, again in 100 ms), it was reported ten times a second for good and the ledger
+        // never emptied. Given up as a charge Redis had no room for: reported once, the local
+        // state, which counts the units, stays until it expires (a limit of several may have
+        // taken its units).
+        store.report(named, { op: "reconcile", key, timedOut: false });
+        await d.charged(key, false, nowMs);
+        return;
+      }
       // Redis did not take them (a limit of several may have: charged again, stricter, never
       // looser; a late reply is refunded).
       d.restore(key, units, nowMs);

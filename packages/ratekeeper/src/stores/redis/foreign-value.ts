@@ -25,9 +25,15 @@ export function fastForeignMarker(raw: unknown): string | undefined {
   return Array.isArray(raw) && raw.length === 1 ? foreignMarker(raw[0]) : undefined;
 }
 
+/**
+ * The error of a decision on a key with a foreign value ({@link foreignValueError}): Redis answered,
+ * and will refuse that key the same way until someone deletes it (charge.ts does not retry it).
+ */
+export class ForeignValueError extends Error {}
+
 /** The error of a decision on a key with a foreign value: `detail` names the key and what Redis said; what to do. */
 export function foreignValueError(detail: string): Error {
-  return new Error(
+  return new ForeignValueError(
     `a key holds a value this store did not write (${detail}): delete that key, or give the limiter another namespace (its keys then start afresh); ` +
       `if this namespace was set by hand, a limiter of other options under it (another algorithm or sliding window's buckets) writes values this one cannot read`,
   );
