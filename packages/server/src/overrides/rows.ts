@@ -53,7 +53,14 @@ export function encodeCursor(domain: string, key: string): string {
   return Buffer.from(JSON.stringify([domain, key]), "utf8").toString("base64url");
 }
 
-/** Reads a cursor from {@link encodeCursor}; throws a `RangeError` naming `cursor` when it is not one. */
+/**
+ * A page request the caller got wrong (a forged cursor, a bad limit): the admin API's 400. A
+ * RangeError as before, but its own class: a database driver's RangeError is the database failing
+ * (503), not the caller's input.
+ */
+export class PageRequestError extends RangeError {}
+
+/** Reads a cursor from {@link encodeCursor}; throws a {@link PageRequestError} naming `cursor` when it is not one. */
 export function decodeCursor(cursor: string): [string, string] {
   try {
     const v: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
@@ -63,12 +70,12 @@ export function decodeCursor(cursor: string): [string, string] {
   } catch {
     // fall through to the error below
   }
-  throw new RangeError(`cursor: not a cursor returned by a previous page (got ${JSON.stringify(cursor.slice(0, 40))})`);
+  throw new PageRequestError(`cursor: not a cursor returned by a previous page (got ${JSON.stringify(cursor.slice(0, 40))})`);
 }
 
 /** Clamps a page size: default 100, at most 1000. */
 export function pageSize(limit: number | undefined): number {
   if (limit === undefined) return 100;
-  if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit: must be a whole number from 1 to 1000 (got ${limit})`);
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new PageRequestError(`limit: must be a whole number from 1 to 1000 (got ${limit})`);
   return Math.min(limit, 1000);
 }

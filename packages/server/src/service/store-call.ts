@@ -1,7 +1,9 @@
 /**
  * One call to a limiter's store for the decision service, timed for the metrics: the store's
- * latency, the decision's reason, and failures (a RangeError, a bad key or cost, becomes the
- * caller's CheckError; anything else is the store's own error, counted, as a StoreFailure).
+ * latency, the decision's reason, and failures: the library's refusal of a bad key becomes the
+ * caller's CheckError; anything else the store threw is the store's own error, counted, as a
+ * StoreFailure, whatever its type (a RangeError too: a table that cannot grow, a client's own
+ * range check), so a store failure is never blamed on the client.
  */
 import { MemoryStore, type Decision, type RateLimiter, type Store } from "ratekeeper";
 import { CheckError, StoreFailure, type DecisionObserver } from "./types.js";
@@ -46,7 +48,7 @@ export class StoreTimer {
     const observer = this.observer;
     if (observer === undefined) {
       const d = call(undefined, limiter, stateKey, cost, peek);
-      return d instanceof Promise ? d.then(undefined, unobservedFailure) : d;
+      return d instanceof Promise ? d.then(undefined, (e: unknown) => failed(undefined, e, limiter, stateKey, cost)) : d;
     }
     if (this.untimed > 0) {
       this.untimed--;
@@ -54,7 +56,7 @@ export class StoreTimer {
       return d instanceof Promise
         ? d.then(
             (x) => untimedRan(observer, x),
-            (e: unknown) => observedFailure(observer, e),
+            (e: unknown) => failed(observer, e, limiter, stateKey, cost),
           )
         : untimedRan(observer, d);
     }
@@ -66,7 +68,7 @@ export class StoreTimer {
     return d instanceof Promise
       ? d.then(
           (x) => ran(observer, x, t0),
-          (e: unknown) => observedFailure(observer, e),
+          (e: unknown) => failed(observer, e, limiter, stateKey, cost),
         )
       : ran(observer, d, t0);
   }
@@ -82,7 +84,7 @@ export class StoreTimer {
   }
 }
 
-/** The store call; a synchronous failure counted, a RangeError made the caller's CheckError. */
+/** The store call; a synchronous failure as {@link storeFailed} says. */
 function call(
   observer: DecisionObserver | undefined,
   limiter: RateLimiter,
@@ -93,25 +95,40 @@ function call(
   try {
     return peek ? limiter.peek(stateKey, cost) : limiter.consumeNow(stateKey, cost);
   } catch (e) {
-    throw storeFailed(observer, e);
+    return failed(observer, e, limiter, stateKey, cost);
   }
 }
 
-function unobservedFailure(e: unknown): never {
-  throw storeFailed(undefined, e);
+function failed(observer: DecisionObserver | undefined, e: unknown, limiter: RateLimiter, stateKey: string, cost: number): never {
+  throw storeFailed(observer, e, limiter, stateKey, cost);
 }
 
-function observedFailure(observer: DecisionObserver, e: unknown): never {
-  throw storeFailed(observer, e);
+/** `String.prototype.isWellFormed` (ES2024; in every Node the service supports). */
+interface WellFormed {
+  isWellFormed(): boolean;
 }
 
 /**
- * Counts a store call that threw; a RangeError (bad key or cost) becomes the caller's CheckError,
- * anything else a {@link StoreFailure} (503: the store failed).
+ * Whether the library refuses `key` (ratekeeper's checkKey: a non-empty string of at most 1024
+ * characters, well-formed), and so refused it before any store was asked.
  */
-function storeFailed(observer: DecisionObserver | undefined, e: unknown): unknown {
+export function refusedKey(key: string): boolean {
+  return key.length === 0 || key.length > 1024 || !(key as unknown as WellFormed).isWellFormed();
+}
+
+/**
+ * What a limiter call that threw `e` was. Told by its input, never by the error's type or words
+ * (a store may throw a RangeError of its own, which was answered 400, blaming the client):
+ * - a key the library refuses (a caller's lone surrogate, handed to the service without a
+ *   transport's checks): the caller's CheckError, with the library's message naming the key;
+ * - a cost the service should have refused (requestCost, the oversize check): a bug, as is (500);
+ * - anything else: the store failed, a counted {@link StoreFailure} (503).
+ */
+function storeFailed(observer: DecisionObserver | undefined, e: unknown, limiter: RateLimiter, stateKey: string, cost: number): unknown {
+  if (refusedKey(stateKey)) return new CheckError(e instanceof Error ? e.message : String(e));
+  if (!Number.isSafeInteger(cost) || cost < 1 || cost > limiter.maxCost) return e;
   observer?.storeError("error");
-  return e instanceof RangeError ? new CheckError(e.message) : new StoreFailure("store", e);
+  return new StoreFailure("store", e);
 }
 
 /** Reports a timed call's latency, and the decision's reason. */
@@ -134,11 +151,14 @@ function reasoned(observer: DecisionObserver, d: Decision): Decision {
   return d;
 }
 
-/** Forgets a state key (the admin API's reset); the store's failure a {@link StoreFailure}. */
+/**
+ * Forgets a state key (the admin API's reset); the store's failure a {@link StoreFailure}, a key
+ * the library refuses (its validation rejects asynchronously) the caller's CheckError.
+ */
 export async function resetKey(limiter: RateLimiter, state: string): Promise<void> {
   try {
     await limiter.reset(state);
   } catch (e) {
-    throw e instanceof RangeError ? new CheckError(e.message) : new StoreFailure("store", e);
+    throw storeFailed(undefined, e, limiter, state, 1);
   }
 }

@@ -5,6 +5,7 @@
  * service, writes the audit line and answers.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { PageRequestError } from "../overrides/rows.js";
 import { parseOverride, toDocument } from "../overrides/schema.js";
 import { OverrideConflictError, type Override, type OverrideStore } from "../overrides/types.js";
 import { parseDescriptorKey } from "../service/descriptor-key.js";
@@ -81,7 +82,7 @@ export async function listOverrides({ admin, res, url }: AdminCall): Promise<voi
     });
   } catch (e) {
     // A cursor the store cannot read.
-    if (e instanceof RangeError) throw new HttpError("bad_request", e.message);
+    if (e instanceof PageRequestError) throw new HttpError("bad_request", e.message);
     throw e;
   }
   send(res, 200, { items: page.items.map((o) => toDocument(o, true)), nextCursor: page.nextCursor ?? null });

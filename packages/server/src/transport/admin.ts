@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { PageRequestError } from "../overrides/rows.js";
 import { OverrideConflictError, type OverrideStore } from "../overrides/types.js";
 import { CheckError, StoreFailure, type CheckInput, type CheckResult } from "../service/types.js";
 import { HttpError, methodNotAllowed, sendError, TokenCheck } from "../http-io.js";
@@ -186,13 +187,14 @@ function decodePart(p: string): string {
 
 /**
  * The override store, each call's failure a StoreFailure (503, "the overrides database failed:
- * ..."); a conflict (409) and a RangeError (input the store refused) stay what they are.
- * Whatever else goes wrong in a route is a bug: 500.
+ * ..."); a conflict (409) and a PageRequestError (a page request the store refused: a forged
+ * cursor) stay what they are. Any other RangeError is the database's (a driver's own check), not
+ * the caller's: 503 too. Whatever else goes wrong in a route is a bug: 500.
  */
 function guarded(store: OverrideStore): OverrideStore {
   const fail = (e: unknown) => {
-    // A RangeError is the caller's input the store refused (a forged cursor): the route makes it a 400.
-    throw e instanceof OverrideConflictError || e instanceof RangeError ? e : new StoreFailure("overrides database", e);
+    // A PageRequestError is the caller's input the store refused (a forged cursor): the route makes it a 400.
+    throw e instanceof OverrideConflictError || e instanceof PageRequestError ? e : new StoreFailure("overrides database", e);
   };
   return new Proxy(store, {
     get(target, name, receiver) {
