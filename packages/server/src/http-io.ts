@@ -6,7 +6,7 @@
  * `{"error": "<code>", "message": "<what is wrong, naming the field>"}`, plus `"issues"` (a list of
  * `{path, message}`) when several problems are reported at once.
  */
-import { createHash, timingSafeEqual } from "node:crypto";
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ConfigIssue } from "ratekeeper";
 import { CheckError, StoreFailure } from "./service/types.js";
@@ -68,9 +68,33 @@ export function errorBody(e: unknown): { status: number; body: ErrorBody; header
   return { status: 500, body: { error: "internal", message: internalMessage(e) }, headers: undefined };
 }
 
-/** What a 500 (or gRPC INTERNAL) says: an unexpected error in the service itself, not the store's. */
+/**
+ * What a 500 (or gRPC INTERNAL) says: an unexpected error in the service itself, not the store's,
+ * and its {@link errorId}. Never the error's own message: it crosses a trust boundary, and may
+ * hold stack details, file paths, connection strings or the keys of other tenants. The log line
+ * of the route that failed has the error, with the same id ({@link errorIdField}).
+ */
 export function internalMessage(e: unknown): string {
-  return `internal error (a bug in the service, not a store failure): ${e instanceof Error ? e.message : String(e)}`;
+  return `internal error (a bug in the service, not a store failure): the service's log has it, error id ${errorId(e)}`;
+}
+
+/** The ids given to unexpected errors, by error object. */
+const ERROR_IDS = new WeakMap<object, string>();
+
+/**
+ * A random id of the unexpected error `e`, the same each time for the same error object, so the
+ * answer and the log line name the same id (a thrown primitive gets a new one each time).
+ */
+export function errorId(e: unknown): string {
+  if (typeof e !== "object" || e === null) return randomBytes(6).toString("hex");
+  let id = ERROR_IDS.get(e);
+  if (id === undefined) ERROR_IDS.set(e, (id = randomBytes(6).toString("hex")));
+  return id;
+}
+
+/** `{ errorId }` for a log line about an error answered 500 (see {@link internalMessage}); `{}` for any other. */
+export function errorIdField(e: unknown): { errorId?: string } {
+  return e instanceof HttpError || e instanceof CheckError || e instanceof StoreFailure ? {} : { errorId: errorId(e) };
 }
 
 /**

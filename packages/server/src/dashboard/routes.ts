@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../log.js";
-import { HttpError, methodNotAllowed, sendError, TokenCheck } from "../http-io.js";
+import { errorIdField, HttpError, methodNotAllowed, sendError, TokenCheck } from "../http-io.js";
 import { EventStreams } from "./events.js";
 import { StateBuilder, type StateSources } from "./state.js";
 
@@ -87,7 +87,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       try {
         await route(req, res, path);
       } catch (e) {
-        if (!(e instanceof HttpError)) options.logger.error({ err: e, url: req.url }, "dashboard request failed");
+        if (!(e instanceof HttpError)) options.logger.error({ err: e, url: req.url, ...errorIdField(e) }, "dashboard request failed");
         sendError(req, res, e);
       }
     },

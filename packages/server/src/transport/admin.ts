@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { PageRequestError } from "../overrides/rows.js";
 import { OverrideConflictError, type OverrideStore } from "../overrides/types.js";
 import { CheckError, StoreFailure, type CheckInput, type CheckResult } from "../service/types.js";
-import { HttpError, methodNotAllowed, sendError, TokenCheck } from "../http-io.js";
+import { errorIdField, HttpError, methodNotAllowed, sendError, TokenCheck } from "../http-io.js";
 import {
   ADMIN_PREFIX,
   blockKey,
@@ -132,7 +132,8 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
       if (!route) throw methodNotAllowed(Object.keys(methods).join(", "));
       await route({ admin, req, res, url, domain, key });
     } catch (e) {
-      if (!(e instanceof HttpError) && !(e instanceof CheckError)) ctx.logger?.warn?.({ err: e, url: req.url }, "admin request failed");
+      if (!(e instanceof HttpError) && !(e instanceof CheckError))
+        ctx.logger?.warn?.({ err: e, url: req.url, ...errorIdField(e) }, "admin request failed");
       sendError(req, res, e);
     }
     return true;

@@ -5,7 +5,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import type { Logger } from "../log.js";
 import type { DecisionService } from "../service/decide.js";
 import { REQUEST_CAPS } from "../service/request-caps.js";
-import { internalMessage } from "../http-io.js";
+import { errorIdField, internalMessage } from "../http-io.js";
 import { CheckError, StoreFailure, type CheckResult } from "../service/types.js";
 import { healthHandlers } from "./grpc-health.js";
 import { rlsCheckInput, rlsResponse, RlsServiceError, type RlsHeaders, type RlsMetrics, type RlsRequest, type RlsResponse } from "./rls.js";
@@ -101,7 +101,7 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
     metrics?.rlsError(e instanceof StoreFailure ? "redis_error" : "service_error");
     if (e instanceof RlsServiceError) return callback({ code: grpc.status.UNKNOWN, details: e.message });
     if (e instanceof CheckError) return callback({ code: grpc.status.INVALID_ARGUMENT, details: e.message });
-    logger.error({ err: e }, "ShouldRateLimit failed");
+    logger.error({ err: e, ...errorIdField(e) }, "ShouldRateLimit failed");
     if (e instanceof StoreFailure) return callback({ code: grpc.status.UNAVAILABLE, details: e.message });
     callback({ code: grpc.status.INTERNAL, details: internalMessage(e) });
   }

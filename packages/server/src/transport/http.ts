@@ -8,7 +8,17 @@ import { LeaseService } from "../service/leases.js";
 import { CheckError, type CheckInput, type CheckResult } from "../service/types.js";
 import { createAdminHandler } from "./admin.js";
 import { authHeaders, authInput, batchOf, Query, toInput } from "./check-input.js";
-import { errorBody, HttpError, methodNotAllowed, parseJsonText, readTextThen, sendError, sendJsonText, TokenCheck } from "../http-io.js";
+import {
+  errorBody,
+  errorIdField,
+  HttpError,
+  methodNotAllowed,
+  parseJsonText,
+  readTextThen,
+  sendError,
+  sendJsonText,
+  TokenCheck,
+} from "../http-io.js";
 import { checkBodyInput } from "./check-body.js";
 import { routeOf, type HttpCall, type HttpContext } from "./http-routes.js";
 import { DEFAULT_STYLES, limitHeaderList, resultBody, resultJson } from "./render.js";
@@ -169,7 +179,8 @@ class HttpApi {
   }
 
   private failed(req: IncomingMessage, res: ServerResponse, e: unknown): void {
-    if (!(e instanceof CheckError) && !(e instanceof HttpError)) this.options.logger.error({ err: e, url: req.url }, "request failed");
+    if (!(e instanceof CheckError) && !(e instanceof HttpError))
+      this.options.logger.error({ err: e, url: req.url, ...errorIdField(e) }, "request failed");
     sendError(req, res, e);
   }
 
