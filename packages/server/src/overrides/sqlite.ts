@@ -3,9 +3,9 @@
  * feed, paging and purge, on one better-sqlite3 handle. Its schema, migrations and prepared
  * statements are in sqlite-schema.ts; rows.ts holds what it shares with the PostgreSQL store.
  */
-import { statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
+import { checkAttached, openedDatabase, type OpenedDatabase } from "./sqlite-files.js";
 import { makeFolder } from "../make-folder.js";
 import { serializePolicy } from "./schema.js";
 import { PolicyInterner, decodeCursor, encodeCursor, pageSize, rowToChange, rowToOverride, type OverrideRow } from "./rows.js";
@@ -54,8 +54,8 @@ export class SqliteOverrideStore implements OverrideStore {
   private pollTimer: NodeJS.Timeout | undefined;
   private lastSignalled = 0;
   private readonly stmt: Statements;
-  /** The file opened (device and inode), to tell when its name no longer leads to it; undefined in memory. */
-  private readonly opened: { readonly path: string; readonly dev: number; readonly ino: number } | undefined;
+  /** The files opened (sqlite-files.ts), to tell when their names no longer lead to them; undefined in memory. */
+  private readonly opened: OpenedDatabase | undefined;
 
   constructor(options: SqliteOverrideStoreOptions) {
     this.description = `sqlite:${options.path}`;
@@ -77,26 +77,13 @@ export class SqliteOverrideStore implements OverrideStore {
       // Absolute, as SQLite made it on opening: a relative name would stat another file once
       // the working directory changes (an embedding app's chdir), refusing every write.
       const path = resolve(options.path);
-      const st = statSync(path);
-      this.opened = { path, dev: st.dev, ino: st.ino };
+      this.opened = openedDatabase(path);
     }
   }
 
-  /**
-   * Throws when the file was deleted or replaced while open: SQLite would go on writing to the
-   * open, nameless file, and the write would be answered as done and lost at the next start (a
-   * process opening the name meanwhile, an import, gets another file). One stat per write.
-   */
+  /** Throws when the file, its -wal or its -shm was deleted or replaced while open (sqlite-files.ts). */
   private attached(): void {
-    const o = this.opened;
-    if (o === undefined) return;
-    const st = statSync(o.path, { throwIfNoEntry: false });
-    if (st !== undefined && st.dev === o.dev && st.ino === o.ino) return;
-    // Deleted: a restart would make an empty database there, without the overrides (blocks) it held.
-    const none = st === undefined ? " (nothing is there now: a restart would start from an empty database, every override gone)" : "";
-    throw new Error(
-      `the SQLite file ${o.path} was deleted or replaced while open: a write now would be lost (it would go to the old file). Restore the file, or restart the service to open the one now there${none}`,
-    );
+    if (this.opened !== undefined) checkAttached(this.opened);
   }
 
   private versionNow(): number {

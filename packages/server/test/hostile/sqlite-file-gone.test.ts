@@ -56,6 +56,43 @@ describe("the SQLite overrides file deleted or replaced while open", () => {
     await expect(store.put(blocked("user_id=2"))).rejects.toThrow(GONE);
   });
 
+  it("its write-ahead log (-wal) or shared-memory index (-shm) deleted or replaced: writes fail, naming it", async () => {
+    // Tried (sqlite.ts notes): -wal deleted, then a write answered as done and the process killed:
+    // on reopening, every override since the last checkpoint was gone (the ones before the
+    // deletion too). -shm deleted, then another process (an import) wrote: its write was lost
+    // when the service wrote next (two wal-indexes). Either way, with another process opening the
+    // database meanwhile, a clean close lost them as well.
+    const WAL_GONE =
+      /overrides\.db-(wal|shm) \(its (write-ahead log|shared-memory index)\) was deleted or replaced while open: a write now could be lost/;
+    for (const [suffix, spoil] of [
+      ["-wal", (f: string) => rmSync(f)],
+      ["-shm", (f: string) => rmSync(f)],
+      [
+        "-wal",
+        (f: string) => {
+          copyFileSync(f, `${f}.copy`);
+          renameSync(`${f}.copy`, f);
+        },
+      ],
+    ] as const) {
+      const { store, file } = open();
+      await store.put(blocked("user_id=1"));
+      spoil(`${file}${suffix}`);
+      await expect(store.put(blocked("user_id=2")), suffix).rejects.toThrow(WAL_GONE);
+      await expect(store.delete("api", "user_id=1"), suffix).rejects.toThrow(WAL_GONE);
+      expect((await store.get("api", "user_id=1"))?.policy, suffix).toBe("blocked");
+      // The advice holds: a clean close writes what the old log holds into the file.
+      await store.close();
+      stores.splice(stores.indexOf(store), 1);
+      const again = new SqliteOverrideStore({ path: file });
+      stores.push(again);
+      expect(
+        (await again.list()).items.map((o) => o.key),
+        suffix,
+      ).toEqual(["user_id=1"]);
+    }
+  });
+
   it("a store in memory, and a file left alone, write as before", async () => {
     const mem = new SqliteOverrideStore({ path: ":memory:" });
     stores.push(mem);
