@@ -102,6 +102,43 @@ describeRedis("a foreign value under one key, in a batch with other keys", () =>
     }
   });
 
+  it("a refund of two limits whose sliding log reads as a state but fails on its slots (a namespace shared by hand with a log of another limit): applied whole or not at all", async () => {
+    const client = new Redis(redis.port, redis.host);
+    try {
+      const errors: Error[] = [];
+      const store = new RedisStore({ client, failure: "closed", onError: (e) => errors.push(e) });
+      let now = 1_764_300_000_000;
+      const clock = () => now;
+      const mk = (log: number) =>
+        new RateLimiter({
+          limits: [
+            { algorithm: "fixed-window", limit: 100, window: "1h" },
+            { algorithm: "sliding-log", limit: log, window: "1h" },
+          ],
+          namespace: "shared-by-hand",
+          store,
+          clock,
+        });
+      // A log of 10 slots (104 bytes) that has logged 150 units: its header is a sane one.
+      const ten = mk(10);
+      for (let i = 0; i < 15; i++) {
+        expect((await ten.consume("k", 10)).allowed).toBe(true);
+        now += 3_600_001;
+      }
+      expect((await ten.consume("k", 3)).allowed).toBe(true);
+      const keys = (await admin.keys("*{shared-by-hand:k}*")).sort();
+      expect(keys).toHaveLength(2);
+      const before = await Promise.all(keys.map((k) => admin.getBuffer(k)));
+      // The same namespace, a log of 100: its refund reads slot 152 mod 100 of a 10-slot string.
+      await mk(100).refund("k", 1);
+      const after = await Promise.all(keys.map((k) => admin.getBuffer(k)));
+      expect(errors.map((e) => e.message.includes(keys[1] as string))).toEqual([true]);
+      expect(after).toEqual(before); // the fixed window's unit not given back alone
+    } finally {
+      client.disconnect();
+    }
+  });
+
   for (const clientKind of ["ioredis", "node-redis"] as const) {
     for (const batch of [true, false]) {
       for (const multi of [false, true]) {

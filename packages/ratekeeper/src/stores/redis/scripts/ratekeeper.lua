@@ -974,12 +974,14 @@ local function slRefund(s, L)
   -- min(time of unit n+i - windowMs, oldest unit still known) (see sliding-log.ts). Only i with
   -- p = n-L+i >= 0 are written; oldestKnown is read only then (its slot is written by then).
   local i0 = max(0, Lim - n)
+  -- Only read here: save() writes them (s.vals from position s.valsAt), after every limit's
+  -- refund was worked out (see "r" below).
   if i0 < c then
     local oldestKnown = math.huge
     if c < Lim then oldestKnown = slRead(s, L, n + c) end
     local vals = {}
     for i = i0, c - 1 do vals[#vals + 1] = min(slRead(s, L, n + i) - W, oldestKnown) end
-    slWriteVals(s, L, n - Lim + i0, vals)
+    s.vals, s.valsAt = vals, n - Lim + i0
   end
   -- The high-water mark stays: units that left the window stay outside it.
   s.a = n
@@ -1057,6 +1059,7 @@ end
 local function save(s, L, ttlMs)
   -- ttlMs == nil: keep the key's TTL (refund never lengthens how long the state matters).
   if L.alg == 1 then
+    if s.vals then slWriteVals(s, L, s.valsAt, s.vals) end -- a refund's (slRefund)
     redis.call("SETRANGE", s.key, 0, pack("<ddd", s.a, s.h, s.high))
     if s.trim then slTrim(s) end
     if ttlMs then redis.call("PEXPIRE", s.key, ttlMs) end
@@ -1156,15 +1159,22 @@ local function decide(d)
   if mode == "x" then
     -- done above
   elseif mode == "r" then
+    -- Every limit's refund is worked out (a sliding log's slots read) before the first write: a
+    -- value that fails one (a log whose slots are not there) fails the refund whole, no limit
+    -- given back alone.
     for i = 1, N do
       local s, L = states[i], limits[i]
+      at = s.key
       if s.exists then
         local alg = L.alg
-        if alg == 0 then fwRefund(s, L); save(s, L, nil)
-        elseif alg == 1 then if slRefund(s, L) then save(s, L, nil) end
-        elseif alg == 2 then swRefund(s, L); save(s, L, nil)
-        else bkRefund(s, L); save(s, L, nil) end
+        if alg == 0 then fwRefund(s, L)
+        elseif alg == 1 then s.exists = slRefund(s, L) -- false: nothing to give back, nothing written
+        elseif alg == 2 then swRefund(s, L)
+        else bkRefund(s, L) end
       end
+    end
+    for i = 1, N do
+      if states[i].exists then save(states[i], limits[i], nil) end
     end
     for k = 1, 5 * N do reply[o + k] = 0 end
   else
