@@ -35,6 +35,32 @@ describe("memory store: pinned keys", () => {
     expect(store.size).toBeLessThanOrEqual(store.maxKeys);
   });
 
+  it("the pinned keys' index gives back its room once most of its keys are released (an outage's ledger emptied)", () => {
+    // The degraded policy pins up to 100,000 keys per limiter during an outage; once Redis took
+    // their units they are released one by one. Their index (slot table, arrays, rows) kept the
+    // outage's size as long as one key stayed pinned.
+    const store = new MemoryStore({ sweepIntervalMs: 0 });
+    const spec: LimitSpec = { algorithm: "sliding-window", limit: 5, window: "1h", buckets: 10 };
+    const t = store.bindTable(resolveLimits([spec]), "p");
+    const index = () => (t as unknown as { pinIndex(): { tableBytes: number; rows: Float64Array } | undefined }).pinIndex();
+    for (let i = 0; i < 20_000; i++) {
+      t.consume(`k${i}`, 1 + (i % 3), T0);
+      t.pin(`k${i}`);
+    }
+    const peak = index();
+    expect(peak?.tableBytes).toBeGreaterThanOrEqual(4 * 32_768);
+    for (let i = 10; i < 20_000; i++) t.unpin(`k${i}`);
+    expect(store.pinned).toBe(10);
+    expect(index()?.tableBytes).toBeLessThanOrEqual(4 * 64);
+    expect(index()?.rows.length).toBeLessThanOrEqual(2 * 15 * 12);
+    // The keys still pinned keep their counts (rows included) through the compaction.
+    for (let i = 0; i < 10; i++) {
+      const d = t.consume(`k${i}`, 5 - (1 + (i % 3)), T0);
+      expect(d.allowed).toBe(true);
+      expect(t.consume(`k${i}`, 1, T0).allowed).toBe(false);
+    }
+  });
+
   it("a reset forgets a pinned key's state; the key stays pinned for its holders", () => {
     const store = new MemoryStore({ maxKeys: 100, sweepIntervalMs: 0 });
     const t = store.bindTable(resolveLimits([{ algorithm: "fixed-window", limit: 3, window: "1h" }]), "p");

@@ -42,7 +42,12 @@ export class PinnedKeys<E> {
       return undefined;
     }
     const e = this.entries.get(key);
-    if (e !== undefined) this.entries.delete(key);
+    if (e !== undefined) {
+      this.entries.delete(key);
+      // Most of an outage's pins released: their room goes too (the table's unpin then forgets
+      // any row it cached, as after any change).
+      this.entries.compact();
+    }
     return e;
   }
 }
