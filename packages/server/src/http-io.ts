@@ -86,15 +86,19 @@ const ERROR_IDS = new WeakMap<object, string>();
  * answer and the log line name the same id (a thrown primitive gets a new one each time).
  */
 export function errorId(e: unknown): string {
+  if (e instanceof StoreFailure) return e.errorId;
   if (typeof e !== "object" || e === null) return randomBytes(6).toString("hex");
   let id = ERROR_IDS.get(e);
   if (id === undefined) ERROR_IDS.set(e, (id = randomBytes(6).toString("hex")));
   return id;
 }
 
-/** `{ errorId }` for a log line about an error answered 500 (see {@link internalMessage}); `{}` for any other. */
+/**
+ * `{ errorId }` for a log line about an error answered 500 (see {@link internalMessage}) or 503 (a
+ * {@link StoreFailure}, whose message gives its id); `{}` for any other.
+ */
 export function errorIdField(e: unknown): { errorId?: string } {
-  return e instanceof HttpError || e instanceof CheckError || e instanceof StoreFailure ? {} : { errorId: errorId(e) };
+  return e instanceof HttpError || e instanceof CheckError ? {} : { errorId: errorId(e) };
 }
 
 /**

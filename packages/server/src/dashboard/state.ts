@@ -2,6 +2,8 @@ import type { ResolvedLimit } from "ratekeeper";
 import type { Rules } from "../config/rules.js";
 import type { OverrideStore, StoredOverride } from "../overrides/types.js";
 import { splitStateKey } from "../service/descriptor-key.js";
+import { StoreFailure } from "../service/types.js";
+import type { Logger } from "../log.js";
 import { TOP_KEYS_CAPACITY, type DashboardStats, type RuleCounters } from "./stats.js";
 
 /**
@@ -95,6 +97,8 @@ export interface StateSources {
   readonly rules: () => Rules;
   readonly overrides?: OverrideStore | undefined;
   readonly storeHealth: () => StoreHealth;
+  /** Where a failed overrides listing is logged, with the error id `overrides.error` gives. */
+  readonly logger?: Pick<Logger, "warn"> | undefined;
   /** Milliseconds: `nowMs`, and (when given) the timing of builds too. Default Date.now. */
   readonly clock?: (() => number) | undefined;
 }
@@ -184,7 +188,10 @@ export class StateBuilder {
       const page = await store.list({ liveAtMs: now, limit: MAX_OVERRIDES_LISTED });
       this.overridesCache = { enabled: true, items: page.items.map(overrideRow), more: page.nextCursor !== undefined, error: null };
     } catch (e) {
-      this.overridesCache = { enabled: true, items: [], more: false, error: (e as Error).message };
+      // Never the error's text: the dashboard may be open to more people than the database's address and users.
+      const failure = new StoreFailure("overrides database", e, store);
+      this.src.logger?.warn({ err: failure, errorId: failure.errorId }, "dashboard: the overrides listing failed");
+      this.overridesCache = { enabled: true, items: [], more: false, error: failure.message };
     }
     this.overridesAt = now;
     return this.overridesCache;

@@ -39,6 +39,14 @@ export interface OpenedDatabase extends FileId {
   readonly sidecars: readonly Sidecar[];
 }
 
+/**
+ * A write refused because the database's file, or its -wal or -shm, was deleted or replaced while
+ * open. Its message names the file; a client is told only the kind (service/store-failure.ts).
+ */
+export class DatabaseFileGoneError extends Error {
+  override readonly name = "DatabaseFileGoneError";
+}
+
 /** Records the files of the database opened at `path` (absolute), after its first transaction. */
 export function openedDatabase(path: string): OpenedDatabase {
   const st = statSync(path);
@@ -67,14 +75,14 @@ export function checkAttached(o: OpenedDatabase): void {
   }
   // Deleted: a restart would make an empty database there, without the overrides (blocks) it held.
   const none = st === undefined ? " (nothing is there now: a restart would start from an empty database, every override gone)" : "";
-  throw new Error(
+  throw new DatabaseFileGoneError(
     `the SQLite file ${o.path} was deleted or replaced while open: a write now would be lost (it would go to the old file). Restore the file, or restart the service to open the one now there${none}`,
   );
 }
 
 /** The error of a write refused because the database's -wal or -shm (at `path`) was deleted or replaced while open. */
 function sidecarGone(path: string, what: string): Error {
-  return new Error(
+  return new DatabaseFileGoneError(
     `the SQLite file ${path} (its ${what}) was deleted or replaced while open: a write now could be lost (at a crash, or when another process, an import, opens the database). ` +
       "Stop any other process using the database, then restart the service: its clean close writes what the old log holds into the database file",
   );

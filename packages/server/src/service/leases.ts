@@ -42,7 +42,7 @@ export class LeaseService {
 
   async acquire(body: unknown): Promise<LeaseGrant> {
     const { pool, key } = this.input(body, false);
-    const lease = await asCheck(this.limiter(pool).acquire(key), key);
+    const lease = await asCheck(this.store, this.limiter(pool).acquire(key), key);
     const grant: LeaseGrant = {
       acquired: lease.acquired,
       pool: pool.name,
@@ -60,13 +60,13 @@ export class LeaseService {
   /** Extends a lease to `leaseMs` from now; false when it was no longer held (stop the work). */
   async renew(body: unknown): Promise<boolean> {
     const { pool, key, id } = this.input(body, true);
-    return asCheck(this.limiter(pool).renew(key, id as string), key, id);
+    return asCheck(this.store, this.limiter(pool).renew(key, id as string), key, id);
   }
 
   /** Gives a lease back; false when it was not held (already released, or expired). Idempotent. */
   async release(body: unknown): Promise<boolean> {
     const { pool, key, id } = this.input(body, true);
-    return asCheck(this.limiter(pool).release(key, id as string), key, id);
+    return asCheck(this.store, this.limiter(pool).release(key, id as string), key, id);
   }
 
   private limiter(pool: ConcurrencyPool): ConcurrencyLimiter {
@@ -112,11 +112,11 @@ const LEASE_ID = /^[A-Za-z0-9_-]{12,40}\.[A-Za-z0-9_-]{8}$/;
  * client's mistake: a 400 with its message. Told by the input, not by the error's type: anything
  * else, a store's own RangeError too, is the store failing (503), never blamed on the client.
  */
-async function asCheck<T>(p: Promise<T>, key: string, id?: string): Promise<T> {
+async function asCheck<T>(store: Store, p: Promise<T>, key: string, id?: string): Promise<T> {
   try {
     return await p;
   } catch (e) {
     if (refusedKey(key) || (id !== undefined && !LEASE_ID.test(id))) throw new CheckError(e instanceof Error ? e.message : String(e));
-    throw new StoreFailure("store", e);
+    throw new StoreFailure("store", e, store);
   }
 }

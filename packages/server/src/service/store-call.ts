@@ -128,7 +128,7 @@ function storeFailed(observer: DecisionObserver | undefined, e: unknown, limiter
   if (refusedKey(stateKey)) return new CheckError(e instanceof Error ? e.message : String(e));
   if (!Number.isSafeInteger(cost) || cost < 1 || cost > limiter.maxCost) return e;
   observer?.storeError("error");
-  return new StoreFailure("store", e);
+  return new StoreFailure("store", e, limiter.store);
 }
 
 /** Reports a timed call's latency, and the decision's reason. */

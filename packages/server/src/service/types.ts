@@ -1,4 +1,6 @@
+import { randomBytes } from "node:crypto";
 import type { DescriptorEntry } from "../config/match.js";
+import { failureMessage, type FailedSource } from "./store-failure.js";
 
 /**
  * One check: a domain and descriptors (Envoy's model), or a plain key and a named policy.
@@ -94,15 +96,25 @@ export class CheckError extends Error {
  * What the service depends on failed: the rate-limit store (its decisions, resets, leases) or the
  * overrides database. Thrown where the service calls them, wrapping whatever they threw (`cause`),
  * so transports answer it 503 / UNAVAILABLE ("the store failed: ..."), and answer any other
- * unexpected error (a bug in the service) as what it is: 500 / INTERNAL.
+ * unexpected error (a bug in the service) as what it is: 500 / INTERNAL. Its message, which
+ * clients see, says what kind of failure it was and of which store, never the error's own text
+ * (store-failure.ts); the log line that reports it has the error (`cause`) and {@link errorId}.
  */
 export class StoreFailure extends Error {
   override readonly name = "StoreFailure";
+  /** A random id, in the message and in the log line with the error (`errorId`). */
+  readonly errorId: string;
+  /**
+   * @param source the store that failed (a limiter's store, or the overrides store), to name it
+   */
   constructor(
     readonly what: "store" | "overrides database",
     cause: unknown,
+    source?: FailedSource,
   ) {
-    super(`the ${what} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    const id = randomBytes(6).toString("hex");
+    super(failureMessage(what, cause, source, id), { cause });
+    this.errorId = id;
   }
 }
 

@@ -195,7 +195,7 @@ function decodePart(p: string): string {
 function guarded(store: OverrideStore): OverrideStore {
   const fail = (e: unknown) => {
     // A PageRequestError is the caller's input the store refused (a forged cursor): the route makes it a 400.
-    throw e instanceof OverrideConflictError || e instanceof PageRequestError ? e : new StoreFailure("overrides database", e);
+    throw e instanceof OverrideConflictError || e instanceof PageRequestError ? e : new StoreFailure("overrides database", e, store);
   };
   return new Proxy(store, {
     get(target, name, receiver) {
