@@ -216,6 +216,9 @@ function grow(s: LimitState, ring: Float64Array, off: number, C: number, capacit
  * otherwise the edge, which only moves forward, is past the decider and the request is admitted
  * (or a refund left the hint past n), and under steady admissions the decider is far behind the
  * edge, where reading it would be a cache miss on a large ring.
+ *
+ * A cost above the limit (d < 1: no decider, the position would be past the ring's slots, in
+ * a memory store's next row) is always a denial: {@link overLimit}.
  */
 function fullDenial(
   s: LimitState,
@@ -230,6 +233,10 @@ function fullDenial(
   out: Outcome,
 ): boolean {
   const d = lim.limit - cost + 1;
+  if (d < 1) {
+    overLimit(s, ring, off, C, end, t, nowMs, lim, out);
+    return true;
+  }
   const p = s.a - d; // the decider's position
   if (p < s.b || p < 0 || d > C) return false;
   const cutoff = t - lim.windowMs;
@@ -237,6 +244,34 @@ function fullDenial(
   if (decider <= cutoff || (p > 0 && d < C && at(ring, off, C, end, d + 1) > cutoff)) return false;
   logOutcome(cost - 1, d === 1 ? decider : at(ring, off, C, end, 1), decider, nowMs, cost, lim, out);
   return true;
+}
+
+/**
+ * A cost above the limit, which no wait admits (at most `limit - cost` < 0 units may be inside
+ * the window). RateLimiter refuses it (a RangeError); a store called directly (the memory store's
+ * public bind(), a custom adapter) gets a denial that reads only this log and writes nothing:
+ * `remaining` the units free now, and both waits the time until the log holds nothing inside the
+ * window, the best it will ever be (0 for an empty log).
+ */
+function overLimit(
+  s: LimitState,
+  ring: Float64Array,
+  off: number,
+  C: number,
+  end: number,
+  t: number,
+  nowMs: number,
+  lim: ResolvedLimit,
+  out: Outcome,
+): void {
+  const n = s.a;
+  const free = firstInside(s, ring, off, C, end, t - lim.windowMs) - (n - lim.limit);
+  const clear = n > 0 ? Math.max(0, at(ring, off, C, end, 1) + lim.windowMs - nowMs) : 0;
+  out.allowed = false;
+  out.remaining = free;
+  out.retryAfterMs = clear;
+  out.resetAfterMs = clear;
+  out.delayMs = 0;
 }
 
 /**
