@@ -23,19 +23,49 @@ export function logLevel(text: string | undefined): string | undefined {
  * @example const log = createLogger(); log.info({ port: 8080 }, "listening");
  */
 export function createLogger(level = process.env.LOG_LEVEL): Logger {
-  // Written synchronously. pino's default destination writes asynchronously and, at exit, flushes
-  // the rest synchronously; on a stdout pipe whose reader is gone that flush retries EPIPE every
-  // 100 ms for good, so a SIGTERM stopped the service but never ended the process. A synchronous
-  // write meets EPIPE at once and pino then drops further lines. The service logs a few lines,
-  // never one per decision, so writing them synchronously costs nothing on the hot path.
+  return pino(
+    { level: logLevel(level) ?? "info", base: { service: "ratekeeper" }, timestamp: pino.stdTimeFunctions.isoTime },
+    stdoutDestination(),
+  );
+}
+
+/** What pino writes the lines to. */
+interface Destination {
+  write(line: string): boolean;
+}
+
+/**
+ * Stdout, written synchronously. pino's default destination writes asynchronously and, at exit,
+ * flushes the rest synchronously; on a stdout pipe whose reader is gone that flush retries EPIPE
+ * every 100 ms for good, so a SIGTERM stopped the service but never ended the process. A
+ * synchronous write meets EPIPE at once. The service logs a few lines, never one per decision, so
+ * writing them synchronously costs nothing on the hot path.
+ *
+ * A service that cannot log keeps deciding. pino re-emits any error of its destination but EPIPE:
+ * with no listener, an uncaught exception (a closed terminal's EIO on the line saying SIGHUP was
+ * heard took the service down). Most errors can clear: a full disk freed (ENOSPC), a quota
+ * raised. sonic-boom keeps a line it could not write and tries it again, before the new one, at
+ * the next write, so logging resumes by itself; while it cannot, it holds at most its high-water
+ * mark (16 KiB: a write then answers false) and one line more, and further lines are dropped, not
+ * buffered without end. Two errors never clear, and lines are dropped from then on: a pipe with no
+ * reader (EPIPE), and stdout closed (EBADF: fd 1 may be reused by a file the process opens next,
+ * which must never receive log lines).
+ */
+function stdoutDestination(): Destination {
   const dest = pino.destination({ dest: 1, sync: true });
-  // pino stops writing on EPIPE only, and re-emits any other error of its destination: with no
-  // listener, an uncaught exception. A closed terminal (EIO: the line saying SIGHUP was heard,
-  // on the tty that sent it), a closed or failing stdout took the service down for a log line.
-  // A service that cannot log keeps deciding: the lines are dropped from then on, as on EPIPE.
-  dest.on("error", () => {
-    const drop = (): boolean => true;
-    Object.assign(dest, { write: drop, flushSync: () => undefined, end: () => undefined });
+  let gone = false;
+  // Whether what sonic-boom holds (lines it could not write) reached its high-water mark.
+  let full = false;
+  dest.on("error", (e: NodeJS.ErrnoException) => {
+    if (e.code === "EPIPE" || e.code === "EBADF") gone = true;
   });
-  return pino({ level: logLevel(level) ?? "info", base: { service: "ratekeeper" }, timestamp: pino.stdTimeFunctions.isoTime }, dest);
+  return {
+    write(line) {
+      if (gone) return true;
+      // An empty write tries the held lines again: the new line goes only once they are written.
+      if (full && (full = !dest.write(""))) return true;
+      full = !dest.write(line);
+      return true;
+    },
+  };
 }

@@ -1,0 +1,74 @@
+/**
+ * The service's stdout redirected to a file that cannot take more for a while (a full disk:
+ * ENOSPC; a quota: EDQUOT; here the file size limit: EFBIG, which needs no root and clears the
+ * same way). The service must live on, keep no more than a bound of the lines it could not write,
+ * and log again once the file can be written: before, the first error of the destination
+ * dropped every later line until a restart, so a disk that filled up once left it silent.
+ * Played in a child under `prlimit --fsize` whose stdout is the file opened for appending; the
+ * file is emptied while the child waits, as freeing the disk would.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, openSync, closeSync, readFileSync, rmSync, statSync, truncateSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+
+const dir = mkdtempSync(path.join(tmpdir(), "rk-log-full-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const LIMIT = 4 * 1024 * 1024;
+// The child: fills the file to its limit, logs 10 MB more while it cannot be written, says so on
+// stderr, waits for a line on stdin (the file emptied), logs one more line and ends.
+const CHILD = (logJs: string) => `import { createLogger } from ${JSON.stringify(logJs)};
+import { writeSync } from "node:fs";
+const log = createLogger("info");
+try { for (;;) writeSync(1, "x".repeat(65536)); } catch (e) { process.stderr.write("full: " + e.code + "\\n"); }
+const pad = "y".repeat(5000);
+for (let i = 0; i < 2000; i++) log.info({ i, pad }, "while full");
+process.stderr.write("waiting\\n");
+process.stdin.once("data", () => {
+  log.info("after the disk was freed");
+  log.info("and the next one");
+  process.stderr.write("done\\n");
+  process.exit(0);
+});`;
+
+describe("the log destination failing for a while (a full disk)", () => {
+  it("the process lives on, keeps a bounded part of the lines meanwhile, and logs again once the file can be written", async () => {
+    const file = path.join(dir, "service.log");
+    const fd = openSync(file, "a");
+    const logJs = path.resolve(import.meta.dirname, "../../dist/log.js");
+    const child = spawn("prlimit", [`--fsize=${LIMIT}`, process.execPath, "--input-type=module", "-e", CHILD(logJs)], {
+      stdio: ["pipe", fd, "pipe"],
+    });
+    closeSync(fd);
+    let stderr = "";
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => {
+      child.stderr?.on("data", (c: Buffer) => {
+        stderr += c.toString();
+        if (stderr.includes("waiting\n")) resolve();
+      });
+      void exited.then(() => reject(new Error(`the child ended before it waited: ${stderr}`)));
+    });
+    expect(stderr).toContain("full: EFBIG");
+    expect(statSync(file).size).toBe(LIMIT);
+    // The disk freed: the file emptied (the child appends, so it writes at the new end).
+    truncateSync(file, 0);
+    child.stdin?.write("go\n");
+    expect(await exited, stderr).toBe(0);
+    expect(stderr).toBe("full: EFBIG\nwaiting\ndone\n");
+
+    const lines = readFileSync(file, "utf8").split("\n").filter(Boolean);
+    const msgs = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+    // Both lines logged after the file could be written again, in order and whole.
+    expect(msgs.slice(-2)).toEqual(["after the disk was freed", "and the next one"]);
+    // What was kept from the outage is written first, in order, and bounded: of 10 MB logged
+    // meanwhile, a few lines (at most 64 KiB) are held (the rest is dropped, not buffered without end).
+    const kept = lines.slice(0, -2);
+    expect(msgs.slice(0, -2).every((m) => m === "while full")).toBe(true);
+    const ids = kept.map((l) => (JSON.parse(l) as { i: number }).i);
+    expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    expect(kept.join("\n").length).toBeLessThanOrEqual(64 * 1024);
+  }, 60_000);
+});
