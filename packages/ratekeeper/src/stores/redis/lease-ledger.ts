@@ -82,10 +82,10 @@ export class LeaseLedger implements Ledger {
    * it would refuse each retry the same way until the key is deleted, and retrying on a timer
    * reported it every 100 ms for as long as the entry lived (an owed release: for ever).
    */
-  private refused(r: unknown, key: string): boolean {
+  private refused(r: unknown, key: string, reported = false): boolean {
     const bad = fastForeignMarker(r);
     if (bad === undefined) return false;
-    this.store.report(foreignValueError(bad), { op: "reconcile", key, timedOut: false });
+    if (!reported) this.store.report(foreignValueError(bad), { op: "reconcile", key, timedOut: false });
     return true;
   }
 
@@ -124,25 +124,29 @@ export class LeaseLedger implements Ledger {
    * entries to Redis first, on the same connection, so Redis runs them before that call. Else,
    * between Redis answering again and the reconciliation (up to 100 ms after a lone failed call),
    * Redis would grant the slots they hold (a limit of 1: a second holder). Nothing while the lane
-   * is down.
+   * is down. Leases granted because the key held a foreign value ({@link LocalLease.refused}) are
+   * tried again here too, never on a timer: once that value is deleted, Redis counts from this
+   * call on, and without them it would grant the whole limit again beside them (for as long as
+   * their holders renew them). While the value is there, Redis refuses them again, unreported
+   * (the call itself is).
    */
   handKey(key: string): void {
     if (!this.locals.has(key)) return;
     const redisKey = this.keyOf(key);
     const lane = this.store.lanes.of(redisKey);
     if (lane.breaker.state !== "closed") return;
-    for (const [id, l] of this.locals.toHand(key)) void this.handOne(id, l, redisKey, lane);
+    for (const [id, l] of this.locals.toHand(key)) void this.handOne(id, l, redisKey, lane, true);
   }
 
-  /** Hands `l` over for what is left of its life, or drops it when nothing is. */
-  private handOne(id: string, l: LocalLease, redisKey: string, lane: Lane): Promise<void> | undefined {
+  /** Hands `l` over for what is left of its life, or drops it when nothing is; one Redis refused only when `refusedToo`. */
+  private handOne(id: string, l: LocalLease, redisKey: string, lane: Lane, refusedToo = false): Promise<void> | undefined {
     const now = l.injected ? this.lastNowMs : undefined;
     const left = l.expiresAt - (now ?? leaseClock());
     if (left <= 0) {
       this.locals.drop(id, l); // expired: its table drops it too
       return undefined;
     }
-    return l.refused === true ? undefined : this.handOver(id, l, redisKey, now, left, lane);
+    return l.refused === true && !refusedToo ? undefined : this.handOver(id, l, redisKey, now, left, lane);
   }
 
   /** One lease to Redis, for `leftMs` from `now` (the injected clock's, else Redis's time). */
@@ -152,8 +156,8 @@ export class LeaseLedger implements Ledger {
     const done = this.store.ask(this.script, [redisKey, `${redisKey}:r`], args).then(
       (r) => {
         l.handing = undefined;
-        if (this.refused(r, l.key)) {
-          l.refused = true; // kept here, where its renew and release go; never handed
+        if (this.refused(r, l.key, l.refused === true)) {
+          l.refused = true; // kept here, where its renew and release go; handed again only before a call on its key (handKey)
           return;
         }
         this.locals.drop(id, l);

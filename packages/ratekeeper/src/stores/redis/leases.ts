@@ -153,8 +153,9 @@ export class RedisLeases implements BoundLeases {
   /**
    * Redis did not answer (or, `foreign`, answered that the key holds a value the store did not
    * write): the failure policy does. Redis holds no lease of ours under a foreign value, and takes
-   * none until that key is deleted: nothing is owed to it or handed to it then, and a lease the
-   * policy grants from a local table stays there (its renew and release go there) for its life.
+   * none until that key is deleted: nothing is owed to it then, and a lease the policy grants from
+   * a local table stays there (its renew and release go there) until an acquire or count on its
+   * key hands it over (lease-ledger.ts handKey), which succeeds once the value is deleted.
    */
   private async failed(
     e: unknown,

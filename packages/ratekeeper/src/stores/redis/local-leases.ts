@@ -39,8 +39,9 @@ export interface LocalLease {
   /** The limit of the limiter that answered (a Redis lease taken again needs a free slot under it). */
   readonly limit: number;
   /**
-   * Granted because Redis refused the key (it holds a value the store did not write): never
-   * handed to Redis, which cannot take it; its renew and release stay local for its life.
+   * Granted because Redis refused the key (it holds a value the store did not write): not handed
+   * to Redis on a timer, which would refuse it the same way; its renew and release stay local
+   * until a call on its key hands it over (lease-ledger.ts handKey: the value was deleted).
    */
   refused?: boolean;
   /** Its hand-over to Redis, while one is under way (renews and releases wait for it). */

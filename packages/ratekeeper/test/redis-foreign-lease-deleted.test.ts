@@ -1,0 +1,91 @@
+/**
+ * A concurrency limit whose Redis key (`:c`) held a foreign value: the failure policy
+ * ("degraded", "insurance") granted leases from a local table (redis-foreign-lease.test.ts), and
+ * they stay there (their renews and releases go there) rather than be handed to Redis on a timer,
+ * which refused them every 100 ms for ever. Once the operator deletes the foreign value, Redis
+ * counts from the next acquire on: it must know those leases first, or it grants the whole limit
+ * again beside them (with renews, for as long as their holders keep them). Before, it never
+ * learned of them: a limit of 2 held 4 leases.
+ */
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { ConcurrencyLimiter, MemoryStore } from "../src/index.js";
+import { RedisStore } from "../src/stores/redis/index.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describeRedis("a concurrency key's foreign value deleted while leases the policy granted locally are held", () => {
+  let redis: RedisHandle;
+  let admin: Redis;
+  beforeAll(async () => {
+    redis = await startRedis();
+    admin = new Redis(redis.port, redis.host);
+  });
+  afterAll(async () => {
+    admin?.disconnect();
+    await redis?.stop();
+  });
+
+  let n = 0;
+  for (const failure of ["degraded", "insurance"] as const) {
+    it(`${failure}: Redis learns of them before it counts again; the limit holds; reported once`, async () => {
+      const client = new Redis(redis.port, redis.host);
+      try {
+        const errors: Error[] = [];
+        const store = new RedisStore({
+          client,
+          failure: failure === "insurance" ? { insurance: new MemoryStore() } : failure,
+          onError: (e) => errors.push(e),
+        });
+        const namespace = `fd-${failure}-${++n}`;
+        const pool = new ConcurrencyLimiter({ limit: 2, leaseMs: 60_000, store, namespace });
+        const key = `rk:{${namespace}:k}:c`;
+        await admin.set(key, "not ours");
+        const held = [await pool.acquire("k"), await pool.acquire("k")];
+        expect(held.map((l) => [l.acquired, l.reason])).toEqual([
+          [true, failure === "insurance" ? "insurance" : "degraded"],
+          [true, failure === "insurance" ? "insurance" : "degraded"],
+        ]);
+        expect((await pool.acquire("k")).acquired).toBe(false); // the local table is full
+        const reported = errors.length;
+        await sleep(300);
+        expect(errors).toHaveLength(reported); // nothing on a timer
+
+        await admin.del(key);
+        const after = [];
+        for (let i = 0; i < 3; i++) after.push((await pool.acquire("k")).acquired);
+        expect(after, "acquires once the foreign value is gone, 2 leases held").toEqual([false, false, false]);
+        expect(await admin.zcard(key)).toBe(2);
+        for (const l of held) expect(await l.renew()).toBe(true);
+        await held[0]?.release();
+        expect((await pool.acquire("k")).acquired).toBe(true);
+        expect((await pool.acquire("k")).acquired).toBe(false);
+        expect(errors).toHaveLength(reported);
+      } finally {
+        client.disconnect();
+      }
+    });
+  }
+
+  it("while the value is still there, an acquire tries them again without reporting each try", async () => {
+    const client = new Redis(redis.port, redis.host);
+    try {
+      const errors: Error[] = [];
+      const store = new RedisStore({ client, failure: "degraded", onError: (e) => errors.push(e) });
+      const namespace = `fd-still-${++n}`;
+      const pool = new ConcurrencyLimiter({ limit: 3, leaseMs: 60_000, store, namespace });
+      const key = `rk:{${namespace}:k}:c`;
+      await admin.rpush(key, "x");
+      const a = await pool.acquire("k");
+      expect([a.acquired, a.reason]).toEqual([true, "degraded"]);
+      const once = errors.length;
+      for (let i = 0; i < 4; i++) await pool.acquire("k");
+      // Each acquire refused by Redis is reported (as before); the hand-overs tried before them are not.
+      expect(errors.length - once).toBe(4);
+      expect(await admin.lrange(key, 0, -1)).toEqual(["x"]);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
