@@ -15,7 +15,7 @@
  * Both side files exist from the first transaction until the last connection closes (ours holds
  * them for its life), so neither goes away on its own while the store is open.
  */
-import { statSync } from "node:fs";
+import { realpathSync, statSync } from "node:fs";
 
 /** SQLite's files beside the database in WAL mode, and what each is. */
 const SIDECARS = [
@@ -29,7 +29,8 @@ interface FileId {
 }
 
 interface Sidecar extends FileId {
-  readonly suffix: string;
+  /** Where it is: beside the database's real file (symlinks followed). */
+  readonly path: string;
   readonly what: string;
 }
 
@@ -47,13 +48,19 @@ export class DatabaseFileGoneError extends Error {
   override readonly name = "DatabaseFileGoneError";
 }
 
-/** Records the files of the database opened at `path` (absolute), after its first transaction. */
+/**
+ * Records the files of the database opened at `path` (absolute), after its first transaction. The
+ * side files are where SQLite keeps them: beside the file `path` leads to, symlinks followed
+ * (beside a symlink there are none: none was recorded, and deleting the real -wal went unseen).
+ */
 export function openedDatabase(path: string): OpenedDatabase {
   const st = statSync(path);
+  const real = realpathSync(path);
   const sidecars: Sidecar[] = [];
   for (const [suffix, what] of SIDECARS) {
-    const s = statSync(`${path}${suffix}`, { throwIfNoEntry: false });
-    if (s !== undefined) sidecars.push({ suffix, what, dev: s.dev, ino: s.ino });
+    const at = `${real}${suffix}`;
+    const s = statSync(at, { throwIfNoEntry: false });
+    if (s !== undefined) sidecars.push({ path: at, what, dev: s.dev, ino: s.ino });
   }
   return { path, dev: st.dev, ino: st.ino, sidecars };
 }
@@ -68,8 +75,7 @@ export function checkAttached(o: OpenedDatabase): void {
   const st = statSync(o.path, { throwIfNoEntry: false });
   if (same(st, o)) {
     for (const c of o.sidecars) {
-      const path = `${o.path}${c.suffix}`;
-      if (!same(statSync(path, { throwIfNoEntry: false }), c)) throw sidecarGone(path, c.what);
+      if (!same(statSync(c.path, { throwIfNoEntry: false }), c)) throw sidecarGone(c.path, c.what);
     }
     return;
   }

@@ -5,7 +5,7 @@
  * under the name). A write must fail instead, naming what happened; reads of what the store holds
  * go on.
  */
-import { copyFileSync, mkdtempSync, renameSync, rmSync, unlinkSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -91,6 +91,37 @@ describe("the SQLite overrides file deleted or replaced while open", () => {
         suffix,
       ).toEqual(["user_id=1"]);
     }
+  });
+
+  it("a database opened by a symlink: its -wal and -shm are beside the file it leads to, and checked there", async () => {
+    // SQLite follows the symlink and keeps its side files beside the real file; the check looked
+    // for them beside the link, found none, and recorded none: deleting the real -wal went unseen
+    // (a write answered as done). A link re-pointed elsewhere is still the main file's check.
+    for (const suffix of ["-wal", "-shm"]) {
+      const dir = mkdtempSync(path.join(tmpdir(), "rk-sqlite-link-"));
+      dirs.push(dir);
+      mkdirSync(path.join(dir, "data"));
+      const real = path.join(dir, "data", "overrides.db");
+      const link = path.join(dir, "overrides.db");
+      symlinkSync(real, link);
+      const store = new SqliteOverrideStore({ path: link });
+      stores.push(store);
+      await store.put(blocked("user_id=1"));
+      rmSync(`${real}${suffix}`);
+      await expect(store.put(blocked("user_id=2")), suffix).rejects.toThrow(
+        /overrides\.db-(wal|shm) \(its .*\) was deleted or replaced while open/,
+      );
+      expect((await store.get("api", "user_id=1"))?.policy, suffix).toBe("blocked");
+    }
+    // Left alone, writes go on.
+    const dir = mkdtempSync(path.join(tmpdir(), "rk-sqlite-link-"));
+    dirs.push(dir);
+    symlinkSync(path.join(dir, "real.db"), path.join(dir, "overrides.db"));
+    const store = new SqliteOverrideStore({ path: path.join(dir, "overrides.db") });
+    stores.push(store);
+    await store.put(blocked("user_id=1"));
+    await store.put(blocked("user_id=2"));
+    expect((await store.list()).items).toHaveLength(2);
   });
 
   it("a store in memory, and a file left alone, write as before", async () => {
