@@ -104,7 +104,7 @@ describe("serve flags", () => {
     const svc = await startServiceProcess(["--config", file, "--allow-empty-rules", "--reload-settle", "200"]);
     running.push(svc);
     writeFileSync(file, "domains: []\n");
-    await until(() => svc.lines.some((l) => l.includes('"msg":"rules reloaded"')), "the empty rules to apply");
+    await until(() => svc.lines.some((l) => l.includes('"msg":"rules reloaded"')), "the empty rules to apply", 600);
     const r = (await (await fetch(`${svc.base}/v1/rules`)).json()) as { rules: unknown[] };
     expect(r.rules).toEqual([]);
   });

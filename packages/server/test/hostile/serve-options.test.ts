@@ -5,11 +5,13 @@
  * a timer past 2^31 - 1 ms fired after 1 ms (node's overflow), `redisFailure: "bogus"` and
  * unknown options (a misspelt one) passed silently.
  */
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { createLogger } from "../../src/log.js";
 import { startService, type ServeOptions } from "../../src/index.js";
 
-const RULES = "examples/rules.yaml";
+// Absolute: the test does not depend on the directory vitest was started from.
+const RULES = path.resolve(import.meta.dirname, "../../../../examples/rules.yaml");
 const base: ServeOptions = { configFile: RULES, port: 0, grpcPort: 0, watch: false, dashboard: false, logger: createLogger("silent") };
 
 describe("startService options", () => {

@@ -30,13 +30,13 @@ describe("SIGHUP", () => {
     try {
       expect(await limitOf(svc.base)).toBe(5);
       svc.proc.kill("SIGHUP");
-      await until(() => svc.lines.some((l) => l.includes('"signal":"SIGHUP"')), "the SIGHUP line", 100, 50);
+      await until(() => svc.lines.some((l) => l.includes('"signal":"SIGHUP"')), "the SIGHUP line", 600, 50);
       expect(svc.proc.exitCode, svc.lines.join("\n")).toBeNull();
       expect(svc.proc.signalCode).toBeNull();
       expect(await limitOf(svc.base)).toBe(5);
       writeFileSync(file, rules(7));
       svc.proc.kill("SIGHUP");
-      await until(async () => (await limitOf(svc.base)) === 7, "the new rules after SIGHUP", 100, 100);
+      await until(async () => (await limitOf(svc.base)) === 7, "the new rules after SIGHUP", 300, 100);
       expect(await svc.stop()).toBe(0);
     } finally {
       await svc.stop();
@@ -50,7 +50,7 @@ describe("SIGHUP", () => {
     try {
       writeFileSync(file, rules(9));
       svc.proc.kill("SIGHUP");
-      await until(() => svc.lines.some((l) => l.includes('"signal":"SIGHUP"')), "the SIGHUP line", 100, 50);
+      await until(() => svc.lines.some((l) => l.includes('"signal":"SIGHUP"')), "the SIGHUP line", 600, 50);
       expect(svc.lines.find((l) => l.includes('"signal":"SIGHUP"'))).toMatch(/--no-watch/);
       expect(await limitOf(svc.base)).toBe(5);
       expect(await svc.stop()).toBe(0);
