@@ -2,6 +2,7 @@ import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import { MAX_TIMER_MS } from "ratekeeper";
 import type { Logger } from "../log.js";
 import type { DecisionService } from "../service/decide.js";
 import { REQUEST_CAPS } from "../service/request-caps.js";
@@ -53,6 +54,17 @@ export interface GrpcOptions {
 }
 
 /**
+ * The connection age handed to grpc-js: it sets each connection's timer at the age plus a jitter
+ * of up to +-10%, and node fires a timer past 2^31 - 1 ms after 1 ms, so an age from about 22.6
+ * days up closed connections at once (GOAWAY; a call meeting it: UNAVAILABLE). Such an age is
+ * lowered to the largest that fits with the jitter (at most 10% shorter); 2^31 - 1 (MAX_TIMER_MS)
+ * stays never, as grpc-js reads it.
+ */
+export function connectionAge(ms: number): number {
+  return ms === MAX_TIMER_MS ? ms : Math.min(ms, Math.floor(MAX_TIMER_MS / 1.1));
+}
+
+/**
  * Envoy's rate limit service, `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`,
  * with envoyproxy/ratelimit's semantics (transport/rls.ts), so Envoy, Istio, Contour or Emissary
  * can use it unchanged; and `grpc.health.v1.Health` on the same port.
@@ -75,7 +87,7 @@ export function createGrpcServer(options: GrpcOptions): grpc.Server {
     "grpc.keepalive_permit_without_calls": 1,
     // Larger messages are refused (RESOURCE_EXHAUSTED) before they are decoded into objects.
     "grpc.max_receive_message_length": REQUEST_CAPS.grpcMessageBytes,
-    ...(options.maxConnectionAgeMs !== undefined ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
+    ...(options.maxConnectionAgeMs !== undefined ? { "grpc.max_connection_age_ms": connectionAge(options.maxConnectionAgeMs) } : {}),
     ...(options.maxConnectionAgeGraceMs !== undefined ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs } : {}),
   });
   server.addService(def.envoy.service.ratelimit.v3.RateLimitService.service, {
