@@ -5,7 +5,6 @@
  * gives an error id; the service's log has the error itself, with the same id, so an operator
  * handed the id finds the line. Before, the body and the gRPC details echoed the message.
  */
-import { Writable } from "node:stream";
 import type { AddressInfo } from "node:net";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
@@ -15,6 +14,7 @@ import { Metrics } from "../../src/metrics.js";
 import { createHttpServer } from "../../src/transport/http.js";
 import { bindGrpc, createGrpcServer } from "../../src/transport/grpc.js";
 import { rlsClient } from "../support.js";
+import { captureLog, idIn } from "./failing-parts.js";
 import type { DecisionObserver } from "../../src/service/types.js";
 
 const RULES = `
@@ -27,13 +27,7 @@ const SECRET = "redis://:hunter2@10.0.0.5:6379 at /srv/app/dist/secret.js:12 ten
 
 /** A service whose observer throws (a bug), and the log lines it writes. */
 function buggy(): { service: DecisionService; lines: Record<string, unknown>[]; logger: pino.Logger } {
-  const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      for (const l of chunk.toString().split("\n")) if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
-      cb();
-    },
-  });
+  const { lines, logger } = captureLog();
   const observer = {
     decision: () => {
       throw new TypeError(`cannot count ${SECRET}`);
@@ -42,14 +36,11 @@ function buggy(): { service: DecisionService; lines: Record<string, unknown>[]; 
     storeError: () => undefined,
   } as unknown as DecisionObserver;
   const service = new DecisionService({ store: new MemoryStore(), rules: parseRules(RULES, "r.yaml"), observer });
-  return { service, lines, logger: pino({ level: "info" }, sink) };
+  return { service, lines, logger };
 }
 
 let close: (() => void) | undefined;
 afterEach(() => close?.());
-
-/** The error id a message gives. */
-const idIn = (text: string) => /error id ([0-9a-f]{8,})/.exec(text)?.[1];
 
 describe("a 500's body is generic; the log has the error", () => {
   it("HTTP: 500 internal, no error message in the body, its id in the log line with the error", async () => {

@@ -4,15 +4,13 @@
  * rate-limit store, its leases, the overrides database) is still 503 `unavailable`, "the store
  * failed", whatever the error it threw looks like (a TypeError too: fetch's "fetch failed").
  */
-import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { MemoryStore, type BoundLeases, type BoundStore, type Store } from "ratekeeper";
+import { MemoryStore } from "ratekeeper";
 import { DecisionService, parseRules } from "../../src/index.js";
 import { createLogger } from "../../src/log.js";
-import { Metrics } from "../../src/metrics.js";
-import { createHttpServer } from "../../src/transport/http.js";
 import { bindGrpc, createGrpcServer } from "../../src/transport/grpc.js";
 import { rlsClient } from "../support.js";
+import { failingOverrides, failingStore, serveHttp, TOKEN } from "./failing-parts.js";
 import type { DecisionObserver } from "../../src/service/types.js";
 import type { OverrideStore } from "../../src/overrides/types.js";
 
@@ -24,56 +22,14 @@ descriptors:
 concurrency:
   reports: { limit: 1, lease: 1h }
 `;
-const TOKEN = "t0ken-t0ken-t0ken";
-
-/** A store whose every call fails with `error()`: Redis gone, or an HTTP store's fetch failing. */
-function failingStore(error: () => Error): Store {
-  const fail = () => Promise.reject(error());
-  const bound: BoundStore = { consume: fail, peek: fail, refund: fail, reset: fail };
-  const leases: BoundLeases = { acquire: fail, renew: fail, release: fail, count: fail };
-  return { bind: () => bound, bindLeases: () => leases };
-}
-
-/** A configuration store whose database is gone. */
-function failingOverrides(): OverrideStore {
-  const fail = () => Promise.reject(new Error("SQLITE_IOERR: disk I/O error"));
-  return {
-    kind: "sqlite",
-    description: "test",
-    get: fail,
-    create: fail,
-    update: fail,
-    put: fail,
-    putMany: fail,
-    delete: fail,
-    list: fail,
-    currentVersion: fail,
-    scan: fail,
-    changesSince: fail,
-    purge: fail,
-    watch: () => () => undefined,
-    close: () => Promise.resolve(),
-  };
-}
 
 let close: (() => void) | undefined;
 afterEach(() => close?.());
 
 async function serve(service: DecisionService, overridesStore?: OverrideStore): Promise<string> {
-  const server = await createHttpServer({
-    service,
-    metrics: new Metrics(),
-    logger: createLogger("silent"),
-    readiness: () => ({ ready: true }),
-    adminToken: TOKEN,
-    overridesStore,
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  close = () => {
-    server.closeAllConnections();
-    server.close();
-  };
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const s = await serveHttp(service, { overridesStore });
+  close = s.close;
+  return s.url;
 }
 
 async function post(url: string, body: unknown, admin = false): Promise<{ status: number; body: { error: string; message: string } }> {
@@ -130,7 +86,10 @@ describe("errors: a bug is 500, a failing store 503", () => {
 
   it("a failing overrides database is 503 on the admin API", async () => {
     const service = new DecisionService({ store: new MemoryStore(), rules: parseRules(RULES, "r.yaml") });
-    const url = await serve(service, failingOverrides());
+    const url = await serve(
+      service,
+      failingOverrides(() => new Error("SQLITE_IOERR: disk I/O error")),
+    );
     const list = await fetch(`${url}/v1/admin/overrides`, { headers: { authorization: `Bearer ${TOKEN}` } });
     expect(list.status).toBe(503);
     expect(((await list.json()) as { message: string }).message).toMatch(/^the overrides database failed: SQLite threw Error;/);

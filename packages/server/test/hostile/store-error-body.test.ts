@@ -8,18 +8,15 @@
  * and the dashboard's `overrides.error` echoed the error's message (internal-error-body.test.ts
  * is the same for 500s).
  */
-import { Writable } from "node:stream";
-import type { AddressInfo } from "node:net";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { MemoryStore, type BoundLeases, type BoundStore, type Store } from "ratekeeper";
+import { MemoryStore } from "ratekeeper";
 import { DecisionService, parseRules } from "../../src/index.js";
-import { Metrics } from "../../src/metrics.js";
-import { createHttpServer } from "../../src/transport/http.js";
 import { bindGrpc, createGrpcServer } from "../../src/transport/grpc.js";
 import { DashboardStats } from "../../src/dashboard/stats.js";
 import { StateBuilder } from "../../src/dashboard/state.js";
 import { rlsClient } from "../support.js";
+import { captureLog, failingOverrides, failingStore, idIn, serveHttp, TOKEN } from "./failing-parts.js";
 import type { OverrideStore } from "../../src/overrides/types.js";
 
 const RULES = `
@@ -32,7 +29,6 @@ policies:
 concurrency:
   reports: { limit: 1, lease: 1h }
 `;
-const TOKEN = "t0ken-t0ken-t0ken";
 /** What no answer may hold: the hosts, ports, users, databases and paths the errors below name. */
 const SECRETS = ["10.0.0.5", "6379", "redis-internal", "/srv/secret", "rk.sock", "rk_admin", "db-internal", "tenants_prod", "hunter2"];
 
@@ -55,49 +51,6 @@ const pgError = () =>
     severity: "FATAL",
   });
 
-function failingStore(error: () => Error): Store {
-  const fail = () => Promise.reject(error());
-  const bound = { consume: fail, peek: fail, refund: fail, reset: fail } as unknown as BoundStore;
-  const leases = { acquire: fail, renew: fail, release: fail, count: fail } as unknown as BoundLeases;
-  return { bind: () => bound, bindLeases: () => leases };
-}
-
-function failingOverrides(error: () => Error): OverrideStore {
-  const fail = () => Promise.reject(error());
-  return {
-    kind: "postgres",
-    description: "postgres://rk_admin@db-internal.corp/tenants_prod",
-    get: fail,
-    create: fail,
-    update: fail,
-    put: fail,
-    putMany: fail,
-    delete: fail,
-    list: fail,
-    currentVersion: fail,
-    scan: fail,
-    changesSince: fail,
-    purge: fail,
-    watch: () => () => undefined,
-    close: () => Promise.resolve(),
-  };
-}
-
-/** A logger writing its lines to `lines`. */
-function capture(): { lines: Record<string, unknown>[]; logger: pino.Logger } {
-  const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      for (const l of chunk.toString().split("\n")) if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
-      cb();
-    },
-  });
-  return { lines, logger: pino({ level: "info" }, sink) };
-}
-
-/** The error id a message gives. */
-const idIn = (text: string) => /error id ([0-9a-f]{8,})/.exec(text)?.[1];
-
 /** `text` holds none of {@link SECRETS}, gives an error id, and the log line of that id has the error. */
 function checkAnswer(what: string, text: string, lines: Record<string, unknown>[], msg: string): void {
   for (const s of SECRETS) expect(text, `${what}: ${text}`).not.toContain(s);
@@ -112,20 +65,9 @@ let close: (() => void) | undefined;
 afterEach(() => close?.());
 
 async function serve(service: DecisionService, logger: pino.Logger, overridesStore?: OverrideStore): Promise<string> {
-  const server = await createHttpServer({
-    service,
-    metrics: new Metrics(),
-    logger,
-    readiness: () => ({ ready: true }),
-    adminToken: TOKEN,
-    overridesStore,
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  close = () => {
-    server.closeAllConnections();
-    server.close();
-  };
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const s = await serveHttp(service, { logger, overridesStore });
+  close = s.close;
+  return s.url;
 }
 
 async function call(url: string, body: unknown, method = "POST"): Promise<{ status: number; text: string; body: { error: string } }> {
@@ -140,7 +82,7 @@ const check = { domain: "d", descriptors: [{ k: "1" }] };
 describe("a store's failure: no store error text across the trust boundary", () => {
   for (const [name, error] of Object.entries(storeErrors)) {
     it(`HTTP 503 bodies (${name}): the kind of failure and an error id, the error in the log`, async () => {
-      const { lines, logger } = capture();
+      const { lines, logger } = captureLog();
       const service = new DecisionService({ store: failingStore(error), rules: parseRules(RULES, "r.yaml") });
       const url = await serve(service, logger);
       const answers = {
@@ -163,7 +105,7 @@ describe("a store's failure: no store error text across the trust boundary", () 
 
   it("gRPC UNAVAILABLE details: the kind of failure and an error id, the error in the log", async () => {
     for (const error of Object.values(storeErrors)) {
-      const { lines, logger } = capture();
+      const { lines, logger } = captureLog();
       const service = new DecisionService({ store: failingStore(error), rules: parseRules(RULES, "r.yaml") });
       const server = createGrpcServer({ service, logger });
       const client = rlsClient(await bindGrpc(server, "127.0.0.1", 0));
@@ -183,9 +125,9 @@ describe("a store's failure: no store error text across the trust boundary", () 
   });
 
   it("the overrides database (PostgreSQL naming host, user, database): admin 503 bodies", async () => {
-    const { lines, logger } = capture();
+    const { lines, logger } = captureLog();
     const service = new DecisionService({ store: new MemoryStore(), rules: parseRules(RULES, "r.yaml") });
-    const url = await serve(service, logger, failingOverrides(pgError));
+    const url = await serve(service, logger, failingOverrides(pgError, "postgres", "postgres://rk_admin@db-internal.corp/tenants_prod"));
     const answers = {
       list: await call(`${url}/v1/admin/overrides`, undefined, "GET"),
       get: await call(`${url}/v1/admin/overrides/d/k=1`, undefined, "GET"),
@@ -199,11 +141,11 @@ describe("a store's failure: no store error text across the trust boundary", () 
   });
 
   it("the dashboard's overrides error: the kind of failure and an error id, the error in the log", async () => {
-    const { lines, logger } = capture();
+    const { lines, logger } = captureLog();
     const builder = new StateBuilder({
       stats: new DashboardStats(),
       rules: () => parseRules(RULES, "r.yaml"),
-      overrides: failingOverrides(pgError),
+      overrides: failingOverrides(pgError, "postgres", "postgres://rk_admin@db-internal.corp/tenants_prod"),
       storeHealth: () => ({ kind: "memory", status: "ready", breaker: null }),
       logger,
     });

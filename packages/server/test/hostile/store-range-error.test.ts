@@ -9,15 +9,13 @@
  * 503 too, but for a forged cursor (400). Before, any RangeError was answered 400, blaming the
  * client for the store.
  */
-import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { MemoryStore, type BoundLeases, type BoundStore, type Store } from "ratekeeper";
+import { MemoryStore } from "ratekeeper";
 import { DecisionService, parseRules } from "../../src/index.js";
 import { createLogger } from "../../src/log.js";
-import { Metrics } from "../../src/metrics.js";
-import { createHttpServer } from "../../src/transport/http.js";
 import { bindGrpc, createGrpcServer } from "../../src/transport/grpc.js";
 import { rlsClient } from "../support.js";
+import { failingOverrides, failingStore, serveHttp, TOKEN } from "./failing-parts.js";
 import { CheckError, StoreFailure } from "../../src/service/types.js";
 import type { OverrideStore } from "../../src/overrides/types.js";
 
@@ -31,61 +29,15 @@ policies:
 concurrency:
   reports: { limit: 1, lease: 1h }
 `;
-const TOKEN = "t0ken-t0ken-t0ken";
 const rangeError = () => new RangeError("Invalid array length");
-
-/** A store failing every call with a RangeError: at once (`sync`), or as a rejected promise. */
-function rangeStore(sync: boolean): Store {
-  const fail = sync
-    ? () => {
-        throw rangeError();
-      }
-    : () => Promise.reject(rangeError());
-  const bound = { consume: fail, peek: fail, refund: fail, reset: fail } as unknown as BoundStore;
-  const leases = { acquire: fail, renew: fail, release: fail, count: fail } as unknown as BoundLeases;
-  return { bind: () => bound, bindLeases: () => leases };
-}
-
-/** An overrides database whose calls fail with a RangeError (a driver's own check). */
-function rangeOverrides(): OverrideStore {
-  const fail = () => Promise.reject(new RangeError("Invalid string length"));
-  return {
-    kind: "sqlite",
-    description: "test",
-    get: fail,
-    create: fail,
-    update: fail,
-    put: fail,
-    putMany: fail,
-    delete: fail,
-    list: fail,
-    currentVersion: fail,
-    scan: fail,
-    changesSince: fail,
-    purge: fail,
-    watch: () => () => undefined,
-    close: () => Promise.resolve(),
-  };
-}
 
 let close: (() => void) | undefined;
 afterEach(() => close?.());
 
 async function serve(service: DecisionService, overridesStore?: OverrideStore): Promise<string> {
-  const server = await createHttpServer({
-    service,
-    metrics: new Metrics(),
-    logger: createLogger("silent"),
-    readiness: () => ({ ready: true }),
-    adminToken: TOKEN,
-    overridesStore,
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  close = () => {
-    server.closeAllConnections();
-    server.close();
-  };
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const s = await serveHttp(service, { overridesStore });
+  close = s.close;
+  return s.url;
 }
 
 async function call(url: string, body: unknown, method = "POST"): Promise<{ status: number; body: { error: string; message: string } }> {
@@ -99,7 +51,7 @@ const check = { domain: "d", descriptors: [{ k: "1" }] };
 describe("a store's RangeError is the store failing, not the client's input", () => {
   for (const sync of [true, false]) {
     it(`HTTP: 503 on every route (the store ${sync ? "throws at once" : "rejects"})`, async () => {
-      const service = new DecisionService({ store: rangeStore(sync), rules: parseRules(RULES, "r.yaml") });
+      const service = new DecisionService({ store: failingStore(rangeError, sync), rules: parseRules(RULES, "r.yaml") });
       const url = await serve(service);
       const answers = {
         check: await call(`${url}/v1/check`, check),
@@ -116,7 +68,7 @@ describe("a store's RangeError is the store failing, not the client's input", ()
     });
 
     it(`the service itself: StoreFailure, not CheckError (the store ${sync ? "throws at once" : "rejects"})`, async () => {
-      const service = new DecisionService({ store: rangeStore(sync), rules: parseRules(RULES, "r.yaml") });
+      const service = new DecisionService({ store: failingStore(rangeError, sync), rules: parseRules(RULES, "r.yaml") });
       for (const p of [
         service.decide({ domain: "d", descriptors: [[{ key: "k", value: "1" }]] }),
         service.peek({ domain: "d", descriptors: [[{ key: "k", value: "1" }]] }),
@@ -132,7 +84,7 @@ describe("a store's RangeError is the store failing, not the client's input", ()
   }
 
   it("gRPC: UNAVAILABLE, not INVALID_ARGUMENT", async () => {
-    const service = new DecisionService({ store: rangeStore(false), rules: parseRules(RULES, "r.yaml") });
+    const service = new DecisionService({ store: failingStore(rangeError, false), rules: parseRules(RULES, "r.yaml") });
     const server = createGrpcServer({ service, logger: createLogger("silent") });
     const client = rlsClient(await bindGrpc(server, "127.0.0.1", 0));
     try {
@@ -165,7 +117,10 @@ describe("a store's RangeError is the store failing, not the client's input", ()
 
   it("the overrides database's RangeError is 503 on the admin API (a forged cursor stays 400: admin-input.test.ts)", async () => {
     const service = new DecisionService({ store: new MemoryStore(), rules: parseRules(RULES, "r.yaml") });
-    const url = await serve(service, rangeOverrides());
+    const url = await serve(
+      service,
+      failingOverrides(() => new RangeError("Invalid string length")),
+    );
     const answers = {
       list: await call(`${url}/v1/admin/overrides`, undefined, "GET"),
       block: await call(`${url}/v1/admin/keys/d/k=1/block`, { ttl: "1h" }),
