@@ -10,8 +10,9 @@
  * state kept (pinned) until it expires, so its share stays used.
  */
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { expect, it } from "vitest";
+import { describeRedis } from "../../../test-support/redis.js";
+import { redisStoreFixture } from "./redis-store-support.js";
 import { RateLimiter, type LimitSpec } from "../src/index.js";
 import { RedisStore, type RedisErrorContext } from "../src/stores/redis/index.js";
 
@@ -31,30 +32,21 @@ const CASES: Record<string, LimitSpec[]> = {
 };
 
 describeRedis("degraded: a charge refused for a foreign value is not retried forever", () => {
-  let redis: RedisHandle;
-  let admin: Redis;
-  beforeAll(async () => {
-    redis = await startRedis();
-    admin = new Redis(redis.port, redis.host);
-  });
-  afterAll(async () => {
-    admin?.disconnect();
-    await redis?.stop();
-  });
+  const fx = redisStoreFixture();
 
   for (const [what, limits] of Object.entries(CASES)) {
     for (const [foreign, put] of Object.entries(FOREIGN)) {
       it(`${what}, ${foreign}: one report of the charge, the share stays used, Redis decides once the key is deleted`, async () => {
-        const client = new Redis(redis.port, redis.host);
+        const client = new Redis(fx.redis.port, fx.redis.host);
         const reports: Array<[RedisErrorContext, string]> = [];
         const store = new RedisStore({ client, instances: 1, onError: (e, c) => reports.push([c, e.message]) });
         try {
           const namespace = `df-${Math.random().toString(36).slice(2)}`;
           const limiter = new RateLimiter({ limits, store, namespace });
           await limiter.consume("good");
-          const good = (await admin.keys(`*${namespace}*`)).sort();
+          const good = (await fx.admin.keys(`*${namespace}*`)).sort();
           const bad = (good.at(-1) as string).replace(":good}", ":bad}");
-          await put(admin, bad);
+          await put(fx.admin, bad);
           for (let i = 0; i < 3; i++) expect(await limiter.consume("bad")).toMatchObject({ allowed: true, reason: "degraded" });
           // Five reconciliation periods and more.
           await new Promise((r) => setTimeout(r, 800));
@@ -66,7 +58,7 @@ describeRedis("degraded: a charge refused for a foreign value is not retried for
           expect(await limiter.consume("bad")).toMatchObject({ allowed: false, reason: "degraded" });
           // Nothing waits to be charged any more.
           expect((store as unknown as { ledgers: Set<unknown> }).ledgers.size).toBe(0);
-          await admin.del(bad);
+          await fx.admin.del(bad);
           expect(await limiter.consume("bad")).toMatchObject({ allowed: true, reason: undefined });
           expect(await limiter.consume("good")).toMatchObject({ allowed: true, reason: undefined });
         } finally {

@@ -12,8 +12,9 @@
 import { Redis } from "ioredis";
 import { createClient } from "redis";
 import { readFileSync } from "node:fs";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { expect, it } from "vitest";
+import { describeRedis } from "../../../test-support/redis.js";
+import { redisStoreFixture } from "./redis-store-support.js";
 import { MemoryStore, RateLimiter, type AlgorithmName, type Decision, type LimitSpec } from "../src/index.js";
 import { RedisStore, type BreakerEvent, type RedisClientLike } from "../src/stores/redis/index.js";
 
@@ -48,19 +49,10 @@ it("the script's lists of errors that are never about a key are client.ts's (isK
 });
 
 describeRedis("a foreign value under one key, in a batch with other keys", () => {
-  let redis: RedisHandle;
-  let admin: Redis;
-  beforeAll(async () => {
-    redis = await startRedis();
-    admin = new Redis(redis.port, redis.host);
-  });
-  afterAll(async () => {
-    admin?.disconnect();
-    await redis?.stop();
-  });
+  const fx = redisStoreFixture();
 
   it("a namespace set by hand, shared by a sliding window of other buckets: the error says so (not only 'delete the key')", async () => {
-    const client = new Redis(redis.port, redis.host);
+    const client = new Redis(fx.redis.port, fx.redis.host);
     try {
       const errors: Error[] = [];
       const store = new RedisStore({ client, failure: "closed", onError: (e) => errors.push(e) });
@@ -77,7 +69,7 @@ describeRedis("a foreign value under one key, in a batch with other keys", () =>
   });
 
   it("a reset whose epoch key holds a foreign value: reported, and nothing reset (not the state without the epoch)", async () => {
-    const client = new Redis(redis.port, redis.host);
+    const client = new Redis(fx.redis.port, fx.redis.host);
     try {
       // (A decimal is an epoch's own layout: not foreign there.)
       for (const [what, foreign] of Object.entries(FOREIGN).filter(([w]) => w !== "a decimal")) {
@@ -85,12 +77,12 @@ describeRedis("a foreign value under one key, in a batch with other keys", () =>
         const store = new RedisStore({ client, failure: "closed", onError: (e) => errors.push(e) });
         const lim = new RateLimiter({ algorithm: "fixed-window", limit: 3, window: "1h", store, namespace: `reset-${what}` });
         await lim.consume("k");
-        const [stateKey] = await admin.keys(`*{reset-${what}:k}`);
+        const [stateKey] = await fx.admin.keys(`*{reset-${what}:k}`);
         const epochKey = `${stateKey as string}:e`;
-        await foreign.put(admin, epochKey);
-        const state = await admin.getBuffer(stateKey as string);
+        await foreign.put(fx.admin, epochKey);
+        const state = await fx.admin.getBuffer(stateKey as string);
         await lim.reset("k");
-        expect(await admin.getBuffer(stateKey as string), what).toEqual(state);
+        expect(await fx.admin.getBuffer(stateKey as string), what).toEqual(state);
         expect(
           errors.map((e) => e.message.includes(epochKey)),
           what,
@@ -103,7 +95,7 @@ describeRedis("a foreign value under one key, in a batch with other keys", () =>
   });
 
   it("a refund of two limits whose sliding log reads as a state but fails on its slots (a namespace shared by hand with a log of another limit): applied whole or not at all", async () => {
-    const client = new Redis(redis.port, redis.host);
+    const client = new Redis(fx.redis.port, fx.redis.host);
     try {
       const errors: Error[] = [];
       const store = new RedisStore({ client, failure: "closed", onError: (e) => errors.push(e) });
@@ -126,12 +118,12 @@ describeRedis("a foreign value under one key, in a batch with other keys", () =>
         now += 3_600_001;
       }
       expect((await ten.consume("k", 3)).allowed).toBe(true);
-      const keys = (await admin.keys("*{shared-by-hand:k}*")).sort();
+      const keys = (await fx.admin.keys("*{shared-by-hand:k}*")).sort();
       expect(keys).toHaveLength(2);
-      const before = await Promise.all(keys.map((k) => admin.getBuffer(k)));
+      const before = await Promise.all(keys.map((k) => fx.admin.getBuffer(k)));
       // The same namespace, a log of 100: its refund reads slot 152 mod 100 of a 10-slot string.
       await mk(100).refund("k", 1);
-      const after = await Promise.all(keys.map((k) => admin.getBuffer(k)));
+      const after = await Promise.all(keys.map((k) => fx.admin.getBuffer(k)));
       expect(errors.map((e) => e.message.includes(keys[1] as string))).toEqual([true]);
       expect(after).toEqual(before); // the fixed window's unit not given back alone
     } finally {
@@ -145,9 +137,9 @@ describeRedis("a foreign value under one key, in a batch with other keys", () =>
         const title = `${clientKind}, ${batch ? "batched" : "batch: false"}, ${multi ? "two limits, the second foreign" : "one limit"}`;
         it(`${title}: the others decided exactly, the foreign key by the policy and never written`, async () => {
           let n = 0;
-          const node = clientKind === "node-redis" ? createClient({ socket: { host: redis.host, port: redis.port } }) : undefined;
+          const node = clientKind === "node-redis" ? createClient({ socket: { host: fx.redis.host, port: fx.redis.port } }) : undefined;
           await node?.connect();
-          const ioredis = clientKind === "ioredis" ? new Redis(redis.port, redis.host) : undefined;
+          const ioredis = clientKind === "ioredis" ? new Redis(fx.redis.port, fx.redis.host) : undefined;
           try {
             for (const algorithm of ALGORITHMS) {
               for (const [what, foreign] of Object.entries(FOREIGN)) {
@@ -165,12 +157,12 @@ describeRedis("a foreign value under one key, in a batch with other keys", () =>
                 const limits = specsOf(algorithm, multi);
                 const lim = new RateLimiter({ limits, store, namespace });
                 await lim.consume("probe");
-                const probeKeys = (await admin.keys(`*{${namespace}:probe}*`)).sort();
+                const probeKeys = (await fx.admin.keys(`*{${namespace}:probe}*`)).sort();
                 expect(probeKeys, label).toHaveLength(limits.length);
                 const badKeys = probeKeys.map((k) => k.replace(":probe}", ":bad}"));
                 const foreignKey = badKeys[badKeys.length - 1] as string;
-                await foreign.put(admin, foreignKey);
-                const before = await foreign.read(admin, foreignKey);
+                await foreign.put(fx.admin, foreignKey);
+                const before = await foreign.read(fx.admin, foreignKey);
 
                 const reference = new RateLimiter({ limits, store: new MemoryStore() });
                 const expected = new Map<string, boolean[]>();
@@ -208,8 +200,8 @@ describeRedis("a foreign value under one key, in a batch with other keys", () =>
                   expect(e.message, label).toMatch(/delete/);
                 }
                 // Nothing written: the foreign value as it was, and no other limit of the key charged.
-                expect(await foreign.read(admin, foreignKey), label).toEqual(before);
-                for (const k of badKeys.slice(0, -1)) expect(await admin.exists(k), `${label}: ${k}`).toBe(0);
+                expect(await foreign.read(fx.admin, foreignKey), label).toEqual(before);
+                for (const k of badKeys.slice(0, -1)) expect(await fx.admin.exists(k), `${label}: ${k}`).toBe(0);
                 expect(
                   breaker.map((e) => e.to),
                   label,

@@ -8,29 +8,21 @@
  * learned of them: a limit of 2 held 4 leases.
  */
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { expect, it } from "vitest";
+import { describeRedis } from "../../../test-support/redis.js";
+import { redisStoreFixture } from "./redis-store-support.js";
 import { ConcurrencyLimiter, MemoryStore } from "../src/index.js";
 import { RedisStore } from "../src/stores/redis/index.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describeRedis("a concurrency key's foreign value deleted while leases the policy granted locally are held", () => {
-  let redis: RedisHandle;
-  let admin: Redis;
-  beforeAll(async () => {
-    redis = await startRedis();
-    admin = new Redis(redis.port, redis.host);
-  });
-  afterAll(async () => {
-    admin?.disconnect();
-    await redis?.stop();
-  });
+  const fx = redisStoreFixture();
 
   let n = 0;
   for (const failure of ["degraded", "insurance"] as const) {
     it(`${failure}: Redis learns of them before it counts again; the limit holds; reported once`, async () => {
-      const client = new Redis(redis.port, redis.host);
+      const client = new Redis(fx.redis.port, fx.redis.host);
       try {
         const errors: Error[] = [];
         const store = new RedisStore({
@@ -41,7 +33,7 @@ describeRedis("a concurrency key's foreign value deleted while leases the policy
         const namespace = `fd-${failure}-${++n}`;
         const pool = new ConcurrencyLimiter({ limit: 2, leaseMs: 60_000, store, namespace });
         const key = `rk:{${namespace}:k}:c`;
-        await admin.set(key, "not ours");
+        await fx.admin.set(key, "not ours");
         const held = [await pool.acquire("k"), await pool.acquire("k")];
         expect(held.map((l) => [l.acquired, l.reason])).toEqual([
           [true, failure === "insurance" ? "insurance" : "degraded"],
@@ -52,11 +44,11 @@ describeRedis("a concurrency key's foreign value deleted while leases the policy
         await sleep(300);
         expect(errors).toHaveLength(reported); // nothing on a timer
 
-        await admin.del(key);
+        await fx.admin.del(key);
         const after = [];
         for (let i = 0; i < 3; i++) after.push((await pool.acquire("k")).acquired);
         expect(after, "acquires once the foreign value is gone, 2 leases held").toEqual([false, false, false]);
-        expect(await admin.zcard(key)).toBe(2);
+        expect(await fx.admin.zcard(key)).toBe(2);
         for (const l of held) expect(await l.renew()).toBe(true);
         await held[0]?.release();
         expect((await pool.acquire("k")).acquired).toBe(true);
@@ -69,21 +61,21 @@ describeRedis("a concurrency key's foreign value deleted while leases the policy
   }
 
   it("while the value is still there, an acquire tries them again without reporting each try", async () => {
-    const client = new Redis(redis.port, redis.host);
+    const client = new Redis(fx.redis.port, fx.redis.host);
     try {
       const errors: Error[] = [];
       const store = new RedisStore({ client, failure: "degraded", onError: (e) => errors.push(e) });
       const namespace = `fd-still-${++n}`;
       const pool = new ConcurrencyLimiter({ limit: 3, leaseMs: 60_000, store, namespace });
       const key = `rk:{${namespace}:k}:c`;
-      await admin.rpush(key, "x");
+      await fx.admin.rpush(key, "x");
       const a = await pool.acquire("k");
       expect([a.acquired, a.reason]).toEqual([true, "degraded"]);
       const once = errors.length;
       for (let i = 0; i < 4; i++) await pool.acquire("k");
       // Each acquire refused by Redis is reported (as before); the hand-overs tried before them are not.
       expect(errors.length - once).toBe(4);
-      expect(await admin.lrange(key, 0, -1)).toEqual(["x"]);
+      expect(await fx.admin.lrange(key, 0, -1)).toEqual(["x"]);
     } finally {
       client.disconnect();
     }

@@ -13,8 +13,9 @@
  */
 import { Redis } from "ioredis";
 import { createClient } from "redis";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { expect, it } from "vitest";
+import { describeRedis } from "../../../test-support/redis.js";
+import { redisStoreFixture } from "./redis-store-support.js";
 import { ConcurrencyLimiter, MemoryStore, RateLimiter, type LimitSpec } from "../src/index.js";
 import { RedisStore, type BreakerEvent, type RedisClientLike } from "../src/stores/redis/index.js";
 
@@ -36,25 +37,16 @@ const LEASED: Record<string, LimitSpec> = {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describeRedis("a foreign value under a key of quota leasing or of a concurrency limit", () => {
-  let redis: RedisHandle;
-  let admin: Redis;
-  beforeAll(async () => {
-    redis = await startRedis();
-    admin = new Redis(redis.port, redis.host);
-  });
-  afterAll(async () => {
-    admin?.disconnect();
-    await redis?.stop();
-  });
+  const fx = redisStoreFixture();
 
   let n = 0;
   for (const clientKind of ["ioredis", "node-redis"] as const) {
     const connect = async (): Promise<{ client: RedisClientLike; close: () => Promise<unknown> }> => {
       if (clientKind === "ioredis") {
-        const c = new Redis(redis.port, redis.host);
+        const c = new Redis(fx.redis.port, fx.redis.host);
         return { client: c, close: async () => c.disconnect() };
       }
-      const c = createClient({ socket: { host: redis.host, port: redis.port } });
+      const c = createClient({ socket: { host: fx.redis.host, port: fx.redis.port } });
       await c.connect();
       return { client: c as RedisClientLike, close: () => c.quit() };
     };
@@ -77,16 +69,16 @@ describeRedis("a foreign value under a key of quota leasing or of a concurrency 
             const lim = new RateLimiter({ ...spec, store, namespace, lease: true });
             await lim.consume("probe");
             const stateKey = `rk:{${namespace}:bad}`;
-            expect(await admin.exists(`rk:{${namespace}:probe}`), label).toBe(1);
-            await foreign.put(admin, stateKey);
-            const before = await foreign.read(admin, stateKey);
+            expect(await fx.admin.exists(`rk:{${namespace}:probe}`), label).toBe(1);
+            await foreign.put(fx.admin, stateKey);
+            const before = await foreign.read(fx.admin, stateKey);
             const bad = [];
             for (let i = 0; i < 4; i++) bad.push(await lim.consume("bad"));
             expect(
               bad.map((d) => [d.allowed, d.reason]),
               label,
             ).toEqual(bad.map(() => [false, "store-error"]));
-            expect(await foreign.read(admin, stateKey), label).toEqual(before);
+            expect(await foreign.read(fx.admin, stateKey), label).toEqual(before);
             expect(errors.length, label).toBeGreaterThan(0);
             for (const e of errors) expect(e.message, label).toMatch(new RegExp(`\\{${namespace}:bad\\}.*delete`));
             const reference = new RateLimiter({ ...spec, store: new MemoryStore() });
@@ -123,13 +115,13 @@ describeRedis("a foreign value under a key of quota leasing or of a concurrency 
             const spec = LEASED["token bucket"] as LimitSpec;
             const lim = new RateLimiter({ ...spec, store, namespace, lease: true });
             const key = `rk:{${namespace}:bad}${suffix}`;
-            await foreign.put(admin, key);
-            const before = await foreign.read(admin, key);
+            await foreign.put(fx.admin, key);
+            const before = await foreign.read(fx.admin, key);
             const reference = new RateLimiter({ ...spec, store: new MemoryStore() });
             for (let i = 0; i < 5; i++) {
               expect((await lim.consume("bad")).allowed, `${label} #${i}`).toBe((await reference.consume("bad")).allowed);
             }
-            expect(await foreign.read(admin, key), label).toEqual(before);
+            expect(await foreign.read(fx.admin, key), label).toEqual(before);
             expect(errors.length, label).toBeGreaterThan(0);
             for (const e of errors) expect(e.message, label).toContain(`${key}: `);
             expect(
@@ -155,8 +147,8 @@ describeRedis("a foreign value under a key of quota leasing or of a concurrency 
             const namespace = `fc-${clientKind}-${++n}`;
             const pool = new ConcurrencyLimiter({ limit: 2, leaseMs: 60_000, store, namespace });
             const key = `rk:{${namespace}:bad}:c`;
-            await foreign.put(admin, key);
-            const before = await foreign.read(admin, key);
+            await foreign.put(fx.admin, key);
+            const before = await foreign.read(fx.admin, key);
             const a = await pool.acquire("bad");
             expect(a.reason, label).toBe(failure === "degraded" ? "degraded" : "store-error");
             await a.renew();
@@ -168,7 +160,7 @@ describeRedis("a foreign value under a key of quota leasing or of a concurrency 
             const settled = errors.length;
             await sleep(500);
             expect(errors.length, `${label}: ${errors.at(-1)?.message ?? ""}`).toBe(settled);
-            expect(await foreign.read(admin, key), label).toEqual(before);
+            expect(await foreign.read(fx.admin, key), label).toEqual(before);
             const others = [];
             for (let i = 0; i < 3; i++) others.push((await pool.acquire("other")).acquired);
             expect(others, label).toEqual([true, true, false]);
@@ -185,7 +177,7 @@ describeRedis("a foreign value under a key of quota leasing or of a concurrency 
 
     if (clientKind === "ioredis") {
       it("a lease the policy granted locally, its key holding a foreign value by the hand-over: kept local, reported, not retried", async () => {
-        const c = new Redis(redis.port, redis.host);
+        const c = new Redis(fx.redis.port, fx.redis.host);
         let failNext = 1;
         // The first call on the key fails as a lost connection would (the breaker stays closed: one
         // error), the rest go to Redis; without `pipeline` the shim sends each call by `evalsha`.
@@ -213,7 +205,7 @@ describeRedis("a foreign value under a key of quota leasing or of a concurrency 
           const a = await pool.acquire("bad");
           expect([a.acquired, a.reason]).toEqual([true, "degraded"]);
           const key = `rk:{${namespace}:bad}:c`;
-          await admin.rpush(key, "x"); // before the hand-over (100 ms after the failed call)
+          await fx.admin.rpush(key, "x"); // before the hand-over (100 ms after the failed call)
           await sleep(350);
           expect(errors.map((e) => e.message.includes(key) && /delete/.test(e.message))).toEqual([false, true]);
           expect(await a.renew()).toBe(true); // its local table's
@@ -224,7 +216,7 @@ describeRedis("a foreign value under a key of quota leasing or of a concurrency 
           const settled = errors.length;
           await sleep(500);
           expect(errors).toHaveLength(settled);
-          expect(await admin.lrange(key, 0, -1)).toEqual(["x"]);
+          expect(await fx.admin.lrange(key, 0, -1)).toEqual(["x"]);
         } finally {
           c.disconnect();
         }
@@ -240,8 +232,8 @@ describeRedis("a foreign value under a key of quota leasing or of a concurrency 
           const namespace = `ft-${clientKind}-${++n}`;
           const leases = store.bindLeases(2, namespace);
           const key = `rk:{${namespace}:bad}:c:r`;
-          await foreign.put(admin, key);
-          const before = await foreign.read(admin, key);
+          await foreign.put(fx.admin, key);
+          const before = await foreign.read(fx.admin, key);
           // A release of an id Redis does not hold: a tombstone is due there.
           const r = await leases.release("bad", "not-held", undefined, 60_000);
           expect(r.reason, what).toBe("store-error");
@@ -250,7 +242,7 @@ describeRedis("a foreign value under a key of quota leasing or of a concurrency 
             errors.map((e) => e.message.includes(`${key}`) && /delete/.test(e.message)),
             what,
           ).toEqual([true]);
-          expect(await foreign.read(admin, key), what).toEqual(before);
+          expect(await foreign.read(fx.admin, key), what).toEqual(before);
         }
       } finally {
         await close();

@@ -11,8 +11,9 @@
  */
 import { Redis } from "ioredis";
 import { createClient } from "redis";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { describeRedis, startRedis, type RedisHandle } from "../../../test-support/redis.js";
+import { expect, it } from "vitest";
+import { describeRedis } from "../../../test-support/redis.js";
+import { redisStoreFixture } from "./redis-store-support.js";
 import { MemoryStore, RateLimiter, type AlgorithmName } from "../src/index.js";
 import { RedisStore, type BreakerEvent, type RedisClientLike } from "../src/stores/redis/index.js";
 
@@ -27,23 +28,14 @@ const FOREIGN: Record<string, (c: Redis, key: string) => Promise<unknown>> = {
 };
 
 describeRedis("a foreign value under one key of the store", () => {
-  let redis: RedisHandle;
-  let admin: Redis;
-  beforeAll(async () => {
-    redis = await startRedis();
-    admin = new Redis(redis.port, redis.host);
-  });
-  afterAll(async () => {
-    admin?.disconnect();
-    await redis?.stop();
-  });
+  const fx = redisStoreFixture();
 
   for (const clientKind of ["ioredis", "node-redis"] as const) {
     it(`${clientKind}: that key gets the failure policy; the others stay exact, the breaker closed`, async () => {
       let n = 0;
-      const node = clientKind === "node-redis" ? createClient({ socket: { host: redis.host, port: redis.port } }) : undefined;
+      const node = clientKind === "node-redis" ? createClient({ socket: { host: fx.redis.host, port: fx.redis.port } }) : undefined;
       await node?.connect();
-      const ioredis = clientKind === "ioredis" ? new Redis(redis.port, redis.host) : undefined;
+      const ioredis = clientKind === "ioredis" ? new Redis(fx.redis.port, fx.redis.host) : undefined;
       try {
         for (const algorithm of ALGORITHMS) {
           for (const [what, put] of Object.entries(FOREIGN)) {
@@ -57,9 +49,9 @@ describeRedis("a foreign value under one key of the store", () => {
             const namespace = `${clientKind}-${algorithm}-${++n}`;
             const lim = new RateLimiter({ algorithm, limit: 3, window: "1h", store, namespace });
             await lim.consume("probe");
-            const [probeKey] = await admin.keys(`*{${namespace}:probe}*`);
+            const [probeKey] = await fx.admin.keys(`*{${namespace}:probe}*`);
             const bad = (probeKey as string).replace(":probe}", ":bad}");
-            await put(admin, bad);
+            await put(fx.admin, bad);
             const label = `${algorithm}, ${what}`;
             // The foreign key: answered by the failure policy ("degraded": locally, at this
             // instance's share) or, where the value happens to read as a state, by Redis; never a throw.
