@@ -60,6 +60,38 @@ describeRedis("a concurrency key's foreign value deleted while leases the policy
     });
   }
 
+  it("another instance acquiring once the value is gone: the holders' renews hand their leases over", async () => {
+    // Two instances on one Redis; the acquires after the deletion reach the other one (a load
+    // balancer), while the first one's holders only renew. Before, the first one's leases stayed
+    // local for as long as they were renewed, and Redis granted the whole limit again beside them.
+    const clients = [new Redis(fx.redis.port, fx.redis.host), new Redis(fx.redis.port, fx.redis.host)];
+    try {
+      const namespace = `fd-peer-${++n}`;
+      const [a, b] = clients.map((client) => {
+        const store = new RedisStore({ client, failure: { insurance: new MemoryStore() }, onError: () => undefined });
+        return new ConcurrencyLimiter({ limit: 2, leaseMs: 60_000, store, namespace });
+      }) as [ConcurrencyLimiter, ConcurrencyLimiter];
+      const key = `rk:{${namespace}:k}:c`;
+      await fx.admin.set(key, "not ours");
+      const held = [await a.acquire("k"), await a.acquire("k")];
+      expect(held.map((l) => [l.acquired, l.reason])).toEqual([
+        [true, "insurance"],
+        [true, "insurance"],
+      ]);
+      await fx.admin.del(key);
+      for (const l of held) expect(await l.renew()).toBe(true);
+      expect(await fx.admin.zcard(key), "Redis holds the renewed leases").toBe(2);
+      const other = [];
+      for (let i = 0; i < 2; i++) other.push((await b.acquire("k")).acquired);
+      expect(other, "the other instance's acquires, 2 leases held").toEqual([false, false]);
+      for (const l of held) expect(await l.renew()).toBe(true);
+      await held[0]?.release();
+      expect((await b.acquire("k")).acquired).toBe(true);
+    } finally {
+      for (const c of clients) c.disconnect();
+    }
+  });
+
   it("while the value is still there, an acquire tries them again without reporting each try", async () => {
     const client = new Redis(fx.redis.port, fx.redis.host);
     try {

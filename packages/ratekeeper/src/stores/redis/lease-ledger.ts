@@ -138,6 +138,19 @@ export class LeaseLedger implements Ledger {
     for (const [id, l] of this.locals.toHand(key)) void this.handOne(id, l, redisKey, lane, true);
   }
 
+  /**
+   * Before a renew of `l`, a lease granted because its key held a foreign value: hands it to Redis
+   * on the same connection, as {@link LeaseLedger.handKey} does before an acquire. Without it, a
+   * lease whose acquires go to another instance (which finds the value deleted) stayed local for
+   * as long as its holder renewed it, and Redis granted the whole limit again beside it.
+   */
+  handRefused(id: string, l: LocalLease): void {
+    const redisKey = this.keyOf(l.key);
+    const lane = this.store.lanes.of(redisKey);
+    if (lane.breaker.state !== "closed" || l.handing !== undefined) return;
+    void this.handOne(id, l, redisKey, lane, true);
+  }
+
   /** Hands `l` over for what is left of its life, or drops it when nothing is; one Redis refused only when `refusedToo`. */
   private handOne(id: string, l: LocalLease, redisKey: string, lane: Lane, refusedToo = false): Promise<void> | undefined {
     const now = l.injected ? this.lastNowMs : undefined;

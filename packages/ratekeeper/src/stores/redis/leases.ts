@@ -66,9 +66,18 @@ export class RedisLeases implements BoundLeases {
 
   renew(key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
     if (nowMs !== undefined) this.ledger.lastNowMs = nowMs;
+    return this.renewOnce(key, id, leaseMs, nowMs, false);
+  }
+
+  /** A renew; `handed`: the lease's hand-over was tried just before (not tried again). */
+  private renewOnce(key: string, id: string, leaseMs: number, nowMs: number | undefined, handed: boolean): Promise<LeaseAnswer> {
     const l = this.ledger.locals.of(key, id);
     if (l === undefined) return this.call("renew", key, id, leaseMs, nowMs);
-    if (l.handing !== undefined) return l.handing.then(() => this.renew(key, id, leaseMs, nowMs));
+    // Granted because the key held a foreign value: once that is deleted, Redis must learn of it
+    // from its holder's renews too (acquires may reach another instance, whose Redis would grant
+    // the whole limit again beside it); Redis refuses it, unreported, while the value is there.
+    if (l.refused === true && !handed) this.ledger.handRefused(id, l);
+    if (l.handing !== undefined) return l.handing.then(() => this.renewOnce(key, id, leaseMs, nowMs, true));
     if (l.where === "none" || l.where === "redis") {
       l.expiresAt = (nowMs ?? leaseClock()) + leaseMs;
       return Promise.resolve(this.plain(true, this.store.failure === "open" ? "store-error" : this.policyReason()));
