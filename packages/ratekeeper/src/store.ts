@@ -56,7 +56,8 @@ export interface BoundStore {
    * charging nothing, with `retryAfterMs` the time until the wait fits (`Algorithm.check` in
    * core does this; the contract suite checks it). Undefined: no bound. A cost above a limit
    * (RateLimiter refuses it; a direct caller may send it) can never be admitted: the memory store
-   * denies it, charging nothing.
+   * denies it, charging nothing; the Redis stores reject a cost above a sliding log's limit with a
+   * RangeError.
    */
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision | Promise<Decision>;
   /** The decision `consume` would give, changing nothing. */

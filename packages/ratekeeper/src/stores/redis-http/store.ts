@@ -173,11 +173,11 @@ class HttpRedisTable implements BoundStore {
   }
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Promise<Decision> {
-    return this.decide({ op: "consume", key, cost, nowMs, maxDelayMs });
+    return this.format.refuseCost(cost) ?? this.decide({ op: "consume", key, cost, nowMs, maxDelayMs });
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
-    return this.decide({ op: "peek", key, cost, nowMs, maxDelayMs: undefined });
+    return this.format.refuseCost(cost) ?? this.decide({ op: "peek", key, cost, nowMs, maxDelayMs: undefined });
   }
 
   async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {

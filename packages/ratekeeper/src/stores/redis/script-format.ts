@@ -31,6 +31,13 @@ export class ScriptFormat {
   readonly n: number;
   private readonly single: boolean;
   private readonly keyHead: string;
+  /**
+   * The largest cost the script can take: the smallest sliding log's limit (it reads the unit
+   * `limit - cost + 1` back: past the log, a slot not there failed the call as a foreign value,
+   * "delete that key", and the failure policy answered). RateLimiter never sends more; a caller
+   * of a store's bind() gets RateLimiter's RangeError ({@link ScriptFormat.refuseCost}).
+   */
+  private readonly maxCost: number;
 
   constructor(
     private readonly limits: readonly ResolvedLimit[],
@@ -55,6 +62,13 @@ export class ScriptFormat {
       );
     }
     this.keyHead = `${prefix}{${keyPart(namespace)}:`;
+    this.maxCost = Math.min(...limits.map((l) => (l.algorithm === "sliding-log" ? l.limit : Infinity)));
+  }
+
+  /** A rejected decision for a cost no sliding log of these limits can take (Redis is not asked); undefined for any other. */
+  refuseCost(cost: number): Promise<never> | undefined {
+    if (cost <= this.maxCost) return undefined;
+    return Promise.reject(new RangeError(`cost: ${cost} is more than this policy could ever admit (at most ${this.maxCost})`));
   }
 
   /** The lane key of this limiter (its keys' common beginning). */

@@ -102,13 +102,13 @@ export class RedisTable implements BoundStore, QueuedOwner {
     const bound = this.shapes ? maxDelayMs : undefined;
     const hit = this.denials?.get(key, cost, nowMs ?? Date.now(), bound);
     if (hit !== undefined) return Promise.resolve(hit);
-    return this.decide({ op: "consume", key, cost, nowMs, maxDelayMs: bound });
+    return this.format.refuseCost(cost) ?? this.decide({ op: "consume", key, cost, nowMs, maxDelayMs: bound });
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
     const hit = this.denials?.get(key, cost, nowMs ?? Date.now());
     if (hit !== undefined) return Promise.resolve(hit);
-    return this.decide({ op: "peek", key, cost, nowMs, maxDelayMs: undefined });
+    return this.format.refuseCost(cost) ?? this.decide({ op: "peek", key, cost, nowMs, maxDelayMs: undefined });
   }
 
   async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
