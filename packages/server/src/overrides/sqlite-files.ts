@@ -46,6 +46,16 @@ export interface OpenedDatabase extends FileId {
  */
 export class DatabaseFileGoneError extends Error {
   override readonly name = "DatabaseFileGoneError";
+  /**
+   * @param advice what a client is told (service/store-failure.ts), in words with no path: the
+   *   operator writing overrides must learn it too, above all that a restart loses every override
+   */
+  constructor(
+    message: string,
+    readonly advice: string,
+  ) {
+    super(message);
+  }
 }
 
 /**
@@ -83,6 +93,9 @@ export function checkAttached(o: OpenedDatabase): void {
   const none = st === undefined ? " (nothing is there now: a restart would start from an empty database, every override gone)" : "";
   throw new DatabaseFileGoneError(
     `the SQLite file ${o.path} was deleted or replaced while open: a write now would be lost (it would go to the old file). Restore the file, or restart the service to open the one now there${none}`,
+    st === undefined
+      ? "its file was deleted while open and nothing is there now: restore it; a restart would start from an empty database, every override gone"
+      : "its file was deleted or replaced while open: restore it, or restart the service to open the one now there",
   );
 }
 
@@ -91,5 +104,6 @@ function sidecarGone(path: string, what: string): Error {
   return new DatabaseFileGoneError(
     `the SQLite file ${path} (its ${what}) was deleted or replaced while open: a write now could be lost (at a crash, or when another process, an import, opens the database). ` +
       "Stop any other process using the database, then restart the service: its clean close writes what the old log holds into the database file",
+    "its write-ahead log or shared-memory index was deleted or replaced while open: stop any other process using the database, then restart the service",
   );
 }

@@ -9,6 +9,7 @@
  */
 import { MemoryStore, type Store } from "ratekeeper";
 import { RedisStore } from "ratekeeper/redis";
+import { DatabaseFileGoneError } from "../overrides/sqlite-files.js";
 
 /** Codes of Node (and undici) that say the store could not be reached. */
 const UNREACHABLE = new Set([
@@ -66,7 +67,8 @@ export function failureKind(e: unknown): { kind: Kind; code?: string } {
     if (/^SQLITE_[A-Z_]{2,40}$/.test(code)) return { kind: "refused the call", code };
     if (typeof err.severity === "string" && /^[0-9A-Z]{5}$/.test(code)) return { kind: "refused the call", code: `SQLSTATE ${code}` };
     if (cls === "ForeignValueError") return { kind: "refused the call", code: "a key holds a value of another layout or program" };
-    if (err.name === "DatabaseFileGoneError") return { kind: "refused the call", code: "its file was deleted or replaced while open" };
+    // Its advice, one of three fixed texts naming no path: the admin writing overrides learns what to do.
+    if (x instanceof DatabaseFileGoneError) return { kind: "refused the call", code: x.advice };
     const word = /^([A-Z]{2,20})\b/.exec(text)?.[1];
     if ((err.name === "ReplyError" || err.name === "ErrorReply") && word !== undefined) return { kind: "refused the call", code: word };
     if (typeof err.name === "string" && /^[A-Za-z][A-Za-z0-9_]{0,40}$/.test(err.name)) name = err.name;
