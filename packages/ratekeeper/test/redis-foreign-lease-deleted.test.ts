@@ -92,6 +92,29 @@ describeRedis("a concurrency key's foreign value deleted while leases the policy
     }
   });
 
+  it("while the value is still there, an acquire costs Redis a few script calls, not one per lease held", async () => {
+    // Each acquire tried every lease granted locally again, one script call each, though Redis
+    // refuses them all while the value is there: a pool of 1000 cost 1000 calls an acquire.
+    const client = new Redis(fx.redis.port, fx.redis.host);
+    try {
+      const store = new RedisStore({ client, failure: { insurance: new MemoryStore() }, onError: () => undefined });
+      const namespace = `fd-calls-${++n}`;
+      const pool = new ConcurrencyLimiter({ limit: 20, leaseMs: 60_000, store, namespace });
+      await fx.admin.set(`rk:{${namespace}:k}:c`, "not ours");
+      for (let i = 0; i < 20; i++) expect((await pool.acquire("k")).acquired).toBe(true);
+      const calls = async () => {
+        const info = await fx.admin.info("commandstats");
+        return [...info.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)].reduce((t, m) => t + Number(m[1]), 0);
+      };
+      const before = await calls();
+      for (let i = 0; i < 10; i++) expect((await pool.acquire("k")).acquired).toBe(false);
+      const per = ((await calls()) - before) / 10;
+      expect(per, "script calls per acquire, 20 leases held").toBeLessThanOrEqual(3);
+    } finally {
+      client.disconnect();
+    }
+  });
+
   it("while the value is still there, an acquire tries them again without reporting each try", async () => {
     const client = new Redis(fx.redis.port, fx.redis.host);
     try {

@@ -128,14 +128,31 @@ export class LeaseLedger implements Ledger {
    * tried again here too, never on a timer: once that value is deleted, Redis counts from this
    * call on, and without them it would grant the whole limit again beside them (for as long as
    * their holders renew them). While the value is there, Redis refuses them again, unreported
-   * (the call itself is).
+   * (the call itself is). Of those, one is tried first and the rest only once Redis took it (one
+   * script call per lease on every acquire cost a pool of 1000 a thousand calls an acquire while
+   * the value stayed): the promise returned, when there is one, is to be awaited before the call,
+   * so that Redis still has them all before it counts.
    */
-  handKey(key: string): void {
-    if (!this.locals.has(key)) return;
+  handKey(key: string): Promise<void> | undefined {
+    if (!this.locals.has(key)) return undefined;
     const redisKey = this.keyOf(key);
     const lane = this.store.lanes.of(redisKey);
-    if (lane.breaker.state !== "closed") return;
-    for (const [id, l] of this.locals.toHand(key)) void this.handOne(id, l, redisKey, lane, true);
+    if (lane.breaker.state !== "closed") return undefined;
+    const refused: [string, LocalLease][] = [];
+    for (const [id, l] of this.locals.toHand(key)) {
+      if (l.refused === true) refused.push([id, l]);
+      else void this.handOne(id, l, redisKey, lane);
+    }
+    for (let i = 0; i < refused.length; i++) {
+      const [id, l] = refused[i] as [string, LocalLease];
+      const probe = this.handOne(id, l, redisKey, lane, true); // undefined: expired, dropped
+      if (probe === undefined) continue;
+      return probe.then(() => {
+        if (this.locals.of(key, id) === l) return; // still refused (or not answered): the rest would be too
+        for (const [rid, rl] of refused.slice(i + 1)) if (rl.handing === undefined) void this.handOne(rid, rl, redisKey, lane, true);
+      });
+    }
+    return undefined;
   }
 
   /**

@@ -60,8 +60,11 @@ export class RedisLeases implements BoundLeases {
 
   acquire(key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
     if (nowMs !== undefined) this.ledger.lastNowMs = nowMs;
-    this.ledger.handKey(key); // Redis first learns of the key's local leases, if it has any
-    return this.call("acquire", key, id, leaseMs, nowMs);
+    // Redis first learns of the key's local leases, if it has any.
+    const first = this.ledger.handKey(key);
+    return first === undefined
+      ? this.call("acquire", key, id, leaseMs, nowMs)
+      : first.then(() => this.call("acquire", key, id, leaseMs, nowMs));
   }
 
   renew(key: string, id: string, leaseMs: number, nowMs: number | undefined): Promise<LeaseAnswer> {
@@ -105,8 +108,8 @@ export class RedisLeases implements BoundLeases {
 
   count(key: string, nowMs: number | undefined): Promise<LeaseAnswer> {
     if (nowMs !== undefined) this.ledger.lastNowMs = nowMs;
-    this.ledger.handKey(key); // as for an acquire: a count says what an acquire would
-    return this.call("count", key, "", 0, nowMs);
+    const first = this.ledger.handKey(key); // as for an acquire: a count says what an acquire would
+    return first === undefined ? this.call("count", key, "", 0, nowMs) : first.then(() => this.call("count", key, "", 0, nowMs));
   }
 
   /** The Redis key of `key`'s leases. */
