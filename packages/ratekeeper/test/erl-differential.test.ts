@@ -51,15 +51,21 @@ async function observe(url: string, send: Send) {
   return { status: r.status, headers, body: r.body };
 }
 
-/** The same requests through both; express-rate-limit gets a quiet logger of its own. */
-async function both(options: Record<string, unknown>, requests: Send[], host?: string) {
+/**
+ * The same requests through both; express-rate-limit gets a quiet logger of its own. `settled`,
+ * when given, is awaited after each request: what a limiter does once the response is sent (an
+ * async `requestWasSuccessful`, then the decrement) is not done when the client has its answer.
+ */
+async function both(options: Record<string, unknown>, requests: Send[], host?: string, settled?: () => Promise<void>) {
   const a = await start(erl as Factory, { logger: quiet(), ...options }, host);
   const b = await start(ours as Factory, options, host);
   const theirs = [];
   const mine = [];
   for (const r of requests) {
     theirs.push(await observe(a.url, r));
+    await settled?.();
     mine.push(await observe(b.url, r));
+    await settled?.();
   }
   return { theirs, mine, a: a.limiter, b: b.limiter };
 }
@@ -107,16 +113,22 @@ describe("options of express-rate-limit's documented table", () => {
   });
 
   it("an async requestWasSuccessful (its docs: every function option may be async) decides what counts", async () => {
+    let asked = 0;
+    let answered = 0;
     const requestWasSuccessful = async (req: Request) => {
+      asked++;
       await new Promise((r) => setTimeout(r, 1));
+      answered++;
       return req.query.ok === "1";
     };
-    const { theirs, mine } = await both({ limit: 1, skipFailedRequests: true, requestWasSuccessful }, [
-      { path: "/" },
-      { path: "/" },
-      { path: "/?ok=1" },
-      { path: "/" },
-    ]);
+    // Each request's decrement follows its answer: the next request waits for it (else, on a busy
+    // machine, express-rate-limit itself counted the second failed request against the third).
+    const settled = async () => {
+      await eventually(() => answered === asked && asked > 0);
+      await new Promise((r) => setTimeout(r, 5)); // the decrement, in the turns after the answer
+    };
+    const requests = [{ path: "/" }, { path: "/" }, { path: "/?ok=1" }, { path: "/" }];
+    const { theirs, mine } = await both({ limit: 1, skipFailedRequests: true, requestWasSuccessful }, requests, undefined, settled);
     expect(statuses(theirs)).toEqual([200, 200, 200, 429]);
     expect(statuses(mine)).toEqual(statuses(theirs));
   });
