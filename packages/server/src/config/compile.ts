@@ -55,7 +55,12 @@ function compileNamedPolicy(name: string, r: Record<string, unknown>, issues: Co
     return undefined;
   }
   const limits = resolve(specs, path, r.limits !== undefined, issues);
-  return limits ? { name, specs, limits, policyId: limiterId(limits), cost: cost as number, shadow: r.shadow === true } : undefined;
+  if (!limits) return undefined;
+  // As a rule's (compileRule): with a cost above its capacity every plain-key check on it would be a 400.
+  const capacity = Math.min(...limits.map((l) => l.capacity));
+  if (typeof cost === "number" && cost > capacity)
+    issues.push({ path: `${path}.cost`, message: `must be at most ${capacity}, the most this policy could ever admit (got ${cost})` });
+  return { name, specs, limits, policyId: limiterId(limits), cost: cost as number, shadow: r.shadow === true };
 }
 
 /** The library's policy id plus the limits' names (which the id leaves out but decisions report). */
