@@ -1,4 +1,5 @@
 import { pino, type Logger } from "pino";
+import { stdoutDestination, type Destination } from "./log-destination.js";
 
 export type { Logger };
 
@@ -15,57 +16,38 @@ export function logLevel(text: string | undefined): string | undefined {
   return LEVELS.has(named) ? named : undefined;
 }
 
+/** Each logger's destination, for {@link closeLog}. */
+const DESTINATIONS = new WeakMap<Logger, Destination>();
+
 /**
  * Structured JSON logs (one object per line, to stdout) with pino. Level from `LOG_LEVEL` (see
  * {@link logLevel}; not a level: info).
  * Nothing is logged per decision at `info`: the hot path stays quiet; metrics count decisions.
+ * Stdout that takes no more for a while never stops the service (log-destination.ts): lines are
+ * held up to a bound, then dropped, and a line says how many once stdout takes lines again.
  * @default level "info"
  * @example const log = createLogger(); log.info({ port: 8080 }, "listening");
  */
 export function createLogger(level = process.env.LOG_LEVEL): Logger {
-  return pino(
-    { level: logLevel(level) ?? "info", base: { service: "ratekeeper" }, timestamp: pino.stdTimeFunctions.isoTime },
-    stdoutDestination(),
+  // Called only once lines were dropped, long after `logger` is made.
+  const destination = stdoutDestination((dropped) =>
+    logger.warn({ dropped }, "log lines dropped: stdout took no more for a while (held lines were written first)"),
   );
-}
-
-/** What pino writes the lines to. */
-interface Destination {
-  write(line: string): boolean;
+  const logger = pino(
+    { level: logLevel(level) ?? "info", base: { service: "ratekeeper" }, timestamp: pino.stdTimeFunctions.isoTime },
+    destination,
+  );
+  DESTINATIONS.set(logger, destination);
+  return logger;
 }
 
 /**
- * Stdout, written synchronously. pino's default destination writes asynchronously and, at exit,
- * flushes the rest synchronously; on a stdout pipe whose reader is gone that flush retries EPIPE
- * every 100 ms for good, so a SIGTERM stopped the service but never ended the process. A
- * synchronous write meets EPIPE at once. The service logs a few lines, never one per decision, so
- * writing them synchronously costs nothing on the hot path.
- *
- * A service that cannot log keeps deciding. pino re-emits any error of its destination but EPIPE:
- * with no listener, an uncaught exception (a closed terminal's EIO on the line saying SIGHUP was
- * heard took the service down). Most errors can clear: a full disk freed (ENOSPC), a quota
- * raised. sonic-boom keeps a line it could not write and tries it again, before the new one, at
- * the next write, so logging resumes by itself; while it cannot, it holds at most its high-water
- * mark (16 KiB: a write then answers false) and one line more, and further lines are dropped, not
- * buffered without end. Two errors never clear, and lines are dropped from then on: a pipe with no
- * reader (EPIPE), and stdout closed (EBADF: fd 1 may be reused by a file the process opens next,
- * which must never receive log lines).
+ * Before the process exits: waits for the lines `logger` (made by {@link createLogger}) still
+ * holds to be written, at most `waitMs`, then resolves whether or not they were: a stdout that
+ * takes nothing never holds the exit longer. Any other logger: resolves at once.
+ * @default waitMs 2000
+ * @example await closeLog(logger); process.exit(0);
  */
-function stdoutDestination(): Destination {
-  const dest = pino.destination({ dest: 1, sync: true });
-  let gone = false;
-  // Whether what sonic-boom holds (lines it could not write) reached its high-water mark.
-  let full = false;
-  dest.on("error", (e: NodeJS.ErrnoException) => {
-    if (e.code === "EPIPE" || e.code === "EBADF") gone = true;
-  });
-  return {
-    write(line) {
-      if (gone) return true;
-      // An empty write tries the held lines again: the new line goes only once they are written.
-      if (full && (full = !dest.write(""))) return true;
-      full = !dest.write(line);
-      return true;
-    },
-  };
+export function closeLog(logger: Logger, waitMs = 2000): Promise<void> {
+  return DESTINATIONS.get(logger)?.drain(waitMs) ?? Promise.resolve();
 }

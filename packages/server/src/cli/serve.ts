@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { MAX_TIMER_MS } from "ratekeeper";
 import { HEADER_STYLES, type HeaderStyle } from "ratekeeper/http";
-import { createLogger, type Logger } from "../log.js";
+import { closeLog, createLogger, type Logger } from "../log.js";
 import { OverrideCache } from "../overrides/cache.js";
 import { checkOverridesUrl, openOverrideStore } from "../overrides/open.js";
 import { startService, type RunningService, type ServeOptions, type ServiceOverrides } from "../server.js";
@@ -220,18 +220,26 @@ function onHangup(logger: Logger): { running: RunningService | undefined } {
   return state;
 }
 
-/** Runs until `signalled` (which may have come while the service started), then stops gracefully; resolves the exit code. */
+/**
+ * Runs until `signalled` (which may have come while the service started), then stops gracefully;
+ * resolves the exit code once the log lines still held are written, or LOG_DRAIN_MS has passed.
+ */
 async function untilSignal(svc: RunningService, logger: Logger, signalled: Promise<string>): Promise<number> {
   const signal = await signalled;
   logger.info({ signal }, "shutting down");
+  let code = 0;
   try {
     await svc.close();
-    return 0;
   } catch (e) {
     logger.error({ err: e }, "shutdown failed");
-    return 1;
+    code = 1;
   }
+  await closeLog(logger, LOG_DRAIN_MS);
+  return code;
 }
+
+/** How long the exit waits for held log lines (a stalled stdout, a full disk) to be taken. */
+const LOG_DRAIN_MS = 2000;
 
 /**
  * Opens the overrides store named by `--overrides` and its in-memory cache (the hot path's

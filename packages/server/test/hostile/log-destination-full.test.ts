@@ -33,6 +33,28 @@ process.stdin.once("data", () => {
   process.exit(0);
 });`;
 
+// The same, ending with closeLog (as `ratekeeper serve` does at shutdown) while the file is full.
+const CLOSING_CHILD = (logJs: string) => `import { closeLog, createLogger } from ${JSON.stringify(logJs)};
+import { writeSync } from "node:fs";
+const log = createLogger("info");
+try { for (;;) writeSync(1, "x".repeat(65536)); } catch (e) { process.stderr.write("full: " + e.code + "\\n"); }
+const pad = "y".repeat(5000);
+for (let i = 0; i < 2000; i++) log.info({ i, pad }, "while full");
+process.stderr.write("closing\\n");
+await closeLog(log, 30000);
+process.stderr.write("done\\n");
+process.exit(0);`;
+
+const COUNT = "log lines dropped: stdout took no more for a while (held lines were written first)";
+
+/** The lines held while the file was full: in order, and bounded (at most 64 KiB of 10 MB). */
+function expectKept(kept: string[], msgs: string[]): void {
+  expect(msgs.every((m) => m === "while full")).toBe(true);
+  const ids = kept.map((l) => (JSON.parse(l) as { i: number }).i);
+  expect(ids).toEqual([...ids].sort((a, b) => a - b));
+  expect(kept.join("\n").length).toBeLessThanOrEqual(64 * 1024);
+}
+
 describe("the log destination failing for a while (a full disk)", () => {
   it("the process lives on, keeps a bounded part of the lines meanwhile, and logs again once the file can be written", async () => {
     const file = path.join(dir, "service.log");
@@ -61,14 +83,37 @@ describe("the log destination failing for a while (a full disk)", () => {
 
     const lines = readFileSync(file, "utf8").split("\n").filter(Boolean);
     const msgs = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
-    // Both lines logged after the file could be written again, in order and whole.
-    expect(msgs.slice(-2)).toEqual(["after the disk was freed", "and the next one"]);
+    // Both lines logged after the file could be written again, in order and whole, after the
+    // count of the lines dropped meanwhile.
+    expect(msgs.slice(-3)).toEqual([COUNT, "after the disk was freed", "and the next one"]);
     // What was kept from the outage is written first, in order, and bounded: of 10 MB logged
     // meanwhile, a few lines (at most 64 KiB) are held (the rest is dropped, not buffered without end).
-    const kept = lines.slice(0, -2);
-    expect(msgs.slice(0, -2).every((m) => m === "while full")).toBe(true);
-    const ids = kept.map((l) => (JSON.parse(l) as { i: number }).i);
-    expect(ids).toEqual([...ids].sort((a, b) => a - b));
-    expect(kept.join("\n").length).toBeLessThanOrEqual(64 * 1024);
+    const kept = lines.slice(0, -3);
+    expectKept(kept, msgs.slice(0, -3));
+    expect((JSON.parse(lines.at(-3) as string) as { dropped: number }).dropped).toBe(2000 - kept.length);
+  }, 60_000);
+
+  it("at exit, what is held is written if the file can take it within the bounded wait (closeLog)", async () => {
+    const file = path.join(dir, "exit.log");
+    const fd = openSync(file, "a");
+    const logJs = path.resolve(import.meta.dirname, "../../dist/log.js");
+    const child = spawn("prlimit", [`--fsize=${LIMIT}`, process.execPath, "--input-type=module", "-e", CLOSING_CHILD(logJs)], {
+      stdio: ["pipe", fd, "pipe"],
+    });
+    closeSync(fd);
+    let stderr = "";
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    child.stderr?.on("data", (c: Buffer) => {
+      stderr += c.toString();
+      // The exit waits for the held lines: the disk freed meanwhile.
+      if (stderr.endsWith("closing\n")) truncateSync(file, 0);
+    });
+    expect(await exited, stderr).toBe(0);
+    expect(stderr).toBe("full: EFBIG\nclosing\ndone\n");
+    const lines = readFileSync(file, "utf8").split("\n").filter(Boolean);
+    const msgs = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(msgs.at(-1)).toBe(COUNT);
+    expectKept(lines.slice(0, -1), msgs.slice(0, -1));
+    expect(lines.length).toBeGreaterThan(1);
   }, 60_000);
 });

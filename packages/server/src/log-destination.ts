@@ -1,0 +1,157 @@
+/**
+ * Where the service's log lines go: stdout, in a way that never stops the service. A log line is
+ * worth less than a decision: when stdout cannot take more, lines are held up to a bound
+ * ({@link HELD_BYTES}), later ones dropped and counted, and logging resumes by itself.
+ */
+import { fstatSync } from "node:fs";
+import net from "node:net";
+import { pino } from "pino";
+
+/**
+ * What is held while stdout takes nothing: sonic-boom's high-water mark (its write answers false
+ * from there), and the same for a pipe. A line or so past it is held too.
+ */
+export const HELD_BYTES = 16 * 1024;
+
+/** What pino writes the lines to, and what the service asks of it at shutdown. */
+export interface Destination {
+  write(line: string): boolean;
+  /**
+   * Resolves once what is held is written, or when no more can be (the destination gone), or
+   * after `waitMs`, whichever comes first: never holds the exit longer.
+   */
+  drain(waitMs: number): Promise<void>;
+}
+
+/**
+ * Stdout: a pipe or a socket ({@link streamDestination}), else (a file, a terminal) written
+ * synchronously ({@link syncDestination}). `onDropped(n)` is told, once stdout takes lines again,
+ * how many were dropped meanwhile (the logger writes that as a line of its own).
+ */
+export function stdoutDestination(onDropped: (n: number) => void): Destination {
+  let stream: net.Socket | undefined;
+  try {
+    const st = fstatSync(1);
+    if (st.isFIFO() || st.isSocket()) stream = new net.Socket({ fd: 1, readable: false, writable: true });
+  } catch {
+    // fd 1 closed, or a kind of socket net cannot write to: written synchronously (and dropped on EBADF).
+  }
+  return stream ? streamDestination(stream, onDropped) : syncDestination(onDropped);
+}
+
+/**
+ * A pipe (a log shipper, `| tee`, a container runtime's) or a socket (journald's), written through
+ * libuv's event loop: never a write that blocks the loop. Written synchronously, a pipe whose
+ * reader stalls fills, and then each write blocks (a blocking pipe) or answers EAGAIN, which
+ * sonic-boom's sync mode meets by sleeping 100 ms and trying again, in a loop: either way the
+ * service answered nothing until the reader came back. Here the line goes to the kernel at once
+ * when the pipe has room (libuv tries the write first), else it is held, up to
+ * {@link HELD_BYTES}, and written as soon as the reader takes more; lines past that bound are
+ * dropped and counted. libuv puts the pipe in non-blocking mode on a descriptor of its own (as it
+ * does for Node's `process.stdout`). The socket is unref()'d: a held line never keeps the process
+ * alive; shutdown waits for what is held through {@link Destination.drain}, for a bounded time.
+ * Any error (EPIPE: no reader; EBADF: stdout closed) ends it, and lines are dropped from then on.
+ * Not pino's own asynchronous destination (sonic-boom): at exit it flushes what is left
+ * synchronously, and on a pipe whose reader is gone that flush retried EPIPE every 100 ms for
+ * good (a SIGTERM stopped the service but never ended the process).
+ */
+function streamDestination(socket: net.Socket, onDropped: (n: number) => void): Destination {
+  socket.unref();
+  let gone = false;
+  let dropped = 0;
+  const waiting = new Set<() => void>();
+  const settle = (): void => {
+    for (const w of waiting) w();
+    waiting.clear();
+  };
+  socket.on("error", () => {
+    gone = true;
+    settle();
+  });
+  const written = (err?: Error | null): void => {
+    if (err || socket.writableLength > 0) return;
+    if (dropped === 0) return settle();
+    const n = dropped;
+    dropped = 0;
+    onDropped(n); // a line of its own, written (and waited for) as any other
+  };
+  return {
+    write(line) {
+      if (gone || socket.destroyed) return true;
+      if (socket.writableLength > HELD_BYTES) dropped++;
+      else socket.write(line, written);
+      return true;
+    },
+    drain(waitMs) {
+      if (gone || socket.destroyed || (socket.writableLength === 0 && dropped === 0)) return Promise.resolve();
+      return bounded(waitMs, (done) => waiting.add(done));
+    },
+  };
+}
+
+/**
+ * A file (or a terminal), written synchronously: a file never answers EAGAIN, and a line written
+ * at once is never lost at exit. A write that fails never stops the service: pino re-emits any
+ * error of its destination but EPIPE, and with no listener that was an uncaught exception. Most
+ * errors can clear: a full disk freed (ENOSPC), a quota raised. sonic-boom keeps a line it could
+ * not write and tries it again, before the new one, at the next write, so logging resumes by
+ * itself; while it cannot, it holds at most its high-water mark ({@link HELD_BYTES}) and one line
+ * more, and further lines are dropped and counted. Two errors never clear, and lines are dropped
+ * from then on: a pipe with no reader (EPIPE), and stdout closed (EBADF: fd 1 may be reused by a
+ * file the process opens next, which must never receive log lines).
+ */
+function syncDestination(onDropped: (n: number) => void): Destination {
+  const dest = pino.destination({ dest: 1, sync: true });
+  let gone = false;
+  // Whether sonic-boom holds lines it could not write, and whether they reached its high-water mark.
+  let held = false;
+  let full = false;
+  let dropped = 0;
+  dest.on("error", (e: NodeJS.ErrnoException) => {
+    held = true;
+    if (e.code === "EPIPE" || e.code === "EBADF") gone = true;
+  });
+  dest.on("write", () => (held = false));
+  const write = (line: string): boolean => {
+    if (gone) return true;
+    // An empty write tries the held lines again: the new line goes only once they are written.
+    if (full && (full = !dest.write(""))) {
+      dropped++;
+      return true;
+    }
+    if (dropped > 0 && !held) {
+      const n = dropped;
+      dropped = 0;
+      onDropped(n);
+    }
+    full = !dest.write(line);
+    return true;
+  };
+  return {
+    write,
+    drain(waitMs) {
+      if (gone || !held) return Promise.resolve();
+      const untilMs = Date.now() + waitMs;
+      return bounded(waitMs, (done) => {
+        const retry = (): void => {
+          write("");
+          if (gone || !held) done();
+          else if (Date.now() < untilMs) setTimeout(retry, 100).unref();
+        };
+        retry();
+      });
+    },
+  };
+}
+
+/** Resolves when `start` calls its `done`, or after `waitMs` (an unref()'d timer). */
+function bounded(waitMs: number, start: (done: () => void) => void): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, waitMs);
+    timer.unref();
+    start(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
