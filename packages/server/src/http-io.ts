@@ -9,6 +9,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ConfigIssue } from "ratekeeper";
+import { sharedErrorId } from "./service/error-id.js";
 import { CheckError, StoreFailure } from "./service/types.js";
 
 /** The error codes, and the one status each is answered with. */
@@ -83,13 +84,19 @@ const ERROR_IDS = new WeakMap<object, string>();
 
 /**
  * A random id of the unexpected error `e`, the same each time for the same error object, so the
- * answer and the log line name the same id (a thrown primitive gets a new one each time).
+ * answer and the log line name the same id (a thrown primitive gets a new one each time). Errors
+ * of the same class and message share one for a while (service/error-id.ts): the log writes the
+ * first in full and counts the others.
  */
 export function errorId(e: unknown): string {
   if (e instanceof StoreFailure) return e.errorId;
   if (typeof e !== "object" || e === null) return randomBytes(6).toString("hex");
   let id = ERROR_IDS.get(e);
-  if (id === undefined) ERROR_IDS.set(e, (id = randomBytes(6).toString("hex")));
+  if (id === undefined) {
+    const { constructor: c, message } = e as { constructor?: { name?: unknown }; message?: unknown };
+    id = sharedErrorId(`internal ${String(c?.name)}: ${String(message).slice(0, 500)}`);
+    ERROR_IDS.set(e, id);
+  }
   return id;
 }
 

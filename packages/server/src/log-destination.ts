@@ -47,8 +47,9 @@ export function stdoutDestination(onDropped: (n: number) => void): Destination {
  * service answered nothing until the reader came back. Here the line goes to the kernel at once
  * when the pipe has room (libuv tries the write first), else it is held, up to
  * {@link HELD_BYTES}, and written as soon as the reader takes more; lines past that bound are
- * dropped and counted. libuv puts the pipe in non-blocking mode on a descriptor of its own (as it
- * does for Node's `process.stdout`). The socket is unref()'d: a held line never keeps the process
+ * dropped and counted. libuv sets O_NONBLOCK on the pipe, as Node does on first use of
+ * `process.stdout`: a flag of the open pipe, seen by any other process writing to the same one
+ * (a wrapper script that inherited it). The socket is unref()'d: a held line never keeps the process
  * alive; shutdown waits for what is held through {@link Destination.drain}, for a bounded time.
  * Any error (EPIPE: no reader; EBADF: stdout closed) ends it, and lines are dropped from then on.
  * Not pino's own asynchronous destination (sonic-boom): at exit it flushes what is left

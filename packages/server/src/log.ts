@@ -1,5 +1,6 @@
-import { pino, type Logger } from "pino";
+import { pino, type DestinationStream, type Logger } from "pino";
 import { stdoutDestination, type Destination } from "./log-destination.js";
+import { RepeatedLines } from "./log-repeats.js";
 
 export type { Logger };
 
@@ -16,8 +17,8 @@ export function logLevel(text: string | undefined): string | undefined {
   return LEVELS.has(named) ? named : undefined;
 }
 
-/** Each logger's destination, for {@link closeLog}. */
-const DESTINATIONS = new WeakMap<Logger, Destination>();
+/** Each logger's destination and repeat counter, for {@link closeLog}. */
+const DESTINATIONS = new WeakMap<Logger, { destination: Destination | undefined; repeats: RepeatedLines }>();
 
 /**
  * Structured JSON logs (one object per line, to stdout) with pino. Level from `LOG_LEVEL` (see
@@ -25,29 +26,49 @@ const DESTINATIONS = new WeakMap<Logger, Destination>();
  * Nothing is logged per decision at `info`: the hot path stays quiet; metrics count decisions.
  * Stdout that takes no more for a while never stops the service (log-destination.ts): lines are
  * held up to a bound, then dropped, and a line says how many once stdout takes lines again.
+ * A line naming an `errorId` already written with the same message is counted instead, and
+ * written as one count per interval (log-repeats.ts): an outage is a few lines, not one a request.
+ * @param stream where the lines go instead of stdout (a test reading them)
  * @default level "info"
  * @example const log = createLogger(); log.info({ port: 8080 }, "listening");
  */
-export function createLogger(level = process.env.LOG_LEVEL): Logger {
+export function createLogger(level = process.env.LOG_LEVEL, stream?: DestinationStream): Logger {
   // Called only once lines were dropped, long after `logger` is made.
-  const destination = stdoutDestination((dropped) =>
-    logger.warn({ dropped }, "log lines dropped: stdout took no more for a while (held lines were written first)"),
-  );
+  const destination = stream
+    ? undefined
+    : stdoutDestination((dropped) =>
+        logger.warn({ dropped }, "log lines dropped: stdout took no more for a while (held lines were written first)"),
+      );
+  const repeats = new RepeatedLines();
   const logger = pino(
-    { level: logLevel(level) ?? "info", base: { service: "ratekeeper" }, timestamp: pino.stdTimeFunctions.isoTime },
-    destination,
+    {
+      level: logLevel(level) ?? "info",
+      base: { service: "ratekeeper" },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      hooks: {
+        logMethod(args, method, n) {
+          if (!repeats.repeated(args, this.levels.labels[n] ?? "error")) method.apply(this, args);
+        },
+      },
+    },
+    stream ?? (destination as Destination),
   );
-  DESTINATIONS.set(logger, destination);
+  repeats.attach(logger);
+  DESTINATIONS.set(logger, { destination, repeats });
   return logger;
 }
 
 /**
- * Before the process exits: waits for the lines `logger` (made by {@link createLogger}) still
- * holds to be written, at most `waitMs`, then resolves whether or not they were: a stdout that
- * takes nothing never holds the exit longer. Any other logger: resolves at once.
+ * Before the process exits: writes the counts of repeated lines not yet written, and waits for the
+ * lines `logger` (made by {@link createLogger}) still holds to be written, at most `waitMs`, then
+ * resolves whether or not they were: a stdout that takes nothing never holds the exit longer.
+ * Any other logger: resolves at once.
  * @default waitMs 2000
  * @example await closeLog(logger); process.exit(0);
  */
 export function closeLog(logger: Logger, waitMs = 2000): Promise<void> {
-  return DESTINATIONS.get(logger)?.drain(waitMs) ?? Promise.resolve();
+  const parts = DESTINATIONS.get(logger);
+  if (parts === undefined) return Promise.resolve();
+  parts.repeats.flush();
+  return parts.destination?.drain(waitMs) ?? Promise.resolve();
 }

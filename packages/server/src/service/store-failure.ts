@@ -10,6 +10,7 @@
 import { MemoryStore, type Store } from "ratekeeper";
 import { RedisStore } from "ratekeeper/redis";
 import { DatabaseFileGoneError } from "../overrides/sqlite-files.js";
+import { sharedErrorId } from "./error-id.js";
 
 /** Codes of Node (and undici) that say the store could not be reached. */
 const UNREACHABLE = new Set([
@@ -97,10 +98,14 @@ function subject(source: FailedSource): { who: string; policy: string } {
  * The message of a store's failure: `the <what> failed: <store> <kind> (<code>)[; the failure
  * policy ...]; the service's log has the error, error id <id>`, e.g. `the store failed: Redis is
  * unavailable (ECONNREFUSED); ...`, `the store failed: the memory store threw RangeError; ...`.
+ * The id is shared by the failures whose message is otherwise the same for a while
+ * (error-id.ts): the log writes the first in full and counts the others.
  */
-export function failureMessage(what: string, cause: unknown, source: FailedSource, id: string): string {
+export function failureMessage(what: string, cause: unknown, source: FailedSource): { message: string; id: string } {
   const { kind, code } = failureKind(cause);
   const { who, policy } = subject(source);
   const how = kind === "threw" ? `threw ${code}` : code === undefined ? kind : `${kind} (${code})`;
-  return `the ${what} failed: ${who} ${how}${policy}; the service's log has the error, error id ${id}`;
+  const text = `the ${what} failed: ${who} ${how}${policy}`;
+  const id = sharedErrorId(text);
+  return { message: `${text}; the service's log has the error, error id ${id}`, id };
 }

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import type { DescriptorEntry } from "../config/match.js";
 import { failureMessage, type FailedSource } from "./store-failure.js";
 
@@ -102,7 +101,10 @@ export class CheckError extends Error {
  */
 export class StoreFailure extends Error {
   override readonly name = "StoreFailure";
-  /** A random id, in the message and in the log line with the error (`errorId`). */
+  /**
+   * A random id, in the message and in the log line with the error (`errorId`); shared by the
+   * failures of the same kind for a while (error-id.ts).
+   */
   readonly errorId: string;
   /**
    * @param source the store that failed (a limiter's store, or the overrides store), to name it
@@ -112,8 +114,8 @@ export class StoreFailure extends Error {
     cause: unknown,
     source?: FailedSource,
   ) {
-    const id = randomBytes(6).toString("hex");
-    super(failureMessage(what, cause, source, id), { cause });
+    const { message, id } = failureMessage(what, cause, source);
+    super(message, { cause });
     this.errorId = id;
   }
 }

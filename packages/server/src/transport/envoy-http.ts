@@ -11,7 +11,7 @@
  *   `/readyz`: not shutting down, the Redis store reachable), else 500 with an empty body.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { HttpError, readJson } from "../http-io.js";
+import { errorIdField, HttpError, readJson } from "../http-io.js";
 import type { Logger } from "../log.js";
 import type { DecisionService } from "../service/decide.js";
 import { CheckError, StoreFailure, type CheckResult } from "../service/types.js";
@@ -44,8 +44,9 @@ export async function envoyJson(req: IncomingMessage, res: ServerResponse, o: En
     if (e instanceof HttpError && e.code === "payload_too_large")
       return goError(res, 413, "Request Entity Too Large", { connection: "close" });
     if (e instanceof CheckError || e instanceof HttpError) o.logger.debug({ err: (e as Error).message }, "/json: bad request");
-    else if (e instanceof StoreFailure) o.logger.warn({ err: e }, "/json: the store failed");
-    else o.logger.error({ err: e }, "/json: internal error");
+    // errorId (not in the fixed 400 body): so that repeats of one failure are counted, not each written (log-repeats.ts).
+    else if (e instanceof StoreFailure) o.logger.warn({ err: e, ...errorIdField(e) }, "/json: the store failed");
+    else o.logger.error({ err: e, ...errorIdField(e) }, "/json: internal error");
     // A body it cannot read never reached its service: only refused requests and failures count.
     if (!(e instanceof HttpError)) o.metrics?.rlsError(e instanceof StoreFailure ? "redis_error" : "service_error");
     return goError(res, 400, "Bad Request");

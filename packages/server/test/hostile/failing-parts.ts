@@ -50,7 +50,7 @@ export function failingOverrides(error: () => Error, kind: OverrideStore["kind"]
   };
 }
 
-/** A logger writing its lines, parsed, to `lines`. */
+/** A logger as the service's (createLogger: repeats of an errorId counted, not written) writing its lines, parsed, to `lines`. */
 export function captureLog(): { lines: Record<string, unknown>[]; logger: pino.Logger } {
   const lines: Record<string, unknown>[] = [];
   const sink = new Writable({
@@ -59,7 +59,7 @@ export function captureLog(): { lines: Record<string, unknown>[]; logger: pino.L
       cb();
     },
   });
-  return { lines, logger: pino({ level: "info" }, sink) };
+  return { lines, logger: createLogger("info", sink) };
 }
 
 /** The error id an answer's message gives. */
