@@ -103,14 +103,19 @@ async function metrics({ ctx, res }: HttpCall): Promise<void> {
   res.end(text);
 }
 
-/** `GET /v1/rules`: the rules in force, as the file gave them. */
-function rules({ ctx, res }: HttpCall): void {
-  sendJson(res, 200, rulesDocument(ctx.service.rules));
+/**
+ * `GET /v1/rules`: the rules in force, as the file gave them. Where they were read from (`source`,
+ * an absolute path: the server's filesystem layout) only for a caller with the admin token: the
+ * route itself needs none.
+ */
+function rules({ ctx, req, res }: HttpCall): void {
+  const admin = ctx.admin !== undefined && req.headers.authorization !== undefined && ctx.admin.token.matches(req.headers.authorization);
+  sendJson(res, 200, rulesDocument(ctx.service.rules, admin));
 }
 
-function rulesDocument(rules: Rules): object {
+function rulesDocument(rules: Rules, withSource: boolean): object {
   return {
-    source: rules.source,
+    ...(withSource ? { source: rules.source } : {}),
     domains: [...rules.domains.keys()],
     policies: Object.fromEntries([...rules.policies.values()].map((p) => [p.name, p.specs])),
     concurrency: Object.fromEntries([...rules.pools.values()].map((p) => [p.name, { limit: p.limit, leaseMs: p.leaseMs }])),
