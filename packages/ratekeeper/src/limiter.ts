@@ -8,6 +8,7 @@ import { MemoryStore } from "./stores/memory.js";
 import type { BoundStore, Store } from "./store.js";
 import { keepStringPrototypeFast } from "./string-prototype.js";
 import { isPlainObject } from "./core/plain-object.js";
+import { costTooHigh, maxCostOf } from "./core/max-cost.js";
 import { describeAs, limitWords } from "./core/describe.js";
 
 interface CommonOptions {
@@ -100,7 +101,7 @@ export class RateLimiter {
     const lease = limits.length > 0 ? resolveLease(o.lease, limits, issues) : undefined;
     if (issues.length > 0) throw new RateLimitConfigError(issues);
     this.limits = limits;
-    this.maxCost = Math.min(...limits.map((l) => l.capacity));
+    this.maxCost = maxCostOf(limits);
     this.store = (o.store as Store | undefined) ?? new MemoryStore();
     this.namespace = (o.namespace as string | undefined) ?? policyId(limits);
     this.clock = o.clock as (() => number) | undefined;
@@ -205,9 +206,7 @@ export class RateLimiter {
     if (typeof cost !== "number" || !Number.isSafeInteger(cost) || cost <= 0) {
       throw new RangeError(`cost: must be a positive whole number of cost units (got ${describeValue(cost)})`);
     }
-    if (cost > this.maxCost) {
-      throw new RangeError(`cost: ${cost} is more than this policy could ever admit (at most ${this.maxCost})`);
-    }
+    if (cost > this.maxCost) throw costTooHigh(cost, this.maxCost);
   }
 }
 

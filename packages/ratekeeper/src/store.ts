@@ -54,10 +54,10 @@ export interface BoundStore {
    * `maxDelayMs` (shaping: leaky bucket `mode: "shape"`): the longest the caller will hold the
    * request. A store must deny a request whose wait would be longer, in the same step and
    * charging nothing, with `retryAfterMs` the time until the wait fits (`Algorithm.check` in
-   * core does this; the contract suite checks it). Undefined: no bound. A cost above a limit
-   * (RateLimiter refuses it; a direct caller may send it) can never be admitted: the memory store
-   * denies it, charging nothing; the Redis stores reject a cost above a sliding log's limit with a
-   * RangeError.
+   * core does this; the contract suite checks it). Undefined: no bound. A cost above what the
+   * limits could ever admit (core/max-cost.ts: RateLimiter's `maxCost`) is bad input: a store
+   * refuses it, as RateLimiter does, with its RangeError before touching any state (the memory
+   * store throws it, the Redis stores reject with it); the same for `peek`.
    */
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision | Promise<Decision>;
   /** The decision `consume` would give, changing nothing. */

@@ -210,7 +210,8 @@ describe("memory store rebase, hostile: targeted", () => {
       { algorithm: "fixed-window", limit: 2, window: 1_000 },
       { algorithm: "sliding-window", limit: 2, window: 1_000 },
       { algorithm: "sliding-log", limit: 2, window: 1_000 },
-      { algorithm: "gcra", limit: 2, window: 1_000 },
+      // burst 1: a capacity of 2, the cost asked below (a larger cost is refused: store-cost-over-capacity.test.ts).
+      { algorithm: "gcra", limit: 2, window: 1_000, burst: 1 },
     ] as LimitSpec[]) {
       const table = new MemoryStore({ sweepIntervalMs: 0 }).bind(resolveLimits([spec]), "cache");
       void table.consume("k", 1, T0); // base; k cached, it expires a second later

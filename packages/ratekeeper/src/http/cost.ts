@@ -2,6 +2,7 @@ import { describeValue, type ConfigIssue } from "../core/errors.js";
 import type { RateLimiter } from "../limiter.js";
 import type { KeyInfo } from "./keys.js";
 import { isPlainObject } from "../core/plain-object.js";
+import { costTooHigh } from "../core/max-cost.js";
 
 /** Cost of a request: a number, a table (`{ "GET /user": 1, "POST /user": 2 }`), or a function. */
 export type CostOption<Req> = number | Readonly<Record<string, number>> | ((req: Req, info: KeyInfo) => number);
@@ -38,7 +39,7 @@ export function checkCost(cost: unknown, limiter: RateLimiter): BadCost | undefi
   const maxCost = limiter.maxCost as number | undefined;
   if (typeof maxCost !== "number" || cost <= maxCost) return undefined;
   return {
-    error: new RangeError(`cost: ${cost} is more than this policy could ever admit (at most ${maxCost})`),
+    error: costTooHigh(cost, maxCost),
     tooHigh: { cost, maxCost, policies: limiter.limits.filter((l) => l.capacity < cost).map((l) => l.name) },
   };
 }

@@ -1,5 +1,6 @@
 import { newDecision, type Decision, type Outcome } from "../core/decision.js";
 import type { BlockOutcome } from "../core/lease-block.js";
+import { costTooHigh, maxCostOf } from "../core/max-cost.js";
 import { MAX_TIMER_MS } from "../core/max-timer.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { BoundStore, ResolvedLease } from "../store.js";
@@ -32,6 +33,8 @@ const CLOSE_ROUNDS = 4;
  */
 export class LeasedTable implements BoundStore {
   private readonly keys = new Map<string, KeyLease>();
+  /** The most this limit could ever admit: a larger cost is refused (core/max-cost.ts) before a key's lease is touched. */
+  private readonly maxCost: number;
   private readonly out: Outcome = { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, delayMs: 0 };
   private sweeper: ReturnType<typeof setInterval> | undefined;
   /** Takes on their way (settled once their block is used), which {@link LeasedTable.close} waits for. */
@@ -62,9 +65,12 @@ export class LeasedTable implements BoundStore {
     private readonly inner: BoundStore,
     private readonly lease: ResolvedLease,
     private readonly clock: () => number = () => performance.now(),
-  ) {}
+  ) {
+    this.maxCost = maxCostOf([lim]);
+  }
 
   consume(key: string, cost: number, nowMs: number | undefined): Decision | Promise<Decision> {
+    if (cost > this.maxCost) return Promise.reject(costTooHigh(cost, this.maxCost));
     let now: number;
     if (nowMs === undefined) now = this.clock();
     else {
@@ -92,6 +98,7 @@ export class LeasedTable implements BoundStore {
    * block then). The store counts every block as spent, so it alone would deny what a block admits.
    */
   peek(key: string, cost: number, nowMs: number | undefined): Decision | Promise<Decision> {
+    if (cost > this.maxCost) return Promise.reject(costTooHigh(cost, this.maxCost));
     const k = this.keys.get(key);
     const now = nowMs ?? this.clock();
     if (k !== undefined && k.units >= cost && now < k.expiresAt) return this.decide(true, k, now, cost);

@@ -12,6 +12,7 @@ import { newRing, SMALL_RING, type Ring } from "../core/algorithms/ring.js";
 import { decideRing } from "../core/algorithms/sliding-window.js";
 import { newDecision, type Decision, type Outcome } from "../core/decision.js";
 import { clearState } from "../core/evaluate.js";
+import { costTooHigh } from "../core/max-cost.js";
 import type { ResolvedLimit } from "../core/options.js";
 import type { KeyIndex } from "./key-index.js";
 import { loopNowMs } from "./loop-clock.js";
@@ -167,6 +168,7 @@ class RowTable extends DenialTable {
   }
 
   override consume(key: string, cost: number, nowMs: number | undefined): Decision {
+    if (cost > this.maxCost) throw costTooHigh(cost, this.maxCost);
     const now = nowMs ?? loopNowMs();
     const rel = this.relOf(now); // before the key's row: a rebase may drop keys
     let e = this.rowSlot;
@@ -232,6 +234,7 @@ class RowTable extends DenialTable {
   }
 
   override peek(key: string, cost: number, nowMs: number | undefined): Decision {
+    if (cost > this.maxCost) throw costTooHigh(cost, this.maxCost);
     const now = nowMs ?? loopNowMs();
     const rel = this.relOf(now);
     const d = this.onLive(key, now, (s) => this.ev.peek1(s, rel, cost));

@@ -4,6 +4,7 @@
  * generations, base and rebase; the single-limit tables are in memory-kinds.ts).
  */
 import type { Decision } from "../core/decision.js";
+import { costTooHigh, maxCostOf } from "../core/max-cost.js";
 import type { ResolvedLimit } from "../core/options.js";
 import { loopNowMs } from "./loop-clock.js";
 import { ENTRY_BYTES, keyBytes, ringBytes, SLOT_BYTES } from "./memory-size.js";
@@ -20,14 +21,18 @@ class Entry {
 export class MultiTable extends Table<Entry> {
   private readonly fresh: Slot[];
   private readonly grows: boolean;
+  /** The most these limits could ever admit (core/max-cost.ts): a larger cost is refused before any key is looked up or made. */
+  private readonly maxCost: number;
 
   constructor(store: TableOwner, limits: readonly ResolvedLimit[]) {
     super(store, limits);
     this.fresh = this.create().s;
     this.grows = limits.some((l) => l.algorithm === "sliding-log");
+    this.maxCost = maxCostOf(limits);
   }
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
+    if (cost > this.maxCost) throw costTooHigh(cost, this.maxCost);
     const now = nowMs ?? loopNowMs();
     const rel = this.relOf(now);
     const e = this.young.get(key) ?? this.adopt(key, now);
@@ -43,6 +48,7 @@ export class MultiTable extends Table<Entry> {
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Decision {
+    if (cost > this.maxCost) throw costTooHigh(cost, this.maxCost);
     const now = nowMs ?? loopNowMs();
     const rel = this.relOf(now);
     return this.ev.run(this.live(key, now)?.s ?? this.fresh, rel, cost, false);

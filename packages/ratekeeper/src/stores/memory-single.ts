@@ -7,6 +7,7 @@ import type { LimitState } from "../core/algorithms/index.js";
 import type { Ring } from "../core/algorithms/ring.js";
 import { newDecision, newOutcome, type Decision, type Outcome } from "../core/decision.js";
 import { clearState } from "../core/evaluate.js";
+import { costTooHigh, maxCostOf } from "../core/max-cost.js";
 import type { ResolvedLimit } from "../core/options.js";
 import { loopNowMs } from "./loop-clock.js";
 import { keyBytes, ringBytes, SLOT_BYTES } from "./memory-size.js";
@@ -36,17 +37,25 @@ export abstract class SingleTable extends Table<Slot> {
   /** The limit, and the scratch outcome `decide` writes. */
   protected readonly lim: ResolvedLimit;
   protected readonly out: Outcome = newOutcome();
+  /**
+   * The most the limit could ever admit (core/max-cost.ts), computed once here: a larger cost is
+   * refused with RateLimiter's RangeError before any key is looked up or made, one compare per
+   * decision (bind() is public; RateLimiter never sends such a cost).
+   */
+  protected readonly maxCost: number;
 
   constructor(store: TableOwner, limits: readonly ResolvedLimit[], width = 0) {
     super(store, limits, width);
     this.fresh = this.create();
     this.lim = limits[0] as ResolvedLimit;
+    this.maxCost = maxCostOf(limits);
   }
 
   /** The algorithm's check-and-commit (its `consume`) into `out`, at `nowMs` after the base; each subclass calls one (see above). */
   protected abstract decide(st: LimitState, nowMs: number, cost: number, out: Outcome, maxDelayMs: number | undefined): void;
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Decision {
+    if (cost > this.maxCost) throw costTooHigh(cost, this.maxCost);
     const now = nowMs ?? loopNowMs();
     const rel = this.relOf(now); // before the key's slot: a rebase may drop slots
     let e = this.lastSlot;
@@ -81,6 +90,7 @@ export abstract class SingleTable extends Table<Slot> {
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Decision {
+    if (cost > this.maxCost) throw costTooHigh(cost, this.maxCost);
     const now = nowMs ?? loopNowMs();
     const rel = this.relOf(now);
     return this.ev.peek1(this.live(key, now) ?? this.fresh, rel, cost);

@@ -218,7 +218,9 @@ function grow(s: LimitState, ring: Float64Array, off: number, C: number, capacit
  * edge, where reading it would be a cache miss on a large ring.
  *
  * A cost above the limit (d < 1: no decider, the position would be past the ring's slots, in
- * a memory store's next row) is always a denial: {@link overLimit}.
+ * a memory store's next row) is always a denial: {@link overLimit}. Every store refuses such a
+ * cost before it gets here (core/max-cost.ts); the guard keeps this function's reads inside the
+ * log whoever calls it.
  */
 function fullDenial(
   s: LimitState,
@@ -248,10 +250,10 @@ function fullDenial(
 
 /**
  * A cost above the limit, which no wait admits (at most `limit - cost` < 0 units may be inside
- * the window). RateLimiter refuses it (a RangeError); a store called directly (the memory store's
- * public bind(), a custom adapter) gets a denial that reads only this log and writes nothing:
- * `remaining` the units free now, and both waits the time until the log holds nothing inside the
- * window, the best it will ever be (0 for an empty log).
+ * the window). RateLimiter and the stores refuse it with a RangeError (core/max-cost.ts), so no
+ * decision of theirs comes from here; a caller of this core function itself gets a denial that
+ * reads only this log and writes nothing: `remaining` the units free now, and both waits the time
+ * until the log holds nothing inside the window (0 for an empty log).
  */
 function overLimit(
   s: LimitState,

@@ -1,5 +1,6 @@
 import { newDecision, type Decision, type Outcome } from "../../core/decision.js";
 import { Evaluator } from "../../core/evaluate.js";
+import { costTooHigh, maxCostOf } from "../../core/max-cost.js";
 import type { ResolvedLimit } from "../../core/options.js";
 import { counterFits } from "./counter.js";
 import { keyPart } from "./key-part.js";
@@ -32,10 +33,13 @@ export class ScriptFormat {
   private readonly single: boolean;
   private readonly keyHead: string;
   /**
-   * The largest cost the script can take: the smallest sliding log's limit (it reads the unit
-   * `limit - cost + 1` back: past the log, a slot not there failed the call as a foreign value,
-   * "delete that key", and the failure policy answered). RateLimiter never sends more; a caller
-   * of a store's bind() gets RateLimiter's RangeError ({@link ScriptFormat.refuseCost}).
+   * The largest cost these limits could ever admit (core/max-cost.ts), which ratekeeper.lua takes
+   * as given: RateLimiter never sends more, and a caller of a store's bind() gets RateLimiter's
+   * RangeError ({@link ScriptFormat.refuseCost}). Past it the script's answers are no decisions:
+   * a sliding log reads a unit past the log (the call fails, taken for a foreign value, and the
+   * failure policy answers), a fixed window's peek of a new key says 0 remaining, a sliding
+   * window's wait is -1, and a bucket's is a wait after which the request is still denied (above
+   * 2^53 ms for a large cost, which the HTTP Redis store takes for a bad reply).
    */
   private readonly maxCost: number;
 
@@ -62,13 +66,13 @@ export class ScriptFormat {
       );
     }
     this.keyHead = `${prefix}{${keyPart(namespace)}:`;
-    this.maxCost = Math.min(...limits.map((l) => (l.algorithm === "sliding-log" ? l.limit : Infinity)));
+    this.maxCost = maxCostOf(limits);
   }
 
-  /** A rejected decision for a cost no sliding log of these limits can take (Redis is not asked); undefined for any other. */
+  /** A rejected decision for a cost these limits could never admit (Redis is not asked); undefined for any other. */
   refuseCost(cost: number): Promise<never> | undefined {
     if (cost <= this.maxCost) return undefined;
-    return Promise.reject(new RangeError(`cost: ${cost} is more than this policy could ever admit (at most ${this.maxCost})`));
+    return Promise.reject(costTooHigh(cost, this.maxCost));
   }
 
   /** The lane key of this limiter (its keys' common beginning). */

@@ -100,15 +100,16 @@ export class RedisTable implements BoundStore, QueuedOwner {
 
   consume(key: string, cost: number, nowMs: number | undefined, maxDelayMs?: number): Promise<Decision> {
     const bound = this.shapes ? maxDelayMs : undefined;
-    const hit = this.denials?.get(key, cost, nowMs ?? Date.now(), bound);
+    // A refusal first (a rejected promise, passed on as is): a cached denial of a smaller cost is no answer to it.
+    const hit = this.format.refuseCost(cost) ?? this.denials?.get(key, cost, nowMs ?? Date.now(), bound);
     if (hit !== undefined) return Promise.resolve(hit);
-    return this.format.refuseCost(cost) ?? this.decide({ op: "consume", key, cost, nowMs, maxDelayMs: bound });
+    return this.decide({ op: "consume", key, cost, nowMs, maxDelayMs: bound });
   }
 
   peek(key: string, cost: number, nowMs: number | undefined): Promise<Decision> {
-    const hit = this.denials?.get(key, cost, nowMs ?? Date.now());
+    const hit = this.format.refuseCost(cost) ?? this.denials?.get(key, cost, nowMs ?? Date.now());
     if (hit !== undefined) return Promise.resolve(hit);
-    return this.format.refuseCost(cost) ?? this.decide({ op: "peek", key, cost, nowMs, maxDelayMs: undefined });
+    return this.decide({ op: "peek", key, cost, nowMs, maxDelayMs: undefined });
   }
 
   async refund(key: string, cost: number, nowMs: number | undefined): Promise<void> {
