@@ -97,6 +97,29 @@ export function storeContract(target: ContractTarget): void {
       expect(d.remaining).toBe(3);
     });
 
+    it("refuses through bind() a cost above the capacity with RateLimiter's RangeError, changing nothing", async () => {
+      const limiter = new RateLimiter(spec);
+      const max = limiter.maxCost;
+      const bound = target.store().bind(limiter.limits, uniq("over"));
+      const t0 = 1_763_740_800_123;
+      for (const op of ["consume", "peek"] as const) {
+        for (const cost of [max + 1, 1000 * max]) {
+          const answer = await Promise.resolve()
+            .then(() => bound[op]("k", cost, t0))
+            .then(
+              (d) => d,
+              (e: unknown) => e,
+            );
+          expect(answer, `${op} of cost ${cost}`).toEqual(
+            new RangeError(`cost: ${cost} is more than this policy could ever admit (at most ${max})`),
+          );
+        }
+      }
+      // Nothing was charged: a cost of exactly the capacity is admitted, and then nothing more.
+      expect((await bound.consume("k", max, t0)).allowed).toBe(true);
+      expect((await bound.peek("k", 1, t0)).allowed).toBe(false);
+    });
+
     it("charges cost units; keys are independent; odd key characters are fine", async () => {
       const { limiter } = setup(target, spec);
       expect((await limiter.consume("a", 3)).remaining).toBe(1);
