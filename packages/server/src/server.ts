@@ -141,12 +141,8 @@ export async function startService(options: ServeOptions): Promise<RunningServic
 
   // The dashboard counts through the same observer seam as the metrics (both, through a tee).
   const stats = options.dashboard === false ? undefined : new DashboardStats();
-  const service = new DecisionService({
-    store,
-    rules,
-    overrides: options.overrides?.lookup,
-    observer: stats ? new TeeObserver(metrics, stats) : metrics,
-  });
+  const observer = stats ? new TeeObserver(metrics, stats) : metrics;
+  const service = new DecisionService({ store, rules, overrides: options.overrides?.lookup, observer, logger });
   const core: Core = { options, logger, metrics, service };
   const dashboard = stats ? openDashboard(core, stats, redis) : undefined;
   let closing = false;

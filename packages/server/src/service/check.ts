@@ -2,7 +2,8 @@
  * What the decision service carries through one check (service/decide.ts) and hands to the
  * helpers that decide a descriptor (service/override.ts): internal, never seen by callers.
  */
-import type { CompiledPolicy, Rules } from "../config/rules.js";
+import type { CompiledPolicy, NamedPolicy, Rules } from "../config/rules.js";
+import { CheckError } from "./types.js";
 import type { Matched } from "./explain.js";
 import type { LimitStatKey } from "./types.js";
 
@@ -74,4 +75,15 @@ export interface Application {
   readonly cost: number;
   /** envoyproxy/ratelimit's stat key of the limit (service/limit-stats.ts), when the observer counts them. */
   readonly stat?: LimitStatKey | undefined;
+}
+
+/** A named policy of the rules file, or a CheckError naming the ones there are. */
+export function namedPolicy(rules: Rules, name: string | undefined): NamedPolicy {
+  if (typeof name !== "string") throw new CheckError("policy: a plain key needs the name of a policy from the rules file's policies");
+  const np = rules.policies.get(name);
+  if (np === undefined) {
+    const known = [...rules.policies.keys()];
+    throw new CheckError(`policy: no policy named ${JSON.stringify(name)} (known: ${known.length ? known.join(", ") : "none"})`);
+  }
+  return np;
 }

@@ -1,10 +1,11 @@
 import type { Decision, LimitSpec, RateLimiter, Store } from "ratekeeper";
 import { matchDescriptor, type DescriptorEntry } from "../config/match.js";
-import type { CompiledPolicy, NamedPolicy, Rules } from "../config/rules.js";
-import { Check, type Application } from "./check.js";
+import type { CompiledPolicy, Rules } from "../config/rules.js";
+import { Check, namedPolicy, type Application } from "./check.js";
 import { adjusted, descriptorCost, requestCost } from "./costs.js";
 import { LimiterCache } from "./limiters.js";
 import { applyOverride, type OverrideDeps } from "./override.js";
+import { FaultLog, type ServiceLog } from "./config-faults.js";
 import { checkDomain, checkPlainKey } from "./request-caps.js";
 import { resetKey, StoreTimer } from "./store-call.js";
 import type { OverrideLookup } from "../overrides/types.js";
@@ -27,6 +28,8 @@ export interface DecisionServiceOptions {
   /** Pass the clock to the limiters too (tests); otherwise stores keep their own time (Redis `TIME`). @default false */
   injectClock?: boolean | undefined;
   observer?: DecisionObserver | undefined;
+  /** Where faults of the operator's configuration met while deciding are logged, once each (service/config-faults.ts). */
+  logger?: ServiceLog | undefined;
 }
 
 /**
@@ -70,7 +73,7 @@ export class DecisionService {
     this.limiterClock = this.injectClock ? this.clock : undefined;
     this.limiters = new LimiterCache(this.store, this.limiterClock);
     this.timer = new StoreTimer(this.observer, this.store);
-    this.overrideDeps = { limiters: this.limiters, observer: this.observer, timer: this.timer };
+    this.overrideDeps = { limiters: this.limiters, observer: this.observer, timer: this.timer, faults: new FaultLog(options.logger) };
   }
 
   /** The rules in force. */
@@ -270,7 +273,16 @@ export class DecisionService {
       const o = this.overrides?.get(domain, key, check.nowMs);
       const context = `rule ${rule.id} is unlimited`;
       if (o !== undefined)
-        return applyOverride(this.overrideDeps, o, { check, label: domain, domain, key, ruleId: rule.id, cost: rule.cost * cost, context });
+        return applyOverride(this.overrideDeps, o, {
+          check,
+          label: domain,
+          domain,
+          key,
+          ruleId: rule.id,
+          cost,
+          ruleCost: rule.cost,
+          context,
+        });
       this.observer?.decision(domain, rule.id, "unlimited");
       return unlimitedStatus(key, { rule: rule.id, source: "rule", why: `matched ${m.via.join(" > ")}: unlimited` }, rule.shadow);
     }
@@ -288,11 +300,7 @@ export class DecisionService {
     const cost = policy.cost * (checkOnly ? 1 : a.cost);
     const o = this.overrides?.get(a.domain, a.key, check.nowMs);
     if (o !== undefined)
-      return applyOverride(this.overrideDeps, o, {
-        ...a,
-        cost: policy.cost * a.cost,
-        context: `${matchedText(a.matched)}, policy replaced`,
-      });
+      return applyOverride(this.overrideDeps, o, { ...a, ruleCost: policy.cost, context: `${matchedText(a.matched)}, policy replaced` });
     const state = stateKey(a.domain, a.key);
     const peek = check.peek || checkOnly;
     if (policy.denyAll !== undefined) return this.deniedAll(a, policy.denyAll, state, peek);
@@ -335,15 +343,4 @@ export class DecisionService {
 /** The result of a check with one descriptor. */
 function single(domain: string, s: DescriptorStatus): CheckResult {
   return { allowed: s.allowed, domain, statuses: [s] };
-}
-
-/** A named policy of the rules file, or a CheckError naming the ones there are. */
-function namedPolicy(rules: Rules, name: string | undefined): NamedPolicy {
-  if (typeof name !== "string") throw new CheckError("policy: a plain key needs the name of a policy from the rules file's policies");
-  const np = rules.policies.get(name);
-  if (np === undefined) {
-    const known = [...rules.policies.keys()];
-    throw new CheckError(`policy: no policy named ${JSON.stringify(name)} (known: ${known.length ? known.join(", ") : "none"})`);
-  }
-  return np;
 }

@@ -4,6 +4,7 @@
  */
 import type { Override } from "../overrides/types.js";
 import type { Application } from "./check.js";
+import type { FaultLog } from "./config-faults.js";
 import { adjusted } from "./costs.js";
 import { stateKey } from "./descriptor-key.js";
 import { describeLimits, describeOutcome } from "./explain.js";
@@ -17,7 +18,12 @@ export interface OverrideDeps {
   readonly limiters: LimiterCache;
   readonly observer: DecisionObserver | undefined;
   readonly timer: StoreTimer;
+  /** Where an override the operator's configuration made unusable is reported, once. */
+  readonly faults: FaultLog;
 }
+
+/** The log line of an override whose limits admit less than one request of its rule costs. */
+export const BELOW_RULE_COST = "override admits less than its rule's cost: every check of its key is denied";
 
 /** Decides one descriptor under an override: unlimited, blocked, or its own policy. `cost` is the total charged. */
 export async function applyOverride(
@@ -30,7 +36,10 @@ export async function applyOverride(
      * never labels: blocking many addresses must not make a series per address).
      */
     readonly ruleId: string | undefined;
+    /** The client's cost (0: check only, charge nothing). */
     readonly cost: number;
+    /** What the rule charges per unit of it (its `cost`); 1 where no rule applies. @default 1 */
+    readonly ruleCost?: number | undefined;
     readonly context: string;
   },
 ): Promise<DescriptorStatus> {
@@ -39,7 +48,8 @@ export async function applyOverride(
   const label = a.ruleId ?? "(override)";
   // Check only (cost 0): what a request of cost 1 would get, charging nothing.
   const checkOnly = a.cost === 0;
-  const cost = checkOnly ? 1 : a.cost;
+  const ruleCost = a.ruleCost ?? 1;
+  const cost = ruleCost * (checkOnly ? 1 : a.cost);
   const peek = check.peek || checkOnly;
   const note = o.note ? ` (${o.note})` : "";
   const expiry = o.expiresAtMs !== undefined ? `, until ${new Date(o.expiresAtMs).toISOString()}` : "";
@@ -56,12 +66,31 @@ export async function applyOverride(
   const limiter = deps.limiters.forOverride(o);
   if (limiter instanceof Error) throw new CheckError(`override for ${a.domain}/${key} has a bad policy: ${limiter.message}`);
   const oversize = cost > limiter.maxCost;
-  if (oversize && !check.oversizeDeny)
+  // The rule's own cost above what the override admits is the operator's configuration, whatever
+  // the client sent: denied, as Envoy's RLS denies any oversize cost. Only a cost the client's
+  // own made too large is the client's error.
+  const configured = ruleCost > limiter.maxCost;
+  if (oversize && !configured && !check.oversizeDeny)
     throw new CheckError(`cost: ${cost} is more than the override for ${key} could ever admit (at most ${limiter.maxCost})`);
+  const fault = configured ? belowRuleCost(deps, o, { ...a, ruleId, ruleCost, maxCost: limiter.maxCost }) : "";
   const state = stateKey(a.domain, key);
   const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
   const d = adjusted(await deps.timer.run(limiter, state, oversize ? 1 : cost, peek || oversize), kind, cost);
   if (!peek) deps.observer?.decision(a.label, label, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : state);
-  const why = `${whyStart}${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}`;
+  const why = `${whyStart}${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}${fault}`;
   return decidedStatus(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);
+}
+
+/** Logs (once per override and rule) an override that admits less than its rule's cost; the text `why` adds. */
+function belowRuleCost(
+  deps: OverrideDeps,
+  o: Override,
+  f: { readonly domain: string; readonly key: string; readonly ruleId: string; readonly ruleCost: number; readonly maxCost: number },
+): string {
+  const fields = () => ({ domain: f.domain, key: f.key, rule: f.ruleId, ruleCost: f.ruleCost, overrideAdmitsAtMost: f.maxCost });
+  const id = deps.faults.once(o, `${f.ruleId}\u0000${f.ruleCost}`, BELOW_RULE_COST, fields);
+  return (
+    `; rule ${f.ruleId} costs ${f.ruleCost} a request, more than this override could ever admit (at most ${f.maxCost}):` +
+    ` no request of this key is admitted until one of them changes; the service's log has it, error id ${id}`
+  );
 }
