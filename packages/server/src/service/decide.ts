@@ -4,7 +4,7 @@ import type { CompiledPolicy, Rules } from "../config/rules.js";
 import { Check, namedPolicy, type Application } from "./check.js";
 import { adjusted, descriptorCost, requestCost } from "./costs.js";
 import { LimiterCache } from "./limiters.js";
-import { applyOverride, type OverrideDeps } from "./override.js";
+import { applyOverride, UsableOverrides, type OverrideDeps } from "./override.js";
 import { FaultLog, type ServiceLog } from "./config-faults.js";
 import { checkDomain, checkPlainKey } from "./request-caps.js";
 import { resetKey, StoreTimer } from "./store-call.js";
@@ -47,7 +47,8 @@ export interface DecisionServiceOptions {
 export class DecisionService {
   private rulesNow: Rules;
   readonly store: Store;
-  overrides: OverrideLookup | undefined;
+  /** The overrides it applies: those of `options.overrides` whose policy the library takes (service/override.ts). */
+  readonly overrides: OverrideLookup | undefined;
   private readonly clock: () => number;
   private readonly injectClock: boolean;
   /**
@@ -66,14 +67,15 @@ export class DecisionService {
   constructor(options: DecisionServiceOptions) {
     this.store = options.store;
     this.rulesNow = options.rules;
-    this.overrides = options.overrides;
     this.clock = options.clock ?? Date.now;
     this.injectClock = options.injectClock === true;
     this.observer = options.observer;
     this.limiterClock = this.injectClock ? this.clock : undefined;
     this.limiters = new LimiterCache(this.store, this.limiterClock);
     this.timer = new StoreTimer(this.observer, this.store);
-    this.overrideDeps = { limiters: this.limiters, observer: this.observer, timer: this.timer, faults: new FaultLog(options.logger) };
+    const faults = new FaultLog(options.logger);
+    this.overrides = options.overrides && new UsableOverrides(options.overrides, this.limiters, faults);
+    this.overrideDeps = { limiters: this.limiters, observer: this.observer, timer: this.timer, faults };
   }
 
   /** The rules in force. */

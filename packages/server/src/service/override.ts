@@ -2,7 +2,7 @@
  * A descriptor decided under an override from the configuration store (overrides/): unlimited,
  * blocked, or the override's own policy in place of the rule's.
  */
-import type { Override } from "../overrides/types.js";
+import type { Override, OverrideLookup } from "../overrides/types.js";
 import type { Application } from "./check.js";
 import type { FaultLog } from "./config-faults.js";
 import { adjusted } from "./costs.js";
@@ -24,6 +24,35 @@ export interface OverrideDeps {
 
 /** The log line of an override whose limits admit less than one request of its rule costs. */
 export const BELOW_RULE_COST = "override admits less than its rule's cost: every check of its key is denied";
+
+/** The log line of an override the service ignores because the library refuses its stored policy. */
+export const REFUSED_POLICY = "override ignored: the library refuses its stored policy; its key is decided by its rule";
+
+/**
+ * The overrides the service can apply. An override whose stored policy the library refuses (a
+ * row edited in the database by hand, or written by a newer version with an algorithm or option
+ * this one lacks: the admin API and `overrides import` validate what they write) is left out,
+ * and logged once per row: its key is decided by its rule, the default limiting as it does when
+ * no override is there, as the service goes on deciding with what it holds when the overrides
+ * database fails. Answering its checks 400 blamed every client for the stored data; 503 would
+ * have the proxy's failure mode decide (Envoy's default lets every request through).
+ */
+export class UsableOverrides implements OverrideLookup {
+  constructor(
+    private readonly lookup: OverrideLookup,
+    private readonly limiters: LimiterCache,
+    private readonly faults: FaultLog,
+  ) {}
+
+  get(domain: string, key: string, nowMs: number): Override | undefined {
+    const o = this.lookup.get(domain, key, nowMs);
+    if (o === undefined || typeof o.policy === "string") return o;
+    const limiter = this.limiters.forOverride(o);
+    if (!(limiter instanceof Error)) return o;
+    this.faults.once(o, "policy", REFUSED_POLICY, () => ({ domain, key, problem: limiter.message }));
+    return undefined;
+  }
+}
 
 /** Decides one descriptor under an override: unlimited, blocked, or its own policy. `cost` is the total charged. */
 export async function applyOverride(
@@ -64,7 +93,8 @@ export async function applyOverride(
     return blockedStatus(key, explain, o.expiresAtMs, check.nowMs);
   }
   const limiter = deps.limiters.forOverride(o);
-  if (limiter instanceof Error) throw new CheckError(`override for ${a.domain}/${key} has a bad policy: ${limiter.message}`);
+  // UsableOverrides let no such override through: a bug here (500), not the client's input.
+  if (limiter instanceof Error) throw new Error(`override for ${a.domain}/${key} has a policy the library refuses`, { cause: limiter });
   const oversize = cost > limiter.maxCost;
   // The rule's own cost above what the override admits is the operator's configuration, whatever
   // the client sent: denied, as Envoy's RLS denies any oversize cost. Only a cost the client's
