@@ -85,19 +85,30 @@ const ERROR_IDS = new WeakMap<object, string>();
 /**
  * A random id of the unexpected error `e`, the same each time for the same error object, so the
  * answer and the log line name the same id (a thrown primitive gets a new one each time). Errors
- * of the same class and message share one for a while (service/error-id.ts): the log writes the
- * first in full and counts the others.
+ * of the same class and message thrown at the same place share one for a while
+ * (service/error-id.ts): the log writes the first in full and counts the others.
  */
 export function errorId(e: unknown): string {
   if (e instanceof StoreFailure) return e.errorId;
   if (typeof e !== "object" || e === null) return randomBytes(6).toString("hex");
   let id = ERROR_IDS.get(e);
   if (id === undefined) {
-    const { constructor: c, message } = e as { constructor?: { name?: unknown }; message?: unknown };
-    id = sharedErrorId(`internal ${String(c?.name)}: ${String(message).slice(0, 500)}`);
+    id = sharedErrorId(internalKind(e));
     ERROR_IDS.set(e, id);
   }
   return id;
+}
+
+/**
+ * The kind of an unexpected error, for {@link sharedErrorId}: its class, its message and where it
+ * was thrown (its stack's frames). Not the message alone: "Cannot read properties of undefined
+ * (reading 'length')" is no one bug's, and two bugs sharing an id would have the second's failures
+ * counted as the first's, its stack never written. The frames name code, not requests.
+ */
+function internalKind(e: object): string {
+  const { constructor: c, message, stack } = e as { constructor?: { name?: unknown }; message?: unknown; stack?: unknown };
+  const frames = typeof stack === "string" ? stack.split("\n").filter((l) => l.startsWith("    at ")) : [];
+  return `internal ${String(c?.name)}: ${String(message).slice(0, 500)}\n${frames.join("\n").slice(0, 2000)}`;
 }
 
 /**

@@ -6,6 +6,7 @@
 import { Writable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { closeLog, createLogger } from "../src/log.js";
+import { errorIdField } from "../src/http-io.js";
 import { REPEAT_WINDOW_MS, sharedErrorId } from "../src/service/error-id.js";
 
 beforeEach(() => vi.useFakeTimers({ now: 1_000_000 }));
@@ -82,5 +83,22 @@ describe("shared error ids", () => {
     expect(sharedErrorId("the store failed: Redis is unavailable (ECONNREFUSED)")).toBe(a);
     vi.advanceTimersByTime(1);
     expect(sharedErrorId("the store failed: Redis is unavailable (ECONNREFUSED)")).not.toBe(a);
+  });
+
+  it("two bugs with the same class and message, thrown at different places, are two kinds: each is written in full", () => {
+    // A message such as "Cannot read properties of undefined (reading 'length')" is no bug's own:
+    // sharing one id would count the second bug's failures as the first's, its stack never written.
+    const inParse = (): Error => new TypeError("Cannot read properties of undefined (reading 'length')");
+    const inReply = (): Error => new TypeError("Cannot read properties of undefined (reading 'length')");
+    const { lines, log } = captured();
+    const fail = (e: Error): void => log.error({ err: e, ...errorIdField(e) }, "request failed");
+    for (const make of [inParse, inParse, inReply, inReply, inParse]) fail(make());
+    const written = lines.map((l) => l.errorId);
+    expect(written).toHaveLength(2);
+    expect(written[0]).not.toBe(written[1]);
+    expect(lines.map((l) => (l.err as { stack: string }).stack.split("\n")[1])).toEqual([
+      expect.stringContaining("inParse"),
+      expect.stringContaining("inReply"),
+    ]);
   });
 });
