@@ -2,7 +2,9 @@
  * What the decision service carries through one check (service/decide.ts) and hands to the
  * helpers that decide a descriptor (service/override.ts): internal, never seen by callers.
  */
+import type { Decision, RateLimiter } from "ratekeeper";
 import type { CompiledPolicy, NamedPolicy, Rules } from "../config/rules.js";
+import { charged, type Charge } from "./charges.js";
 import { CheckError } from "./types.js";
 import type { Matched } from "./explain.js";
 import type { LimitStatKey } from "./types.js";
@@ -15,6 +17,8 @@ export interface CheckInit {
   readonly cost: number;
   readonly peek: boolean;
   readonly oversizeDeny: boolean;
+  /** Where the check records what it charges, to give it back if it is answered with an error (service/charges.ts); undefined: not recorded. */
+  readonly charges?: Charge[] | undefined;
 }
 
 /** One check in progress: what every descriptor of it is decided with. */
@@ -28,6 +32,8 @@ export class Check {
   readonly oversizeDeny: boolean;
   /** The rule names another descriptor of this request `replaces` (service/replaces.ts). */
   readonly replaced: ReadonlySet<string> | undefined;
+  /** See {@link CheckInit.charges}. */
+  readonly charges: Charge[] | undefined;
   private readonly clock: () => number;
   /** The time, once read; NaN before. */
   private t = NaN;
@@ -39,6 +45,7 @@ export class Check {
     this.peek = init.peek;
     this.oversizeDeny = init.oversizeDeny;
     this.replaced = replaced;
+    this.charges = init.charges;
   }
 
   /**
@@ -51,12 +58,18 @@ export class Check {
     return this.t;
   }
 
-  /** This check with the rule names other descriptors replace, at the same time. */
-  withReplaced(replaced: ReadonlySet<string>): Check {
+  /** This check with the rule names other descriptors replace (if any), recording its charges in `charges`; the check it replaces is not used after. */
+  derive(replaced: ReadonlySet<string> | undefined, charges: Charge[] | undefined): Check {
     const { rules, clock, cost, peek, oversizeDeny } = this;
-    const c = new Check({ rules, clock, cost, peek, oversizeDeny }, replaced);
-    c.t = this.nowMs;
+    const c = new Check({ rules, clock, cost, peek, oversizeDeny, charges }, replaced);
+    // The time if read already (NaN if not: it is read when a descriptor needs it, not before).
+    c.t = this.t;
     return c;
+  }
+
+  /** Records a charge of `cost` on `state` (a consume, never a peek) when `d` charged the store. */
+  charged(limiter: RateLimiter, state: string, cost: number, d: Decision): void {
+    if (this.charges !== undefined && !this.peek && charged(d)) this.charges.push({ limiter, state, cost });
   }
 }
 

@@ -1,11 +1,12 @@
 import type { Decision, LimitSpec, RateLimiter, Store } from "ratekeeper";
 import { matchDescriptor, type DescriptorEntry } from "../config/match.js";
-import type { CompiledPolicy, Rules } from "../config/rules.js";
+import type { Rules } from "../config/rules.js";
 import { Check, namedPolicy, type Application } from "./check.js";
 import { adjusted, descriptorCost, requestCost } from "./costs.js";
 import { LimiterCache } from "./limiters.js";
 import { applyOverride, UsableOverrides, type OverrideDeps } from "./override.js";
 import { FaultLog, type ServiceLog } from "./config-faults.js";
+import { allOrRefund, refund, type Charge } from "./charges.js";
 import { checkDomain, checkPlainKey } from "./request-caps.js";
 import { resetKey, StoreTimer } from "./store-call.js";
 import type { OverrideLookup } from "../overrides/types.js";
@@ -13,7 +14,7 @@ import { boundedKey, descriptorKey, stateKey } from "./descriptor-key.js";
 import { DecisionExplain, matchedText } from "./explain.js";
 import { ruleStatKey, usedBefore, valuedStatKey } from "./limit-stats.js";
 import { isReplaced, replacedNames } from "./replaces.js";
-import { decidedStatus, denyAllStatus, overallAllowed, unlimitedStatus, withRlsName } from "./status.js";
+import { decidedStatus, deniedAll, overallAllowed, single, unlimitedStatus, withRlsName } from "./status.js";
 import { CheckError, type CallerLimit, type CheckInput, type CheckResult, type DecisionObserver, type DescriptorStatus } from "./types.js";
 
 /** Options of {@link DecisionService}. */
@@ -63,6 +64,7 @@ export class DecisionService {
   private readonly timer: StoreTimer;
   /** What overrides are decided with (service/override.ts). */
   private readonly overrideDeps: OverrideDeps;
+  private readonly log: ServiceLog | undefined;
 
   constructor(options: DecisionServiceOptions) {
     this.store = options.store;
@@ -73,6 +75,7 @@ export class DecisionService {
     this.limiterClock = this.injectClock ? this.clock : undefined;
     this.limiters = new LimiterCache(this.store, this.limiterClock);
     this.timer = new StoreTimer(this.observer, this.store);
+    this.log = options.logger;
     const faults = new FaultLog(options.logger);
     this.overrides = options.overrides && new UsableOverrides(options.overrides, this.limiters, faults);
     this.overrideDeps = { limiters: this.limiters, observer: this.observer, timer: this.timer, faults };
@@ -98,11 +101,14 @@ export class DecisionService {
    * Decides every descriptor of a check (or its plain key), charging each that is admitted.
    * Like Envoy's ratelimit service, descriptors are charged independently: the request is
    * allowed only when all allow, but one descriptor's denial does not undo another's charge.
+   * A check answered with an error (a rejection) keeps no charge: what its other descriptors
+   * charged is given back first (service/charges.ts).
+   * @param charges where to add what the check charged (a batch's, to give back if the batch fails)
    * @throws CheckError (as a rejected promise) for a request that cannot be decided (unknown policy, bad cost, bad key)
    */
-  decide(input: CheckInput): Promise<CheckResult> {
+  decide(input: CheckInput, charges?: Charge[]): Promise<CheckResult> {
     try {
-      const r = this.decideNow(input);
+      const r = this.decideNow(input, charges);
       return r instanceof Promise ? r : Promise.resolve(r);
     } catch (e) {
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the thrown value, as an async function would reject with
@@ -118,8 +124,8 @@ export class DecisionService {
    * `GET /v1/auth`, docs/benchmarks/service.md).
    * @throws CheckError synchronously (or as a rejected promise) as {@link decide}
    */
-  decideNow(input: CheckInput): CheckResult | Promise<CheckResult> {
-    const check = this.newCheck(input, false);
+  decideNow(input: CheckInput, charges?: Charge[]): CheckResult | Promise<CheckResult> {
+    const check = this.newCheck(input, false, charges);
     if (input.key !== undefined) return this.decidePlain(check, input);
     const domain = input.domain;
     if (typeof domain !== "string" || domain.length === 0) throw new CheckError("domain: must be a non-empty string");
@@ -132,14 +138,14 @@ export class DecisionService {
       return s instanceof Promise ? s.then((x) => single(domain, x)) : single(domain, s);
     }
     // Every descriptor is decided even when one of them cannot be (a CheckError): as they were
-    // when each was an async call of its own.
+    // when each was an async call of its own. Then, if one failed, the others' charges are given back.
     const costs = input.descriptorCosts;
-    const replaced = replacedNames(check.rules, domain, descriptors, input.descriptorLimits);
-    const all = replaced ? check.withReplaced(replaced) : check;
+    const mine: Charge[] = [];
+    const all = check.derive(replacedNames(check.rules, domain, descriptors, input.descriptorLimits), mine);
     const each = descriptors.map(async (d, i) =>
       this.decideOne(all, domain, d, input.descriptorLimits?.[i], descriptorCost(costs?.[i], check.cost, i)),
     );
-    return Promise.all(each).then((statuses) => ({ allowed: overallAllowed(statuses), domain, statuses }));
+    return allOrRefund(each, mine, charges, this.log).then((statuses) => ({ allowed: overallAllowed(statuses), domain, statuses }));
   }
 
   /**
@@ -151,8 +157,7 @@ export class DecisionService {
     if (input.key !== undefined) return await this.decidePlain(check, input);
     const domain = input.domain ?? "";
     const descriptors = input.descriptors ?? [];
-    const replaced = replacedNames(check.rules, domain, descriptors, input.descriptorLimits);
-    const all = replaced ? check.withReplaced(replaced) : check;
+    const all = check.derive(replacedNames(check.rules, domain, descriptors, input.descriptorLimits), undefined);
     const statuses = await Promise.all(
       descriptors.map(async (d, i) => this.decideOne(all, domain, d, input.descriptorLimits?.[i], check.cost)),
     );
@@ -193,9 +198,14 @@ export class DecisionService {
     return done;
   }
 
-  private newCheck(input: CheckInput, peek: boolean): Check {
+  /** Gives back what checks answered with an error (`cause`) had charged; a refund that fails is logged. */
+  refund(charges: readonly Charge[], cause: unknown): Promise<void> {
+    return refund(charges, cause, this.log);
+  }
+
+  private newCheck(input: CheckInput, peek: boolean, charges?: Charge[]): Check {
     const cost = requestCost(input.cost);
-    return new Check({ rules: this.rulesNow, clock: this.clock, cost, peek, oversizeDeny: input.oversizeCost === "deny" });
+    return new Check({ rules: this.rulesNow, clock: this.clock, cost, peek, oversizeDeny: input.oversizeCost === "deny", charges });
   }
 
   private overrideLimiter(domain: string, key: string, nowMs: number): RateLimiter | undefined {
@@ -305,7 +315,7 @@ export class DecisionService {
       return applyOverride(this.overrideDeps, o, { ...a, ruleCost: policy.cost, context: `${matchedText(a.matched)}, policy replaced` });
     const state = stateKey(a.domain, a.key);
     const peek = check.peek || checkOnly;
-    if (policy.denyAll !== undefined) return this.deniedAll(a, policy.denyAll, state, peek);
+    if (policy.denyAll !== undefined) return deniedAll(this.observer, a, policy.denyAll, state, peek);
     const limiter = this.limiters.forPolicy(policy.policyId, policy.specs);
     // Too large to ever be admitted: a denial charging nothing (Envoy's RLS), or the caller's error.
     const oversize = cost > limiter.maxCost;
@@ -313,7 +323,10 @@ export class DecisionService {
       throw new CheckError(`cost: ${cost} is more than rule ${a.ruleId} could ever admit (at most ${limiter.maxCost})`);
     const d = this.timer.run(limiter, state, oversize ? policy.cost : cost, peek || oversize);
     const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
-    const done = (x: Decision) => this.decided(a, limiter, state, cost, adjusted(x, kind, cost), peek);
+    const done = (x: Decision) => {
+      if (kind === "charged") check.charged(limiter, state, cost, x);
+      return this.decided(a, limiter, state, cost, adjusted(x, kind, cost), peek);
+    };
     return d instanceof Promise ? d.then(done) : done(d);
   }
 
@@ -328,21 +341,4 @@ export class DecisionService {
     const explain = new DecisionExplain(a.policy, a.ruleId, a.matched, limiter.limits, d, cost, shadow);
     return withRlsName(decidedStatus(a.key, d, d.allowed || shadow, shadow, explain, limiter.limits, cost), a.policy);
   }
-
-  /** A policy of 0 requests per window (envoyproxy/ratelimit's `requests_per_unit: 0`): every request is over. */
-  private deniedAll(a: Application, deny: NonNullable<CompiledPolicy["denyAll"]>, state: string, peek: boolean): DescriptorStatus {
-    const shadow = a.policy.shadow;
-    if (!peek) {
-      this.observer?.decision(a.label, a.ruleId, shadow ? "shadow_over_limit" : "over_limit", shadow ? undefined : state);
-      if (a.stat !== undefined) this.observer?.limitHit?.(a.stat, 0, 0, a.policy.cost * a.cost);
-    }
-    const source = a.ruleId.startsWith("policy:") ? "policy" : "rule";
-    const why = `${matchedText(a.matched)}: ${deny.name}, every request is over the limit`;
-    return withRlsName(denyAllStatus(a.key, deny, shadow, { rule: a.ruleId, source, why }, a.check.nowMs), a.policy);
-  }
-}
-
-/** The result of a check with one descriptor. */
-function single(domain: string, s: DescriptorStatus): CheckResult {
-  return { allowed: s.allowed, domain, statuses: [s] };
 }

@@ -105,7 +105,9 @@ export async function applyOverride(
   const fault = configured ? belowRuleCost(deps, o, { ...a, ruleId, ruleCost, maxCost: limiter.maxCost }) : "";
   const state = stateKey(a.domain, key);
   const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
-  const d = adjusted(await deps.timer.run(limiter, state, oversize ? 1 : cost, peek || oversize), kind, cost);
+  const raw = await deps.timer.run(limiter, state, oversize ? 1 : cost, peek || oversize);
+  if (kind === "charged") check.charged(limiter, state, cost, raw);
+  const d = adjusted(raw, kind, cost);
   if (!peek) deps.observer?.decision(a.label, label, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : state);
   const why = `${whyStart}${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}${fault}`;
   return decidedStatus(key, d, d.allowed, false, { rule: ruleId, source: "override", why }, limiter.limits, cost);

@@ -1,5 +1,8 @@
 import type { Decision, ResolvedLimit } from "ratekeeper";
-import type { DescriptorStatus, Explain } from "./types.js";
+import type { CompiledPolicy } from "../config/rules.js";
+import type { Application } from "./check.js";
+import { matchedText } from "./explain.js";
+import type { CheckResult, DecisionObserver, DescriptorStatus, Explain } from "./types.js";
 
 /** What a status was built from, for transports that render headers with the library's HeaderWriter. */
 export interface StatusDetail {
@@ -167,4 +170,27 @@ export function denyAllStatus(
     reason: "limit",
     explain,
   };
+}
+
+/** A policy of 0 requests per window (envoyproxy/ratelimit's `requests_per_unit: 0`): every request is over. */
+export function deniedAll(
+  observer: DecisionObserver | undefined,
+  a: Application,
+  deny: NonNullable<CompiledPolicy["denyAll"]>,
+  state: string,
+  peek: boolean,
+): DescriptorStatus {
+  const shadow = a.policy.shadow;
+  if (!peek) {
+    observer?.decision(a.label, a.ruleId, shadow ? "shadow_over_limit" : "over_limit", shadow ? undefined : state);
+    if (a.stat !== undefined) observer?.limitHit?.(a.stat, 0, 0, a.policy.cost * a.cost);
+  }
+  const source = a.ruleId.startsWith("policy:") ? "policy" : "rule";
+  const why = `${matchedText(a.matched)}: ${deny.name}, every request is over the limit`;
+  return withRlsName(denyAllStatus(a.key, deny, shadow, { rule: a.ruleId, source, why }, a.check.nowMs), a.policy);
+}
+
+/** The result of a check with one descriptor. */
+export function single(domain: string, s: DescriptorStatus): CheckResult {
+  return { allowed: s.allowed, domain, statuses: [s] };
 }

@@ -4,6 +4,7 @@ import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { HeaderStyle } from "ratekeeper/http";
 import type { DecisionService } from "../service/decide.js";
+import type { Charge } from "../service/charges.js";
 import { LeaseService } from "../service/leases.js";
 import { CheckError, type CheckInput, type CheckResult } from "../service/types.js";
 import { createAdminHandler } from "./admin.js";
@@ -234,10 +235,12 @@ class HttpApi {
   private async checkBatch(batch: unknown[], res: ServerResponse): Promise<void> {
     if (batch.length === 0 || batch.length > MAX_BATCH)
       throw new CheckError(`checks: must hold 1-${MAX_BATCH} checks (got ${batch.length})`);
-    const results = await Promise.all(
+    // What the batch's checks charged: given back if the batch fails, so a retry is not charged twice.
+    const charges: Charge[] = [];
+    const settled = await Promise.allSettled(
       batch.map(async (b, i) => {
         try {
-          return await this.service.decide(toInput(b, `checks[${i}].`));
+          return await this.service.decide(toInput(b, `checks[${i}].`), charges);
         } catch (e) {
           // A check that cannot be decided gets the error body in its place; a store failure fails the batch.
           if (e instanceof CheckError) return errorBody(e).body;
@@ -245,6 +248,12 @@ class HttpApi {
         }
       }),
     );
+    const failed = settled.find((s) => s.status === "rejected");
+    if (failed !== undefined) {
+      await this.service.refund(charges, failed.reason);
+      throw failed.reason;
+    }
+    const results = settled.map((s) => (s as PromiseFulfilledResult<CheckResult | { error: string }>).value);
     let text = '{"results":[';
     for (let i = 0; i < results.length; i++) {
       const r = results[i] as CheckResult | { error: string };

@@ -6,7 +6,7 @@
 import { Writable } from "node:stream";
 import type { AddressInfo } from "node:net";
 import { pino } from "pino";
-import type { BoundLeases, BoundStore, Store } from "ratekeeper";
+import { MemoryStore, type BoundLeases, type BoundStore, type Store } from "ratekeeper";
 import type { DecisionService } from "../../src/index.js";
 import { createLogger } from "../../src/log.js";
 import { Metrics } from "../../src/metrics.js";
@@ -84,4 +84,34 @@ export async function serveHttp(
     server.close();
   };
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close };
+}
+
+/**
+ * A memory store (`inner`, to read what was charged) whose `n`th consume (counted over every
+ * limiter bound to it, from 1) rejects with `error()`; with `refundsFail`, every refund rejects too.
+ */
+export function storeFailingOnCall(
+  n: number,
+  error: () => Error,
+  refundsFail = false,
+): { store: Store; inner: MemoryStore; consumes: () => number; refunds: () => number } {
+  const inner = new MemoryStore();
+  let consumes = 0;
+  let refunds = 0;
+  const store: Store = {
+    bind(limits, namespace, options) {
+      const b = inner.bind(limits, namespace, options);
+      const bound: BoundStore = {
+        consume: (key, cost, nowMs, maxDelayMs) => (++consumes === n ? Promise.reject(error()) : b.consume(key, cost, nowMs, maxDelayMs)),
+        peek: (key, cost, nowMs) => b.peek(key, cost, nowMs),
+        refund: (key, cost, nowMs) => {
+          refunds++;
+          return refundsFail ? Promise.reject(error()) : b.refund(key, cost, nowMs);
+        },
+        reset: (key) => b.reset(key),
+      };
+      return bound;
+    },
+  };
+  return { store, inner, consumes: () => consumes, refunds: () => refunds };
 }

@@ -1,0 +1,70 @@
+/**
+ * What a check charged, given back when the check is answered with an error: a check of several
+ * descriptors, or a batch of checks, in which one store call failed is answered 503 as a whole,
+ * and a client that retries it must not be charged twice for the descriptors decided beside the
+ * failure. Envoy's ratelimit service charges descriptors independently of each other's *denials*
+ * (one descriptor's denial does not undo another's charge, service/decide.ts); an error answer is
+ * no decision at all, so it keeps nothing.
+ */
+import type { Decision, RateLimiter } from "ratekeeper";
+import type { ServiceLog } from "./config-faults.js";
+import { CheckError, StoreFailure } from "./types.js";
+
+/** One charge a check made: `cost` units of `limiter` on `state`. */
+export interface Charge {
+  readonly limiter: RateLimiter;
+  readonly state: string;
+  readonly cost: number;
+}
+
+/** The log line of a refund that failed. */
+export const REFUND_FAILED = "refund failed: a check answered with an error stays charged";
+
+/**
+ * Whether `d` charged its store: admitted, and not by the open failure policy (`reason`
+ * `store-error`), which charged nothing. An admission the degraded or insurance policy answered
+ * charged a local stand-in, which the store's refund reaches while Redis is down (the library's
+ * failure handling applies a refund it cannot send).
+ */
+export function charged(d: Decision): boolean {
+  return d.allowed && d.reason !== "store-error";
+}
+
+/**
+ * Gives back each charge, best effort (at once, together), and waits for them: a refund that
+ * fails is logged with the error id of the answer (`cause`'s, a StoreFailure's), never thrown.
+ */
+export async function refund(charges: readonly Charge[], cause: unknown, log: ServiceLog | undefined): Promise<void> {
+  const id = cause instanceof StoreFailure ? { errorId: cause.errorId } : {};
+  await Promise.all(
+    charges.map((c) =>
+      c.limiter.refund(c.state, c.cost).catch((err: unknown) => log?.warn({ err, key: c.state, cost: c.cost, ...id }, REFUND_FAILED)),
+    ),
+  );
+}
+
+/**
+ * The values of `each` once all have settled; when one rejected, what `mine` recorded is given
+ * back first and the error thrown (the first that is not a CheckError, the store's failure
+ * ahead of a bad input: the caller may retry it; else the first). Otherwise `mine` is added to
+ * `into`, the charges of the batch this is part of.
+ */
+export async function allOrRefund<T>(
+  each: readonly Promise<T>[],
+  mine: Charge[],
+  into: Charge[] | undefined,
+  log: ServiceLog | undefined,
+): Promise<T[]> {
+  const done = await Promise.allSettled(each);
+  let failed: PromiseRejectedResult | undefined;
+  for (const d of done) {
+    if (d.status !== "rejected") continue;
+    if (failed === undefined || (failed.reason instanceof CheckError && !(d.reason instanceof CheckError))) failed = d;
+  }
+  if (failed === undefined) {
+    into?.push(...mine);
+    return done.map((d) => (d as PromiseFulfilledResult<T>).value);
+  }
+  await refund(mine, failed.reason, log);
+  throw failed.reason;
+}
