@@ -3,7 +3,7 @@
  * worth less than a decision: when stdout cannot take more, lines are held up to a bound
  * ({@link HELD_BYTES}), later ones dropped and counted, and logging resumes by itself.
  */
-import { fstatSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync } from "node:fs";
 import net from "node:net";
 import { pino } from "pino";
 
@@ -30,13 +30,33 @@ export interface Destination {
  */
 export function stdoutDestination(onDropped: (n: number) => void): Destination {
   let stream: net.Socket | undefined;
+  let fd = 1;
   try {
     const st = fstatSync(1);
-    if (st.isFIFO() || st.isSocket()) stream = new net.Socket({ fd: 1, readable: false, writable: true });
+    if (st.isFIFO()) fd = ownPipe();
+    if (st.isFIFO() || st.isSocket()) stream = new net.Socket({ fd, readable: false, writable: true });
   } catch {
     // fd 1 closed, or a kind of socket net cannot write to: written synchronously (and dropped on EBADF).
+    if (fd !== 1) closeSync(fd);
   }
   return stream ? streamDestination(stream, onDropped) : syncDestination(onDropped);
+}
+
+/**
+ * A descriptor of stdout's pipe that is this process's alone: /proc/self/fd/1 opened again (Linux),
+ * a new open file description of the same pipe. libuv puts the descriptor it writes in
+ * non-blocking mode, a flag of the open file description: on fd 1 itself, every other process
+ * holding the pipe (a wrapper script, a sidecar that inherited it) would then meet EAGAIN on its
+ * blocking writes while the service runs (a C program's fwrite fails, a Python print raises).
+ * Where it cannot be opened again (no /proc; a pipe made by another user: EACCES; no reader:
+ * ENXIO), fd 1, as Node does for `process.stdout`. A socket cannot be opened again: fd 1.
+ */
+function ownPipe(): number {
+  try {
+    return openSync("/proc/self/fd/1", constants.O_WRONLY | constants.O_NONBLOCK);
+  } catch {
+    return 1;
+  }
 }
 
 /**
@@ -47,10 +67,10 @@ export function stdoutDestination(onDropped: (n: number) => void): Destination {
  * service answered nothing until the reader came back. Here the line goes to the kernel at once
  * when the pipe has room (libuv tries the write first), else it is held, up to
  * {@link HELD_BYTES}, and written as soon as the reader takes more; lines past that bound are
- * dropped and counted. libuv sets O_NONBLOCK on the pipe, as Node does on first use of
- * `process.stdout`: a flag of the open pipe, seen by any other process writing to the same one
- * (a wrapper script that inherited it). The socket is unref()'d: a held line never keeps the process
- * alive; shutdown waits for what is held through {@link Destination.drain}, for a bounded time.
+ * dropped and counted. libuv sets O_NONBLOCK on the descriptor: a pipe's own ({@link ownPipe}),
+ * so that other processes writing to the same pipe keep their blocking writes; a socket's fd 1, a
+ * flag they see too (as Node's `process.stdout` sets it). The socket is unref()'d: a held line
+ * never keeps the process alive; shutdown waits for what is held through {@link Destination.drain}, for a bounded time.
  * Any error (EPIPE: no reader; EBADF: stdout closed) ends it, and lines are dropped from then on.
  * Not pino's own asynchronous destination (sonic-boom): at exit it flushes what is left
  * synchronously, and on a pipe whose reader is gone that flush retried EPIPE every 100 ms for
