@@ -19,7 +19,10 @@ interface Seen {
   readonly msg: string;
   readonly errorId: string;
   readonly firstMs: number;
-  /** Repeats counted since the last line about them, and when that line was. */
+  /**
+   * Repeats counted since the last line about them, and when that line was. Times (this and
+   * `firstMs`) are `performance.now()`'s: a wall clock set back never keeps an id counted.
+   */
   count: number;
   sinceMs: number;
 }
@@ -53,7 +56,7 @@ export class RepeatedLines {
       return true;
     }
     if (this.seen.size < MAX_TRACKED) {
-      const now = Date.now();
+      const now = performance.now();
       this.seen.set(key, { level, msg, errorId, firstMs: now, count: 0, sinceMs: now });
       this.timer ??= setInterval(() => this.flush(), this.intervalMs).unref();
     }
@@ -62,7 +65,7 @@ export class RepeatedLines {
 
   /** Writes a count line for each id repeated since its last one; forgets ids no longer repeated. */
   flush(): void {
-    const now = Date.now();
+    const now = performance.now();
     for (const [key, s] of this.seen) {
       if (s.count > 0) this.countLine(s, now);
       else if (now - s.firstMs >= this.intervalMs) this.seen.delete(key);

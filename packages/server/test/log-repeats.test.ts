@@ -74,6 +74,22 @@ describe("repeated failure lines", () => {
   });
 });
 
+describe("a wall clock set back (NTP stepping it an hour, a VM restored)", () => {
+  it("neither keeps an id shared past its 10 s nor keeps counting a line under it", () => {
+    const kind = "the store failed: SQLite timed out";
+    const a = sharedErrorId(kind);
+    const { lines, log } = captured();
+    log.error({ errorId: "e" }, "request failed");
+    vi.setSystemTime(Date.now() - 3_600_000);
+    vi.advanceTimersByTime(REPEAT_WINDOW_MS);
+    expect(sharedErrorId(kind)).not.toBe(a);
+    // The line's interval is over too: forgotten, so the same line again is written in full.
+    vi.advanceTimersByTime(REPEAT_WINDOW_MS);
+    log.error({ errorId: "e" }, "request failed");
+    expect(lines.map((l) => l.msg)).toEqual(["request failed", "request failed"]);
+  });
+});
+
 describe("shared error ids", () => {
   it("one id per kind of failure for REPEAT_WINDOW_MS from its first use, then a new one", () => {
     const a = sharedErrorId("the store failed: Redis is unavailable (ECONNREFUSED)");

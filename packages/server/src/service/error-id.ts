@@ -18,10 +18,11 @@ const ids = new Map<string, { id: string; untilMs: number }>();
 
 /**
  * The id of a failure of kind `kind` (a text naming it without any per-request detail): the one
- * given to that kind within the last {@link REPEAT_WINDOW_MS}, else a new random one.
+ * given to that kind within the last {@link REPEAT_WINDOW_MS}, else a new random one. Counted on
+ * the monotonic clock (`performance.now()`): a wall clock set back an hour kept one id for the hour.
  * @example sharedErrorId("the store failed: Redis is unavailable (ECONNREFUSED)") // "3f9c0e1a7b2d"
  */
-export function sharedErrorId(kind: string, nowMs = Date.now()): string {
+export function sharedErrorId(kind: string, nowMs = performance.now()): string {
   const known = ids.get(kind);
   if (known !== undefined && nowMs < known.untilMs) return known.id;
   const id = randomBytes(6).toString("hex");
