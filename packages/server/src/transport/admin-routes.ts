@@ -26,6 +26,8 @@ export interface Admin {
   readonly clock: () => number;
   /** Largest request body, in bytes. */
   readonly maxBodyBytes: number;
+  /** What to tell the writer of `o` about how the rules in force treat it (transport/override-warnings.ts). */
+  warnings(o: Override): string[];
   /** Writes one change to the audit log. */
   audit(entry: AdminAuditEntry): void;
   /**
@@ -98,7 +100,7 @@ export async function createOverride(call: AdminCall): Promise<void> {
     await admin.refreshCache(change);
     admin.audit(change);
     res.setHeader("Location", `${ADMIN_PREFIX}overrides/${encodeURIComponent(o.domain)}/${encodeURIComponent(o.key)}`);
-    send(res, 201, toDocument(stored, true));
+    send(res, 201, withWarnings(toDocument(stored, true), admin.warnings(o)));
   } catch (e) {
     if (e instanceof OverrideConflictError) throw new HttpError("conflict", `${e.message}; PUT to replace it`);
     throw e;
@@ -124,7 +126,7 @@ export async function replaceOverride(call: AdminCall): Promise<void> {
   const change: AdminAuditEntry = { action: updated ? "replace" : "create", domain, key };
   await admin.refreshCache(change);
   admin.audit(change);
-  send(res, updated ? 200 : 201, toDocument(stored, true));
+  send(res, updated ? 200 : 201, withWarnings(toDocument(stored, true), admin.warnings(o)));
 }
 
 /** `DELETE /v1/admin/overrides/{domain}/{key}`: delete (204). */
@@ -233,4 +235,9 @@ function checkInput(domain: string, key: string, url: URL): CheckInput {
     );
   }
   return { domain, descriptors: [entries] };
+}
+
+/** An override's document, with `warnings` when there are any. */
+function withWarnings(doc: object, warnings: string[]): object {
+  return warnings.length > 0 ? { ...doc, warnings } : doc;
 }

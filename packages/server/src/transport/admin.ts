@@ -1,5 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Rules } from "../config/rules.js";
 import { PageRequestError } from "../overrides/rows.js";
+import { overrideWarnings } from "./override-warnings.js";
 import { OverrideConflictError, type OverrideStore } from "../overrides/types.js";
 import { CheckError, StoreFailure, type CheckInput, type CheckResult } from "../service/types.js";
 import { errorIdField, HttpError, methodNotAllowed, sendError, TokenCheck } from "../http-io.js";
@@ -57,6 +59,8 @@ export interface AdminContext {
   readonly clock?: (() => number) | undefined;
   /** Largest request body, in bytes; larger gets 413. @default 1048576 */
   readonly maxBodyBytes?: number | undefined;
+  /** The rules in force, to warn the writer of an override that admits less than a rule of its domain costs; undefined: no warnings. */
+  readonly rules?: (() => Rules) | undefined;
 }
 
 /** Answers an admin request; resolves true when it handled it (false: not an admin route). */
@@ -99,6 +103,7 @@ export function createAdminHandler(ctx: AdminContext): AdminHandler {
     limiters: ctx.limiters,
     clock: ctx.clock ?? Date.now,
     maxBodyBytes: ctx.maxBodyBytes ?? 1024 * 1024,
+    warnings: (o) => (ctx.rules ? overrideWarnings(ctx.rules(), o) : []),
     audit: (entry) => ctx.logger?.info({ admin: entry }, "admin change"),
     async refreshCache(change) {
       // The write is durable already (its answer stands); a cache that cannot catch up now does

@@ -127,6 +127,7 @@ class HttpApi {
             handler: createAdminHandler({
               overrides: options.overridesStore,
               limiters: { peek: (i) => service.peek(i), reset: (i) => service.reset(i) },
+              rules: () => service.rules,
               logger,
             }),
             token: new TokenCheck(token),
