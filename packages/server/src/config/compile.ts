@@ -57,10 +57,18 @@ function compileNamedPolicy(name: string, r: Record<string, unknown>, issues: Co
   const limits = resolve(specs, path, r.limits !== undefined, issues);
   if (!limits) return undefined;
   // As a rule's (compileRule): with a cost above its capacity every plain-key check on it would be a 400.
-  const capacity = Math.min(...limits.map((l) => l.capacity));
-  if (typeof cost === "number" && cost > capacity)
-    issues.push({ path: `${path}.cost`, message: `must be at most ${capacity}, the most this policy could ever admit (got ${cost})` });
+  if (typeof cost === "number") checkCostFits(cost, limits, `${path}.cost`, issues);
   return { name, specs, limits, policyId: limiterId(limits), cost: cost as number, shadow: r.shadow === true };
+}
+
+/**
+ * Reports a rule's or named policy's `cost` above what its limits could ever admit: the smallest
+ * capacity, the rule of RateLimiter's `maxCost` (the library's core/max-cost.ts maxCostOf, which
+ * it does not export: written again here, once).
+ */
+function checkCostFits(cost: number, limits: readonly ResolvedLimit[], path: string, issues: ConfigIssue[]): void {
+  const capacity = Math.min(...limits.map((l) => l.capacity));
+  if (cost > capacity) issues.push({ path, message: `must be at most ${capacity}, the most this policy could ever admit (got ${cost})` });
 }
 
 /** The library's policy id plus the limits' names (which the id leaves out but decisions report). */
@@ -161,9 +169,7 @@ function compileRule(n: NodeInput, domain: string, id: string, at: string, issue
     return { ...base, specs: [], limits: [], policyId: `deny-all:${policy.unit}`, denyAll: policy.denyAll, ...envoy };
   const limits = resolve(policy.specs, at, policy.asList, issues);
   if (!limits) return "invalid";
-  const capacity = Math.min(...limits.map((l) => l.capacity));
-  if (base.cost > capacity)
-    issues.push({ path: `${at}.cost`, message: `must be at most ${capacity}, the most this policy could ever admit (got ${base.cost})` });
+  checkCostFits(base.cost, limits, `${at}.cost`, issues);
   return { ...base, specs: policy.specs, limits, policyId: limiterId(limits), ...envoy };
 }
 
