@@ -103,11 +103,14 @@ export function errorId(e: unknown): string {
  * The kind of an unexpected error, for {@link sharedErrorId}: its class, its message and where it
  * was thrown (its stack's frames). Not the message alone: "Cannot read properties of undefined
  * (reading 'length')" is no one bug's, and two bugs sharing an id would have the second's failures
- * counted as the first's, its stack never written. The frames name code, not requests.
+ * counted as the first's, its stack never written. The frames name code, not requests, but for
+ * the position V8 gives an async frame of `Promise.all` (`(index 2)`: which descriptor of a check
+ * or check of a batch failed), left out: one bug is one kind whichever position hit it.
  */
 function internalKind(e: object): string {
   const { constructor: c, message, stack } = e as { constructor?: { name?: unknown }; message?: unknown; stack?: unknown };
-  const frames = typeof stack === "string" ? stack.split("\n").filter((l) => l.startsWith("    at ")) : [];
+  const frames =
+    typeof stack === "string" ? stack.split("\n").flatMap((l) => (l.startsWith("    at ") ? [l.replace(/ \(index \d+\)$/, "")] : [])) : [];
   return `internal ${String(c?.name)}: ${String(message).slice(0, 500)}\n${frames.join("\n").slice(0, 2000)}`;
 }
 

@@ -117,4 +117,22 @@ describe("shared error ids", () => {
       expect.stringContaining("inReply"),
     ]);
   });
+
+  it("one place reached at another position of a Promise.all (a batch's descriptors) is one kind", async () => {
+    // V8's async frames name the position ("at async Promise.all (index 2)"): a bug hit by
+    // whichever descriptor of a batch would otherwise be a kind (and a full line) per position.
+    const decideOne = async (i: number, failAt: number): Promise<void> => {
+      await Promise.resolve();
+      if (i === failAt) throw new TypeError("Cannot read properties of undefined (reading 'limit')");
+    };
+    const batch = async (failAt: number): Promise<Error> =>
+      Promise.all([0, 1, 2, 3].map((i) => decideOne(i, failAt))).then(
+        () => new Error("no failure"),
+        (e: unknown) => e as Error,
+      );
+    const errors = [await batch(0), await batch(2), await batch(3)];
+    expect(errors[1]?.stack).toContain("(index 2)");
+    const ids = errors.map((e) => errorIdField(e).errorId);
+    expect(new Set(ids).size).toBe(1);
+  });
 });
