@@ -31,16 +31,25 @@ export function charged(d: Decision): boolean {
 }
 
 /**
- * Gives back each charge, best effort (at once, together), and waits for them: a refund that
- * fails is logged with the error id of the answer (`cause`'s, a StoreFailure's), never thrown.
+ * Gives back each charge, best effort (at once, together), and waits for them. Refunds that fail
+ * are logged in one line (the first failure's error and key, how many failed of how many, and
+ * the error id of the answer, `cause`'s when a StoreFailure), never thrown: a batch of a
+ * thousand checks failing is one line, not a thousand.
  */
 export async function refund(charges: readonly Charge[], cause: unknown, log: ServiceLog | undefined): Promise<void> {
-  const id = cause instanceof StoreFailure ? { errorId: cause.errorId } : {};
+  let failed = 0;
+  let first: { err: unknown; key: string; cost: number } | undefined;
   await Promise.all(
     charges.map((c) =>
-      c.limiter.refund(c.state, c.cost).catch((err: unknown) => log?.warn({ err, key: c.state, cost: c.cost, ...id }, REFUND_FAILED)),
+      c.limiter.refund(c.state, c.cost).catch((err: unknown) => {
+        failed++;
+        first ??= { err, key: c.state, cost: c.cost };
+      }),
     ),
   );
+  if (first === undefined) return;
+  const id = cause instanceof StoreFailure ? { errorId: cause.errorId } : {};
+  log?.warn({ ...first, failed, of: charges.length, ...id }, REFUND_FAILED);
 }
 
 /**
