@@ -10,7 +10,7 @@
  * (/proc/<pid>/fdinfo): a named pipe whose write end the test holds too, and node's own pipe.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, constants, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -40,6 +40,21 @@ function linesOf(out: Readable): string[] {
     lines.push(...parts);
   });
   return lines;
+}
+
+/** The pid of the child of `parent` whose command line has `word` (read from /proc: no pgrep needed). */
+function childOf(parent: number, word: string): string {
+  for (const p of readdirSync("/proc").filter((n) => /^\d+$/.test(n))) {
+    try {
+      const ppid = readFileSync(`/proc/${p}/stat`, "utf8")
+        .replace(/^.*\) /s, "")
+        .split(" ")[1];
+      if (ppid === String(parent) && readFileSync(`/proc/${p}/cmdline`, "utf8").includes(word)) return p;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  throw new Error(`no child of ${parent} running ${word}`);
 }
 
 /** Starts `ratekeeper serve` with stdout `stdout`, its lines read from `out` (or its own pipe). */
@@ -99,8 +114,7 @@ describe.runIf(existsSync("/proc/self/fdinfo"))("a service whose stdout pipe ano
     );
     const lines = linesOf(shell.stdout);
     await until(() => lines.some((l) => l.includes('"msg":"listening"')), "the service to listen", 600, 50);
-    const children = readFileSync(`/proc/${shell.pid}/task/${shell.pid}/children`, "utf8").trim().split(" ");
-    const pid = children.find((p) => readFileSync(`/proc/${p}/cmdline`, "utf8").includes("serve")) as string;
+    const pid = childOf(shell.pid as number, "serve");
     try {
       expect(nonBlocking(`/proc/${pid}/fdinfo/1`)).toBe(false);
       process.kill(Number(pid), "SIGTERM");
