@@ -185,10 +185,27 @@ export function deserializePolicy(text: string, intern?: Map<string, Override["p
   if (text === "blocked" || text === "unlimited") return text;
   const hit = intern?.get(text);
   if (hit !== undefined) return hit;
-  const parsed = JSON.parse(text) as { limits: LimitSpec[] };
-  const policy = deepFreeze({ limits: parsed.limits });
+  const policy = deepFreeze({ limits: storedLimits(text) });
   intern?.set(text, policy);
   return policy;
+}
+
+/**
+ * The `limits` of a stored policy's text. Text that is not a JSON object with `limits` (a row
+ * edited by hand) gives the text itself, at most 200 characters, as the limits: the library
+ * refuses it when the service asks for its limiter, and the service then decides the key by its
+ * rule and logs the row (service/override.ts). Thrown here, it stopped the overrides cache:
+ * every load and every read of the change feed failed on that row.
+ */
+function storedLimits(text: string): LimitSpec[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (typeof parsed === "object" && parsed !== null && "limits" in parsed) return (parsed as { limits: LimitSpec[] }).limits;
+  return text.slice(0, 200) as unknown as LimitSpec[];
 }
 
 function deepFreeze<T>(o: T): T {
