@@ -199,9 +199,21 @@ export class StateBuilder {
 }
 
 function overrideRow(o: StoredOverride) {
-  const policy =
-    typeof o.policy === "string" ? o.policy : o.policy.limits.map((l) => `${l.algorithm} ${l.limit} per ${String(l.window)}`).join(" + ");
+  const policy = typeof o.policy === "string" ? o.policy : storedLimits(o.policy.limits);
   return { domain: o.domain, key: o.key, policy, expiresAtMs: o.expiresAtMs ?? null, note: o.note ?? null };
+}
+
+/**
+ * An override's limits as the listing shows them. A row edited by hand may hold what is no list
+ * of limits (overrides/schema.ts storedLimits: the text itself, or JSON of another shape): shown
+ * as stored, not thrown, which failed the whole listing as the overrides database's failure.
+ */
+function storedLimits(limits: unknown): string {
+  if (Array.isArray(limits) && limits.every((l) => typeof l === "object" && l !== null))
+    return (limits as { algorithm: unknown; limit: unknown; window: unknown }[])
+      .map((l) => `${String(l.algorithm)} ${String(l.limit)} per ${String(l.window)}`)
+      .join(" + ");
+  return `not a policy: ${typeof limits === "string" ? limits : String(JSON.stringify(limits))}`;
 }
 
 function describeLimits(limits: readonly ResolvedLimit[]): string {
