@@ -56,24 +56,33 @@ export async function refund(charges: readonly Charge[], cause: unknown, log: Se
  * The values of `each` once all have settled; when one rejected, what `mine` recorded is given
  * back first and the error thrown (the first that is not a CheckError, the store's failure
  * ahead of a bad input: the caller may retry it; else the first). Otherwise `mine` is added to
- * `into`, the charges of the batch this is part of.
+ * `into`, the charges of the batch this is part of. (Promise.all first: a check that succeeds,
+ * the common case, makes no settled-result objects.)
  */
-export async function allOrRefund<T>(
+export function allOrRefund<T>(
   each: readonly Promise<T>[],
   mine: Charge[],
   into: Charge[] | undefined,
   log: ServiceLog | undefined,
 ): Promise<T[]> {
+  return Promise.all(each).then(
+    (values) => {
+      into?.push(...mine);
+      return values;
+    },
+    () => refundAll(each, mine, log),
+  );
+}
+
+/** {@link allOrRefund} once one of `each` rejected: waits for the others (their charges recorded), gives back `mine`, throws. */
+async function refundAll<T>(each: readonly Promise<T>[], mine: Charge[], log: ServiceLog | undefined): Promise<never> {
   const done = await Promise.allSettled(each);
   let failed: PromiseRejectedResult | undefined;
   for (const d of done) {
     if (d.status !== "rejected") continue;
     if (failed === undefined || (failed.reason instanceof CheckError && !(d.reason instanceof CheckError))) failed = d;
   }
-  if (failed === undefined) {
-    into?.push(...mine);
-    return done.map((d) => (d as PromiseFulfilledResult<T>).value);
-  }
-  await refund(mine, failed.reason, log);
-  throw failed.reason;
+  const reason = (failed as PromiseRejectedResult).reason as unknown;
+  await refund(mine, reason, log);
+  throw reason;
 }
