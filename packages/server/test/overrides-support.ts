@@ -9,11 +9,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import Database from "better-sqlite3";
 import pg from "pg";
 import { INSTALL, skipOrFail } from "../../../test-support/outside.js";
 import { OverrideCache } from "../src/overrides/cache.js";
 import { openOverrideStore } from "../src/overrides/open.js";
-import type { OverrideStore } from "../src/overrides/types.js";
+import { SqliteOverrideStore } from "../src/overrides/sqlite.js";
+import type { Override, OverrideStore } from "../src/overrides/types.js";
 import type { ServeOptions, ServiceOverrides } from "../src/server.js";
 import { serveRules, type InProcessService } from "./in-process.js";
 
@@ -89,6 +91,22 @@ export async function pgQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(
 export function tempDir(label: string): { dir: string; file(name: string): string; remove(): void } {
   const dir = mkdtempSync(path.join(tmpdir(), `rk-${label}-`));
   return { dir, file: (name) => path.join(dir, name), remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * A SQLite overrides file `file` with two rows of domain `d`, `k=a` and `k=b` (1 a minute each),
+ * then `k=a`'s stored policy replaced by `text` behind the store's back (a hand edit in the
+ * database): what the tests of rows the library cannot read start from.
+ */
+export async function sqliteWithEditedRow(file: string, text: string): Promise<void> {
+  const oneAMinute: Override["policy"] = { limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }] };
+  const store = new SqliteOverrideStore({ path: file });
+  await store.put({ domain: "d", key: "k=a", policy: oneAMinute });
+  await store.put({ domain: "d", key: "k=b", policy: oneAMinute });
+  await store.close();
+  const db = new Database(file);
+  db.prepare("UPDATE ratekeeper_overrides SET policy = ? WHERE key = 'k=a'").run(text);
+  db.close();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,16 +6,13 @@
  * with its stored text, rather than fail the whole listing ("dashboard: the overrides listing
  * failed", an error that blames the overrides database and hides every other override).
  */
-import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Rules } from "../../src/config/rules.js";
 import { DashboardStats } from "../../src/dashboard/stats.js";
 import { StateBuilder } from "../../src/dashboard/state.js";
 import { SqliteOverrideStore } from "../../src/overrides/sqlite.js";
-import type { Override } from "../../src/overrides/types.js";
-import { tempDir } from "../overrides-support.js";
+import { sqliteWithEditedRow, tempDir } from "../overrides-support.js";
 
-const oneAMinute: Override["policy"] = { limits: [{ algorithm: "fixed-window", limit: 1, window: "1m" }] };
 const tmp = tempDir("dashboard-unreadable");
 afterAll(() => tmp.remove());
 
@@ -26,13 +23,7 @@ describe("the dashboard's overrides listing, with a row whose policy is not a po
     ["JSON with limits that are not objects", '{"limits": [null]}', "not a policy: [null]"],
   ])("(%s) lists every override, that row with its stored text", async (_what, text, shown) => {
     const file = tmp.file(`o-${text.length}.db`);
-    const store = new SqliteOverrideStore({ path: file });
-    await store.put({ domain: "d", key: "k=a", policy: oneAMinute });
-    await store.put({ domain: "d", key: "k=b", policy: oneAMinute });
-    await store.close();
-    const db = new Database(file);
-    db.prepare("UPDATE ratekeeper_overrides SET policy = ? WHERE key = 'k=a'").run(text);
-    db.close();
+    await sqliteWithEditedRow(file, text);
 
     const reopened = new SqliteOverrideStore({ path: file });
     try {

@@ -7,14 +7,13 @@
  * database (and a cache already running failed every read of the feed after it, applying no
  * change again).
  */
-import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { MemoryStore } from "ratekeeper";
 import { DecisionService, parseRules } from "../../src/index.js";
 import { OverrideCache } from "../../src/overrides/cache.js";
 import { SqliteOverrideStore } from "../../src/overrides/sqlite.js";
 import type { Override } from "../../src/overrides/types.js";
-import { tempDir } from "../overrides-support.js";
+import { sqliteWithEditedRow, tempDir } from "../overrides-support.js";
 import { captureLog } from "./failing-parts.js";
 
 const RULES = `
@@ -36,13 +35,7 @@ describe("an override row whose policy text is not a policy", () => {
     ["JSON null", "null"],
   ])("(%s) leaves the cache loading the others, and its key to the rule", async (_what, text) => {
     const file = tmp.file(`o-${text.length}.db`);
-    const store = new SqliteOverrideStore({ path: file });
-    await store.put({ domain: "d", key: "k=a", policy: oneAMinute });
-    await store.put({ domain: "d", key: "k=b", policy: oneAMinute });
-    await store.close();
-    const db = new Database(file);
-    db.prepare("UPDATE ratekeeper_overrides SET policy = ? WHERE key = 'k=a'").run(text);
-    db.close();
+    await sqliteWithEditedRow(file, text);
 
     const reopened = new SqliteOverrideStore({ path: file });
     try {
