@@ -13,9 +13,22 @@ import { pino } from "pino";
  */
 export const HELD_BYTES = 16 * 1024;
 
+/**
+ * Room past {@link HELD_BYTES} kept for the lines that say why the process stops ("shutting down",
+ * "stopped", a start that failed) and the count of the lines dropped before them: a stdout that
+ * was full when the process was told to stop still gets them once its reader reads within the
+ * exit's wait. A line or so past it is held too; further lines are dropped as any other.
+ */
+export const RESERVED_BYTES = 8 * 1024;
+
 /** What pino writes the lines to, and what the service asks of it at shutdown. */
 export interface Destination {
   write(line: string): boolean;
+  /**
+   * Calls `log`, whose lines may be held past {@link HELD_BYTES}, up to {@link RESERVED_BYTES}
+   * more, each after a count of the lines dropped before it (so the log stays in order).
+   */
+  reserved(log: () => void): void;
   /**
    * Resolves once what is held is written, or when no more can be (the destination gone), or
    * after `waitMs`, whichever comes first: never holds the exit longer.
@@ -80,6 +93,13 @@ function streamDestination(socket: net.Socket, onDropped: (n: number) => void): 
   socket.unref();
   let gone = false;
   let dropped = 0;
+  const reserve = new Reserve();
+  // The count first, then the line that goes past the bound: `dropped` is 0 before the count is written.
+  const countDropped = (): void => {
+    const n = dropped;
+    dropped = 0;
+    if (n > 0) onDropped(n);
+  };
   const waiting = new Set<() => void>();
   const settle = (): void => {
     for (const w of waiting) w();
@@ -99,10 +119,15 @@ function streamDestination(socket: net.Socket, onDropped: (n: number) => void): 
   return {
     write(line) {
       if (gone || socket.destroyed) return true;
-      if (socket.writableLength > HELD_BYTES) dropped++;
-      else socket.write(line, written);
+      const held = socket.writableLength;
+      if (held > HELD_BYTES && (!reserve.on || held > HELD_BYTES + RESERVED_BYTES)) dropped++;
+      else {
+        if (held > HELD_BYTES) countDropped();
+        socket.write(line, written);
+      }
       return true;
     },
+    reserved: (log) => reserve.run(log),
     drain(waitMs) {
       if (gone || socket.destroyed || (socket.writableLength === 0 && dropped === 0)) return Promise.resolve();
       return bounded(waitMs, (done) => waiting.add(done));
@@ -128,6 +153,14 @@ function syncDestination(onDropped: (n: number) => void): Destination {
   let held = false;
   let full = false;
   let dropped = 0;
+  // Whether lines may use the reserve now, and how much of it lines written while full have taken.
+  const reserve = new Reserve();
+  let reservedBytes = 0;
+  const countDropped = (): void => {
+    const n = dropped;
+    dropped = 0;
+    if (n > 0) onDropped(n);
+  };
   dest.on("error", (e: NodeJS.ErrnoException) => {
     held = true;
     if (e.code === "EPIPE" || e.code === "EBADF") gone = true;
@@ -137,19 +170,20 @@ function syncDestination(onDropped: (n: number) => void): Destination {
     if (gone) return true;
     // An empty write tries the held lines again: the new line goes only once they are written.
     if (full && (full = !dest.write(""))) {
-      dropped++;
-      return true;
-    }
-    if (dropped > 0 && !held) {
-      const n = dropped;
-      dropped = 0;
-      onDropped(n);
-    }
+      if (!reserve.on || reservedBytes > RESERVED_BYTES) {
+        dropped++;
+        return true;
+      }
+      countDropped();
+      reservedBytes += Buffer.byteLength(line);
+    } else reservedBytes = 0;
+    if (dropped > 0 && !held) countDropped();
     full = !dest.write(line);
     return true;
   };
   return {
     write,
+    reserved: (log) => reserve.run(log),
     drain(waitMs) {
       if (gone || !held) return Promise.resolve();
       const untilMs = Date.now() + waitMs;
@@ -163,6 +197,21 @@ function syncDestination(onDropped: (n: number) => void): Destination {
       });
     },
   };
+}
+
+/** Whether lines may use {@link RESERVED_BYTES} now: while {@link Reserve.run}'s `log` runs. */
+class Reserve {
+  on = false;
+
+  run(log: () => void): void {
+    const was = this.on;
+    this.on = true;
+    try {
+      log();
+    } finally {
+      this.on = was;
+    }
+  }
 }
 
 /** Resolves when `start` calls its `done`, or after `waitMs` (an unref()'d timer). */

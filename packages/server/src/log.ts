@@ -59,6 +59,19 @@ export function createLogger(level = process.env.LOG_LEVEL, stream?: Destination
 }
 
 /**
+ * Calls `log`, whose lines say why the process stops ("shutting down", "stopped", a start that
+ * failed): with `logger` made by {@link createLogger}, a stdout full at that moment still holds
+ * them, in room kept for them past its bound (log-destination.ts RESERVED_BYTES), after a count of
+ * the lines dropped before them, for {@link closeLog} to write. Any other logger: just calls `log`.
+ * @example logStopping(logger, () => logger.info("stopped"));
+ */
+export function logStopping(logger: Logger, log: () => void): void {
+  const destination = DESTINATIONS.get(logger)?.destination;
+  if (destination) destination.reserved(log);
+  else log();
+}
+
+/**
  * Before the process exits: writes the counts of repeated lines not yet written, and waits for the
  * lines `logger` (made by {@link createLogger}) still holds to be written, at most `waitMs`, then
  * resolves whether or not they were: a stdout that takes nothing never holds the exit longer.

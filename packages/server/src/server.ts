@@ -11,7 +11,7 @@ import { rulesState } from "./config/watch.js";
 import { createDashboard, type Dashboard } from "./dashboard/routes.js";
 import { DashboardStats, TeeObserver } from "./dashboard/stats.js";
 import type { StoreHealth } from "./dashboard/state.js";
-import { createLogger, type Logger } from "./log.js";
+import { createLogger, logStopping, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { redisReady } from "./redis-client.js";
 import { describeRedis, parseRedisSettings, type RedisConnection } from "./redis-connection.js";
@@ -315,7 +315,7 @@ async function shutdown(r: Running): Promise<void> {
   http.closeIdleConnections();
   const grpcDone = new Promise<void>((resolve) => grpc.tryShutdown(() => resolve()));
   const force = setTimeout(() => {
-    logger.warn("shutdown timeout: closing remaining connections");
+    logStopping(logger, () => logger.warn("shutdown timeout: closing remaining connections"));
     http.closeAllConnections();
     grpc.forceShutdown();
   }, timeoutMs);
@@ -325,7 +325,7 @@ async function shutdown(r: Running): Promise<void> {
   await options.overrides?.close();
   if (r.redis) await r.redis.close();
   else (r.store as MemoryStore).close();
-  logger.info("stopped");
+  logStopping(logger, () => logger.info("stopped"));
 }
 
 function isOverrideStore(s: unknown): s is OverrideStore {

@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { MAX_TIMER_MS } from "ratekeeper";
 import { HEADER_STYLES, type HeaderStyle } from "ratekeeper/http";
-import { closeLog, createLogger, type Logger } from "../log.js";
+import { closeLog, createLogger, logStopping, type Logger } from "../log.js";
 import { OverrideCache } from "../overrides/cache.js";
 import { checkOverridesUrl, openOverrideStore } from "../overrides/open.js";
 import { startService, type RunningService, type ServeOptions, type ServiceOverrides } from "../server.js";
@@ -226,12 +226,12 @@ function onHangup(logger: Logger): { running: RunningService | undefined } {
  */
 async function untilSignal(svc: RunningService, logger: Logger, signalled: Promise<string>): Promise<number> {
   const signal = await signalled;
-  logger.info({ signal }, "shutting down");
+  logStopping(logger, () => logger.info({ signal }, "shutting down"));
   let code = 0;
   try {
     await svc.close();
   } catch (e) {
-    logger.error({ err: e }, "shutdown failed");
+    logStopping(logger, () => logger.error({ err: e }, "shutdown failed"));
     code = 1;
   }
   await closeLog(logger, LOG_DRAIN_MS);

@@ -45,6 +45,20 @@ await closeLog(log, 30000);
 process.stderr.write("done\\n");
 process.exit(0);`;
 
+// The same, its last line one that says it stops (logStopping, as `ratekeeper serve` logs
+// "shutting down" and "stopped"), logged while the file is full.
+const STOPPING_CHILD = (logJs: string) => `import { closeLog, createLogger, logStopping } from ${JSON.stringify(logJs)};
+import { writeSync } from "node:fs";
+const log = createLogger("info");
+try { for (;;) writeSync(1, "x".repeat(65536)); } catch (e) { process.stderr.write("full: " + e.code + "\\n"); }
+const pad = "y".repeat(5000);
+for (let i = 0; i < 2000; i++) log.info({ i, pad }, "while full");
+logStopping(log, () => log.info("stopped"));
+process.stderr.write("closing\\n");
+await closeLog(log, 30000);
+process.stderr.write("done\\n");
+process.exit(0);`;
+
 const COUNT = "log lines dropped: stdout took no more for a while (held lines were written first)";
 
 /** The lines held while the file was full: in order, and bounded (at most 64 KiB of 10 MB). */
@@ -115,5 +129,28 @@ describe("the log destination failing for a while (a full disk)", () => {
     expect(msgs.at(-1)).toBe(COUNT);
     expectKept(lines.slice(0, -1), msgs.slice(0, -1));
     expect(lines.length).toBeGreaterThan(1);
+  }, 60_000);
+
+  it("a line saying the process stops, logged while the file is full, is kept past the bound and written at exit, after the count", async () => {
+    const file = path.join(dir, "stopping.log");
+    const fd = openSync(file, "a");
+    const logJs = path.resolve(import.meta.dirname, "../../dist/log.js");
+    const child = spawn("prlimit", [`--fsize=${LIMIT}`, process.execPath, "--input-type=module", "-e", STOPPING_CHILD(logJs)], {
+      stdio: ["pipe", fd, "pipe"],
+    });
+    closeSync(fd);
+    let stderr = "";
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    child.stderr?.on("data", (c: Buffer) => {
+      stderr += c.toString();
+      if (stderr.endsWith("closing\n")) truncateSync(file, 0);
+    });
+    expect(await exited, stderr).toBe(0);
+    expect(stderr).toBe("full: EFBIG\nclosing\ndone\n");
+    const lines = readFileSync(file, "utf8").split("\n").filter(Boolean);
+    const msgs = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(msgs.slice(-2)).toEqual([COUNT, "stopped"]);
+    expectKept(lines.slice(0, -2), msgs.slice(0, -2));
+    expect((JSON.parse(lines.at(-2) as string) as { dropped: number }).dropped).toBe(2000 - (lines.length - 2));
   }, 60_000);
 });

@@ -110,6 +110,18 @@ async function flood(port: number): Promise<void> {
   );
 }
 
+/** Whether a connection to `port` is refused: the service has stopped listening (after its "shutting down" line). */
+function refused(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, "127.0.0.1");
+    s.once("connect", () => {
+      s.destroy();
+      resolve(false);
+    });
+    s.once("error", (e: NodeJS.ErrnoException) => resolve(e.code === "ECONNREFUSED"));
+  });
+}
+
 const check = JSON.stringify({ domain: "web", descriptors: [{ remote_address: "10.0.0.1" }] });
 const dropped = (lines: string[]) =>
   lines.filter((l) => l.includes('"msg":"log lines dropped')).map((l) => JSON.parse(l) as { dropped: number });
@@ -162,13 +174,37 @@ describe("a service whose stdout's reader stalls", () => {
       svc.out.resume();
       expect(await within(exited, "the exit after SIGTERM")).toBe(0);
       await new Promise<void>((resolve) => (svc.out.readableEnded ? resolve() : svc.out.once("end", resolve)));
-      // What was held is written, and the count of the lines dropped past the bound ("shutting
-      // down" among them when SIGTERM came with the bound full), and nothing is left: the last
-      // line is that count, or the service's last line ("stopped") when the reader had taken the
-      // held lines before it.
+      // What was held is written, and the count of the lines dropped past the bound, and nothing
+      // is left: the last line is the service's last ("stopped"), kept in the room reserved for
+      // the lines saying it stops when SIGTERM came with the bound full.
       const msgs = svc.lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
-      expect(msgs.at(-1), svc.lines.slice(-3).join("\n")).toMatch(/^(log lines dropped|stopped$)/);
+      expect(msgs.at(-1), svc.lines.slice(-3).join("\n")).toBe("stopped");
       expect(dropped(svc.lines).length).toBeGreaterThan(0);
+      expect(dropped(svc.lines)[0]?.dropped).toBeGreaterThan(0);
+    } finally {
+      svc.proc.kill("SIGKILL");
+    }
+  }, 90_000);
+
+  it("SIGTERM while the hold is full, read only once the service has stopped listening: its lines saying it stops are written, after the count of those dropped before them", async () => {
+    const svc = await start("a pipe (blocking in the service)");
+    try {
+      svc.out.pause();
+      await within(flood(svc.port), "the flood of bad /json requests while stdout is not read");
+      const exited = new Promise<number | null>((resolve) => svc.proc.once("exit", (code) => resolve(code)));
+      svc.proc.kill("SIGTERM");
+      // The port refused: "shutting down" was logged (before the listener closed), with the hold full.
+      await until(() => refused(svc.port), "the service to stop listening", 400, 50);
+      svc.out.resume();
+      expect(await within(exited, "the exit after SIGTERM")).toBe(0);
+      await new Promise<void>((resolve) => (svc.out.readableEnded ? resolve() : svc.out.once("end", resolve)));
+      const msgs = svc.lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+      const tail = svc.lines.slice(-4).join("\n");
+      const stopping = msgs.indexOf("shutting down");
+      expect(stopping, tail).toBeGreaterThan(0);
+      expect(msgs.at(-1), tail).toBe("stopped");
+      // What was dropped before it is counted before it: the log stays in order.
+      expect(msgs[stopping - 1], tail).toMatch(/^log lines dropped/);
       expect(dropped(svc.lines)[0]?.dropped).toBeGreaterThan(0);
     } finally {
       svc.proc.kill("SIGKILL");
