@@ -214,11 +214,14 @@ class Reserve {
   }
 }
 
-/** Resolves when `start` calls its `done`, or after `waitMs` (an unref()'d timer). */
+/**
+ * Resolves when `start` calls its `done`, or after `waitMs`. The timer keeps the process alive
+ * until then (never longer): unref()'d, a process with nothing else left to run ended as soon as
+ * the wait began, the lines unwritten, and one awaiting it at its top level with code 13.
+ */
 function bounded(waitMs: number, start: (done: () => void) => void): Promise<void> {
   return new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, waitMs);
-    timer.unref();
     start(() => {
       clearTimeout(timer);
       resolve();

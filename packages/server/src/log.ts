@@ -20,6 +20,9 @@ export function logLevel(text: string | undefined): string | undefined {
 /** Each logger's destination and repeat counter, for {@link closeLog}. */
 const DESTINATIONS = new WeakMap<Logger, { destination: Destination | undefined; repeats: RepeatedLines }>();
 
+/** The loggers writing to stdout that {@link closeLog} has not closed yet, for {@link closeLogs}. */
+const OPEN = new Set<Logger>();
+
 /**
  * Structured JSON logs (one object per line, to stdout) with pino. Level from `LOG_LEVEL` (see
  * {@link logLevel}; not a level: info).
@@ -55,6 +58,7 @@ export function createLogger(level = process.env.LOG_LEVEL, stream?: Destination
   );
   repeats.attach(logger);
   DESTINATIONS.set(logger, { destination, repeats });
+  if (destination) OPEN.add(logger);
   return logger;
 }
 
@@ -82,6 +86,18 @@ export function logStopping(logger: Logger, log: () => void): void {
 export function closeLog(logger: Logger, waitMs = 2000): Promise<void> {
   const parts = DESTINATIONS.get(logger);
   if (parts === undefined) return Promise.resolve();
+  OPEN.delete(logger);
   parts.repeats.flush();
   return parts.destination?.drain(waitMs) ?? Promise.resolve();
+}
+
+/**
+ * {@link closeLog} for every logger writing to stdout not closed yet: what the process does on
+ * any way out (cli.ts), a start that failed included, so that the lines it holds (the one saying
+ * why it stops among them) get the same bounded wait as at a stop by SIGTERM.
+ * @default waitMs 2000
+ * @example await closeLogs(); process.exit(code);
+ */
+export async function closeLogs(waitMs = 2000): Promise<void> {
+  await Promise.all([...OPEN].map((logger) => closeLog(logger, waitMs)));
 }

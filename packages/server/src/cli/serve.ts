@@ -114,18 +114,30 @@ export const SERVE_COMMAND: Command = {
       );
     if (admin.warning) logger.warn(admin.warning);
     for (const l of envoy.lines) logger[l.level]({ variable: l.variable, value: l.value }, l.msg);
-    const overrides = overridesUrl ? await openOverrides(overridesUrl, logger) : undefined;
     let running;
     try {
-      running = await startService({ ...options, rlsHeaders, adminToken: admin.token, overrides, logger });
+      running = await start({ ...options, rlsHeaders, adminToken: admin.token, logger }, overridesUrl);
     } catch (e) {
-      await overrides?.close();
+      // Said on stderr too (cli/main.ts), and the exit waits for the log (cli.ts): one who reads
+      // only the JSON log sees why the service never started.
+      logStopping(logger, () => logger.error({ err: e }, "start failed"));
       throw e;
     }
     hangup.running = running;
     return untilSignal(running, logger, signalled);
   },
 };
+
+/** The overrides (when `overridesUrl` names them), then the service; the overrides closed if the service fails to start. */
+async function start(options: ServeOptions & { logger: Logger }, overridesUrl: string | undefined): Promise<RunningService> {
+  const overrides = overridesUrl ? await openOverrides(overridesUrl, options.logger) : undefined;
+  try {
+    return await startService({ ...options, overrides });
+  } catch (e) {
+    await overrides?.close();
+    throw e;
+  }
+}
 
 /** The flags checked before anything starts (a usage error stops the command before it logs). */
 interface CheckedFlags {

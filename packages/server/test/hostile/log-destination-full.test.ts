@@ -59,6 +59,17 @@ await closeLog(log, 30000);
 process.stderr.write("done\\n");
 process.exit(0);`;
 
+// closeLog while the file stays full, and nothing else to keep the process alive: the wait is
+// its bound, then the process goes on (here: says so and exits 0).
+const WAITING_CHILD = (logJs: string) => `import { closeLog, createLogger } from ${JSON.stringify(logJs)};
+import { writeSync } from "node:fs";
+const log = createLogger("info");
+try { for (;;) writeSync(1, "x".repeat(65536)); } catch (e) { process.stderr.write("full: " + e.code + "\\n"); }
+for (let i = 0; i < 20; i++) log.info({ i, pad: "y".repeat(5000) }, "while full");
+await closeLog(log, 300);
+process.stderr.write("done\\n");
+process.exit(0);`;
+
 const COUNT = "log lines dropped: stdout took no more for a while (held lines were written first)";
 
 /** The lines held while the file was full: in order, and bounded (at most 64 KiB of 10 MB). */
@@ -129,6 +140,22 @@ describe("the log destination failing for a while (a full disk)", () => {
     expect(msgs.at(-1)).toBe(COUNT);
     expectKept(lines.slice(0, -1), msgs.slice(0, -1));
     expect(lines.length).toBeGreaterThan(1);
+  }, 60_000);
+
+  it("closeLog waits its bound for a file that stays full even when nothing else keeps the process alive, then returns", async () => {
+    const file = path.join(dir, "waiting.log");
+    const fd = openSync(file, "a");
+    const logJs = path.resolve(import.meta.dirname, "../../dist/log.js");
+    const child = spawn("prlimit", [`--fsize=${LIMIT}`, process.execPath, "--input-type=module", "-e", WAITING_CHILD(logJs)], {
+      stdio: ["ignore", fd, "pipe"],
+    });
+    closeSync(fd);
+    let stderr = "";
+    child.stderr?.on("data", (c: Buffer) => (stderr += c.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+    // Before: exit code 13 (a top-level await never settled) as soon as the wait began.
+    expect(code, stderr).toBe(0);
+    expect(stderr).toBe("full: EFBIG\ndone\n");
   }, 60_000);
 
   it("a line saying the process stops, logged while the file is full, is kept past the bound and written at exit, after the count", async () => {
