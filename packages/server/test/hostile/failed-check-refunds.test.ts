@@ -54,6 +54,24 @@ describe("a check answered with an error charges nothing", () => {
     expect([await t.left("a"), await t.left("b"), await t.left("c")]).toEqual([3, 3, 3]);
   });
 
+  it("a batch with a check that cannot be decided answers 200, the error in its place; the other checks keep their charges", async () => {
+    const t = await setup(0);
+    const r = await t.post({ checks: [one("a"), { domain: "d" }, one("b")] });
+    expect(r.status).toBe(200);
+    expect(r.json.results[1]).toMatchObject({ error: "bad_request" });
+    expect([r.json.results[0].allowed, r.json.results[2].allowed]).toEqual([true, true]);
+    expect([await t.left("a"), await t.left("b")]).toEqual([3, 3]);
+    expect(t.refunds()).toBe(0);
+  });
+
+  it("a batch with a check that cannot be decided and one whose store call fails answers 503 and gives back every charge", async () => {
+    const t = await setup(2);
+    const r = await t.post({ checks: [one("a"), { domain: "d" }, one("b"), one("c")] });
+    expect(r.status).toBe(503);
+    expect(t.consumes()).toBe(3);
+    expect([await t.left("a"), await t.left("b"), await t.left("c")]).toEqual([4, 4, 4]);
+  });
+
   it("a check of several descriptors answered 503 gives back what the others charged", async () => {
     const t = await setup(2);
     const r = await t.post({ domain: "d", descriptors: [{ k: "a" }, { k: "b" }, { k: "c" }] });
