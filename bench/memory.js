@@ -13,9 +13,11 @@
 //
 // Usage: node --expose-gc bench/memory.js [--runs 7] [--sample-ms 250] [--only <our algorithm, substring>]
 //          [--group <scenario substring>] [--mixed] [--no-alloc] [--only-alloc] [--markdown]
-//          [--scattered: also 100,000 keys visited in no order]
+//          [--scattered: also 100,000 keys visited in no order] [--procs 1]
 // Each of our algorithms is measured in its own child process, next to the peers (--mixed: all of
 // them in one process); allocation is measured in further children with a large new space.
+// --procs N: N child processes per algorithm, run in N rounds (each round every algorithm once, in
+// a rotated order), their samples pooled: one process's draw no longer decides a row.
 // (`npm run bench -- memory` runs it through bench/run.js with --expose-gc.)
 
 // Longer than the ~350 lines of a source file, and its longest functions longer than 60, on purpose: a
@@ -50,6 +52,11 @@ const HOUR_MS = 3_600_000;
 const MANY = 100_000;
 
 const SCATTERED = args.includes("--scattered");
+// How many child processes measure each algorithm (their samples pooled). Over 100,000 keys one
+// process's three samples can all land in a slow stretch of this shared 2-core VM, on ours and
+// the peers alike (docs/benchmarks/memory.md, "token bucket at half GCRA's rate"); N processes
+// spread in time give each algorithm N such draws.
+const PROCS = Math.max(1, Math.floor(Number(opt("--procs", "1"))) || 1);
 
 const KEYS = { hot: ["hot-key"], many: Array.from({ length: MANY }, (_, i) => `user:${i}`) };
 // --scattered: the same 100,000 keys, inserted in order but visited in a stride (i x 7919 mod
@@ -289,6 +296,31 @@ function runChild(extra, nodeFlags = ["--expose-gc"]) {
   return JSON.parse(line.slice("RESULT ".length));
 }
 
+/**
+ * Runs `measure(label)` (one child) PROCS times per algorithm of `ours`, in rounds, each round in
+ * an order rotated by one; returns one result per algorithm, each id's samples pooled.
+ */
+function inRounds(ours, measure) {
+  const per = new Map(ours.map(([label]) => [label, []]));
+  for (let round = 0; round < PROCS; round++) {
+    const shift = round % ours.length;
+    for (const [label] of [...ours.slice(shift), ...ours.slice(0, shift)]) per.get(label).push(measure(label));
+  }
+  return ours.map(([label]) => pooled(per.get(label)));
+}
+
+/** Child results (id -> {cpu, wall, problems}) merged: every id's samples pooled and summarized again. */
+function pooled(results) {
+  if (results.length === 1) return results[0];
+  const out = {};
+  for (const id of new Set(results.flatMap((r) => Object.keys(r)))) {
+    const rs = results.filter((r) => r[id]).map((r) => r[id]);
+    const metric = (m) => summarize(rs.flatMap((r) => r[m].samples));
+    out[id] = { cpu: metric("cpu"), wall: metric("wall"), problems: [...new Set(rs.flatMap((r) => r.problems))] };
+  }
+  return out;
+}
+
 async function throughput() {
   const mixed = args.includes("--mixed");
   const ours = OURS.filter(([label]) => !ONLY || label.includes(ONLY));
@@ -297,15 +329,16 @@ async function throughput() {
     `${RUNS} recorded runs per case, ~${SAMPLE_MS} ms each, alternating with the peers; ` +
       (mixed
         ? "every algorithm in one process (--mixed)"
-        : "one process per algorithm of ours, each also measuring the peers (ratios are within that process)") +
+        : PROCS > 1
+          ? `${PROCS} processes per algorithm of ours, in rounds, each also measuring the peers (samples pooled over an algorithm's processes, ratios to the peers of the same processes)`
+          : "one process per algorithm of ours, each also measuring the peers (ratios are within that process)") +
       "\n",
   );
   // Each of our algorithms runs in its own process by default, as in an application that uses one
   // or two: in one process running all eight, V8 sees every algorithm at the same call sites and
   // optimizes for none (`--mixed` measures that case).
-  const parts = mixed
-    ? [runChild(["--child", ours.map((_, i) => i).join(",")])]
-    : ours.map(([label]) => runChild(["--child", String(OURS.findIndex(([l]) => l === label))]));
+  const childOf = (label) => ["--child", String(OURS.findIndex(([l]) => l === label))];
+  const parts = mixed ? [runChild(["--child", ours.map((_, i) => i).join(",")])] : inRounds(ours, (label) => runChild(childOf(label)));
   const cases = buildCases(ours);
   const groups = [...new Set(cases.map((c) => c.group))];
   const impls = [...new Set(cases.map((c) => c.impl))];
