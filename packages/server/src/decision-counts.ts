@@ -8,7 +8,7 @@
  */
 
 /** The outcomes the service reports, each a slot of a rule's counts. */
-const OUTCOMES = ["ok", "over_limit", "shadow_over_limit", "unlimited", "no_match", "replaced", "blocked"] as const;
+const OUTCOMES = ["ok", "over_limit", "shadow_over_limit", "unlimited", "no_match", "replaced", "blocked", "refunded"] as const;
 
 /** The labels of one series of the counter. */
 export interface DecisionLabels {
@@ -51,6 +51,8 @@ function slotOf(outcome: string): number {
       return 5;
     case "blocked":
       return 6;
+    case "refunded":
+      return 7;
     default:
       return -1;
   }
@@ -81,7 +83,20 @@ export class DecisionCounts {
     }
   }
 
-  /** Hands each series' count since the last flush (not a 0) to `inc`, first counted first. */
+  /**
+   * An `ok` of (domain, rule) whose charge was given back: counted `refunded` instead. When the
+   * `ok` was handed over already (a scrape came between), it is taken from the next ones: a
+   * count below 0 is kept, never handed over (a counter never goes down).
+   */
+  refunded(domain: string, rule: string): void {
+    const c = this.byDomain.get(domain)?.get(rule);
+    // Not listed (forgotten by clear() since): nothing to take it from.
+    if (c === undefined || (c.seen & 1) === 0) return;
+    c.counts[0]! -= 1;
+    this.count(domain, rule, "refunded");
+  }
+
+  /** Hands each series' count since the last flush (when above 0) to `inc`, first counted first. */
   flush(inc: (labels: DecisionLabels, n: number) => void): void {
     for (const s of this.series) {
       const n = s.counts[s.slot] as number;

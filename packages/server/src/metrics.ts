@@ -17,7 +17,8 @@ const BREAKER = { closed: 0, "half-open": 1, open: 2 } as const;
  *
  * - `ratekeeper_decisions_total{domain,rule,outcome}`: outcome is `ok`, `over_limit`,
  *   `shadow_over_limit` (a shadow rule would have denied), `unlimited`, `no_match`, `replaced`
- *   (another descriptor of the request `replaces` the rule's name), `blocked`.
+ *   (another descriptor of the request `replaces` the rule's name), `blocked`, `refunded` (counted
+ *   `ok`, then given back: its check or batch was answered with an error; taken from `ok`).
  * - `ratekeeper_store_latency_seconds`: histogram of one store call (consume / peek). With the
  *   in-memory store about one call in 64 is timed and the others counted at the last timed
  *   latency (`storeLatencyAgain`): `_count` is every call, the buckets and `_sum` estimates.
@@ -183,6 +184,10 @@ export class Metrics implements DecisionObserver {
 
   decision(domain: string, rule: string, outcome: string): void {
     this.counts.count(domain, rule, outcome);
+  }
+
+  refunded(domain: string, rule: string): void {
+    this.counts.refunded(domain, rule);
   }
 
   limitHit(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void {

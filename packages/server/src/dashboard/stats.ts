@@ -203,6 +203,10 @@ export class TeeObserver implements DecisionObserver {
     this.a.decision(domain, rule, outcome, key);
     this.b.decision(domain, rule, outcome, key);
   }
+  refunded(domain: string, rule: string): void {
+    this.a.refunded?.(domain, rule);
+    this.b.refunded?.(domain, rule);
+  }
   storeLatency(seconds: number): void {
     this.lastLatency = seconds;
     this.a.storeLatency(seconds);

@@ -8,13 +8,21 @@
  */
 import type { Decision, RateLimiter } from "ratekeeper";
 import type { ServiceLog } from "./config-faults.js";
-import { CheckError, StoreFailure } from "./types.js";
+import { CheckError, StoreFailure, type DecisionObserver } from "./types.js";
 
-/** One charge a check made: `cost` units of `limiter` on `state`. */
+/** One charge a check made: `cost` units of `limiter` on `state`, its decision counted `ok` under `label` and `rule`. */
 export interface Charge {
   readonly limiter: RateLimiter;
   readonly state: string;
   readonly cost: number;
+  readonly label: string;
+  readonly rule: string;
+}
+
+/** Where refunds are reported: a refund that fails to the log, one done to the observer (no longer `ok`). */
+export interface RefundReport {
+  readonly log: ServiceLog | undefined;
+  readonly observer: DecisionObserver | undefined;
 }
 
 /** The log line of a refund that failed. */
@@ -31,25 +39,29 @@ export function charged(d: Decision): boolean {
 }
 
 /**
- * Gives back each charge, best effort (at once, together), and waits for them. Refunds that fail
- * are logged in one line (the first failure's error and key, how many failed of how many, and
- * the error id of the answer, `cause`'s when a StoreFailure), never thrown: a batch of a
- * thousand checks failing is one line, not a thousand.
+ * Gives back each charge, best effort (at once, together), and waits for them. Each one given
+ * back is reported to the observer (`refunded`: it admitted nothing); one that fails stays
+ * charged, and stays `ok`. Refunds that fail are logged in one line (the first failure's error
+ * and key, how many failed of how many, and the error id of the answer, `cause`'s when a
+ * StoreFailure), never thrown: a batch of a thousand checks failing is one line, not a thousand.
  */
-export async function refund(charges: readonly Charge[], cause: unknown, log: ServiceLog | undefined): Promise<void> {
+export async function refund(charges: readonly Charge[], cause: unknown, report: RefundReport): Promise<void> {
   let failed = 0;
   let first: { err: unknown; key: string; cost: number } | undefined;
   await Promise.all(
     charges.map((c) =>
-      c.limiter.refund(c.state, c.cost).catch((err: unknown) => {
-        failed++;
-        first ??= { err, key: c.state, cost: c.cost };
-      }),
+      c.limiter.refund(c.state, c.cost).then(
+        () => report.observer?.refunded?.(c.label, c.rule),
+        (err: unknown) => {
+          failed++;
+          first ??= { err, key: c.state, cost: c.cost };
+        },
+      ),
     ),
   );
   if (first === undefined) return;
   const id = cause instanceof StoreFailure ? { errorId: cause.errorId } : {};
-  log?.warn({ ...first, failed, of: charges.length, ...id }, REFUND_FAILED);
+  report.log?.warn({ ...first, failed, of: charges.length, ...id }, REFUND_FAILED);
 }
 
 /**
@@ -63,19 +75,19 @@ export function allOrRefund<T>(
   each: readonly Promise<T>[],
   mine: Charge[],
   into: Charge[] | undefined,
-  log: ServiceLog | undefined,
+  report: RefundReport,
 ): Promise<T[]> {
   return Promise.all(each).then(
     (values) => {
       into?.push(...mine);
       return values;
     },
-    () => refundAll(each, mine, log),
+    () => refundAll(each, mine, report),
   );
 }
 
 /** {@link allOrRefund} once one of `each` rejected: waits for the others (their charges recorded), gives back `mine`, throws. */
-async function refundAll<T>(each: readonly Promise<T>[], mine: Charge[], log: ServiceLog | undefined): Promise<never> {
+async function refundAll<T>(each: readonly Promise<T>[], mine: Charge[], report: RefundReport): Promise<never> {
   const done = await Promise.allSettled(each);
   let failed: PromiseRejectedResult | undefined;
   for (const d of done) {
@@ -83,6 +95,6 @@ async function refundAll<T>(each: readonly Promise<T>[], mine: Charge[], log: Se
     if (failed === undefined || (failed.reason instanceof CheckError && !(d.reason instanceof CheckError))) failed = d;
   }
   const reason = (failed as PromiseRejectedResult).reason as unknown;
-  await refund(mine, reason, log);
+  await refund(mine, reason, report);
   throw reason;
 }

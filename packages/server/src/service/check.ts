@@ -2,7 +2,7 @@
  * What the decision service carries through one check (service/decide.ts) and hands to the
  * helpers that decide a descriptor (service/override.ts): internal, never seen by callers.
  */
-import type { Decision, RateLimiter } from "ratekeeper";
+import type { Decision } from "ratekeeper";
 import type { CompiledPolicy, NamedPolicy, Rules } from "../config/rules.js";
 import { charged, type Charge } from "./charges.js";
 import { CheckError } from "./types.js";
@@ -67,9 +67,14 @@ export class Check {
     return c;
   }
 
-  /** Records a charge of `cost` on `state` (a consume, never a peek) when `d` charged the store. */
-  charged(limiter: RateLimiter, state: string, cost: number, d: Decision): void {
-    if (this.charges !== undefined && !this.peek && charged(d)) this.charges.push({ limiter, state, cost });
+  /** Whether this check records its charges ({@link charged}): a charge is built only then. */
+  get recording(): boolean {
+    return this.charges !== undefined && !this.peek;
+  }
+
+  /** Records `charge` (a consume, never a peek) when `d` charged the store. */
+  charged(d: Decision, charge: Charge): void {
+    if (this.recording && charged(d)) this.charges?.push(charge);
   }
 }
 

@@ -6,7 +6,7 @@ import { adjusted, descriptorCost, requestCost } from "./costs.js";
 import { LimiterCache } from "./limiters.js";
 import { applyOverride, UsableOverrides, type OverrideDeps } from "./override.js";
 import { FaultLog, type ServiceLog } from "./config-faults.js";
-import { allOrRefund, refund, type Charge } from "./charges.js";
+import { allOrRefund, refund, type Charge, type RefundReport } from "./charges.js";
 import { checkDomain, checkPlainKey } from "./request-caps.js";
 import { resetKey, StoreTimer } from "./store-call.js";
 import type { OverrideLookup } from "../overrides/types.js";
@@ -64,7 +64,8 @@ export class DecisionService {
   private readonly timer: StoreTimer;
   /** What overrides are decided with (service/override.ts). */
   private readonly overrideDeps: OverrideDeps;
-  private readonly log: ServiceLog | undefined;
+  /** Where refunds are reported (service/charges.ts). */
+  private readonly refunds: RefundReport;
 
   constructor(options: DecisionServiceOptions) {
     this.store = options.store;
@@ -75,7 +76,7 @@ export class DecisionService {
     this.limiterClock = this.injectClock ? this.clock : undefined;
     this.limiters = new LimiterCache(this.store, this.limiterClock);
     this.timer = new StoreTimer(this.observer, this.store);
-    this.log = options.logger;
+    this.refunds = { log: options.logger, observer: this.observer };
     const faults = new FaultLog(options.logger);
     this.overrides = options.overrides && new UsableOverrides(options.overrides, this.limiters, faults);
     this.overrideDeps = { limiters: this.limiters, observer: this.observer, timer: this.timer, faults };
@@ -145,7 +146,7 @@ export class DecisionService {
     const each = descriptors.map(async (d, i) =>
       this.decideOne(all, domain, d, input.descriptorLimits?.[i], descriptorCost(costs?.[i], check.cost, i)),
     );
-    return allOrRefund(each, mine, charges, this.log).then((statuses) => ({ allowed: overallAllowed(statuses), domain, statuses }));
+    return allOrRefund(each, mine, charges, this.refunds).then((statuses) => ({ allowed: overallAllowed(statuses), domain, statuses }));
   }
 
   /**
@@ -200,7 +201,7 @@ export class DecisionService {
 
   /** Gives back what checks answered with an error (`cause`) had charged; a refund that fails is logged. */
   refund(charges: readonly Charge[], cause: unknown): Promise<void> {
-    return refund(charges, cause, this.log);
+    return refund(charges, cause, this.refunds);
   }
 
   private newCheck(input: CheckInput, peek: boolean, charges?: Charge[]): Check {
@@ -324,7 +325,7 @@ export class DecisionService {
     const d = this.timer.run(limiter, state, oversize ? policy.cost : cost, peek || oversize);
     const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
     const done = (x: Decision) => {
-      if (kind === "charged") check.charged(limiter, state, cost, x);
+      if (kind === "charged" && check.recording) check.charged(x, { limiter, state, cost, label: a.label, rule: a.ruleId });
       return this.decided(a, limiter, state, cost, adjusted(x, kind, cost), peek);
     };
     return d instanceof Promise ? d.then(done) : done(d);

@@ -106,7 +106,7 @@ export async function applyOverride(
   const state = stateKey(a.domain, key);
   const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
   const raw = await deps.timer.run(limiter, state, oversize ? 1 : cost, peek || oversize);
-  if (kind === "charged") check.charged(limiter, state, cost, raw);
+  if (kind === "charged" && check.recording) check.charged(raw, { limiter, state, cost, label: a.label, rule: label });
   const d = adjusted(raw, kind, cost);
   if (!peek) deps.observer?.decision(a.label, label, d.allowed ? "ok" : "over_limit", d.allowed ? undefined : state);
   const why = `${whyStart}${describeLimits(limiter.limits)}${expiry}${note}; ${describeOutcome(d, cost, false)}${fault}`;

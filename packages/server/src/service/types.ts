@@ -132,6 +132,11 @@ export interface DecisionObserver {
     outcome: "ok" | "over_limit" | "shadow_over_limit" | "unlimited" | "no_match" | "replaced" | "blocked",
     key?: string,
   ): void;
+  /**
+   * A decision reported `ok` was given back: its check or batch was answered with an error, and
+   * its charge refunded (service/charges.ts). It admitted nothing.
+   */
+  refunded?(domain: string, rule: string): void;
   /** One store call took `seconds`. */
   storeLatency(seconds: number): void;
   /**

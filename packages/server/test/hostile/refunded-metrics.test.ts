@@ -1,0 +1,87 @@
+/**
+ * A decision whose charge was given back, because its check or batch was answered with an error
+ * (failed-check-refunds.test.ts), admitted nothing: the client got a 503, and the store holds no
+ * charge. `ratekeeper_decisions_total` must not count it as `ok` (admitted); it is counted under
+ * `outcome="refunded"`. A refund that fails leaves the charge in the store: that decision stays
+ * `ok`. Read through a scrape of the service's metrics.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { DecisionCounts, type DecisionLabels } from "../../src/decision-counts.js";
+import { DecisionService, Metrics, parseRules } from "../../src/index.js";
+import { captureLog, serveHttp, storeFailingOnCall } from "./failing-parts.js";
+
+const RULES = `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: { unit: minute, requests_per_unit: 5 }
+`;
+
+let close: (() => void) | undefined;
+afterEach(() => close?.());
+
+async function setup(n: number, refundsFail = false) {
+  const parts = storeFailingOnCall(n, () => new Error("connection lost"), refundsFail);
+  const metrics = new Metrics();
+  const service = new DecisionService({
+    store: parts.store,
+    rules: parseRules(RULES, "r.yaml"),
+    observer: metrics,
+    logger: captureLog().logger,
+  });
+  const s = await serveHttp(service);
+  close = s.close;
+  const post = async (body: unknown) => (await fetch(`${s.url}/v1/check`, { method: "POST", body: JSON.stringify(body) })).status;
+  /** The decisions counter's value for `outcome` (0 when not listed), from a scrape. */
+  const counted = async (outcome: string) => {
+    const text = await metrics.registry.metrics();
+    const line = text.split("\n").find((l) => l.startsWith("ratekeeper_decisions_total{") && l.includes(`outcome="${outcome}"`));
+    return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(" ") + 1));
+  };
+  return { ...parts, post, counted };
+}
+
+const one = (v: string) => ({ domain: "d", descriptors: [{ k: v }] });
+
+describe("metrics of a decision whose charge was given back", () => {
+  it("a batch answered 503: its admitted checks are counted refunded, not ok; its retry is ok", async () => {
+    const t = await setup(2);
+    expect(await t.post({ checks: [one("a"), one("b"), one("c")] })).toBe(503);
+    expect([await t.counted("ok"), await t.counted("refunded")]).toEqual([0, 2]);
+    expect(await t.post({ checks: [one("a"), one("b"), one("c")] })).toBe(200);
+    expect([await t.counted("ok"), await t.counted("refunded")]).toEqual([3, 2]);
+  });
+
+  it("a check of several descriptors answered 503: the same", async () => {
+    const t = await setup(2);
+    expect(await t.post({ domain: "d", descriptors: [{ k: "a" }, { k: "b" }, { k: "c" }] })).toBe(503);
+    expect([await t.counted("ok"), await t.counted("refunded")]).toEqual([0, 2]);
+  });
+
+  it("a refund that fails leaves the charge in the store: that decision stays ok", async () => {
+    const t = await setup(2, true);
+    expect(await t.post({ checks: [one("a"), one("b"), one("c"), one("d")] })).toBe(503);
+    expect(t.refunds()).toBe(3);
+    expect([await t.counted("ok"), await t.counted("refunded")]).toEqual([3, 0]);
+  });
+});
+
+describe("the counts behind ratekeeper_decisions_total", () => {
+  it("an ok scraped before its refund is taken from the next oks: the counter never goes down", () => {
+    const c = new DecisionCounts();
+    const handed: [DecisionLabels, number][] = [];
+    const flush = () => c.flush((labels, n) => handed.push([labels, n]));
+    c.count("d", "d/k", "ok");
+    flush();
+    c.refunded("d", "d/k");
+    flush();
+    c.count("d", "d/k", "ok");
+    c.count("d", "d/k", "ok");
+    flush();
+    expect(handed.map(([l, n]) => [l.outcome, n])).toEqual([
+      ["ok", 1],
+      ["refunded", 1],
+      ["ok", 1],
+    ]);
+  });
+});
