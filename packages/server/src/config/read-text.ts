@@ -5,7 +5,7 @@
  * UTF-8 (a file saved as Latin-1) is refused naming its line, where Node's own decoding would put
  * U+FFFD in its place and a `value: café` would silently never match. A BOM is dropped.
  */
-import { closeSync, fstatSync, openSync, readSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from "node:fs";
 import { RulesError } from "./rules.js";
 
 /** The largest rules file read by default, in bytes (the CLI's --max-rules-bytes). */
@@ -18,20 +18,24 @@ export interface RulesText {
 }
 
 /**
- * Reads `file` (symlinks followed) as UTF-8, refusing it when it is, or grows to, over `maxBytes`.
- * @throws RulesError naming the file: unreadable, too large, or not UTF-8 (with the line)
+ * Reads `file` (symlinks followed) as UTF-8, refusing it when it is, or grows to, over `maxBytes`,
+ * and when it is not a regular file. It is opened non-blocking: opening a named pipe (FIFO) for
+ * reading otherwise waits for a writer, on the event loop, which at a reload stops the service
+ * answering at all; a pipe, device or socket is refused by its type before a byte is read.
+ * @throws RulesError naming the file: unreadable, not a regular file, too large, or not UTF-8 (with the line)
  * @example const { text } = readRulesText("rules.yaml", MAX_RULES_BYTES);
  */
 export function readRulesText(file: string, maxBytes: number = MAX_RULES_BYTES): RulesText {
   let fd: number;
   try {
-    fd = openSync(file, "r");
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
     throw cannotRead(file, e);
   }
   try {
     const stat = fstatSync(fd);
     if (stat.isDirectory()) throw new RulesError(file, [{ path: "", message: "cannot read: it is a directory" }]);
+    if (!stat.isFile()) throw notAFile(file, stat);
     if (stat.size > maxBytes) throw tooLarge(file, stat.size, maxBytes);
     return { text: decodeUtf8(readUpTo(fd, stat.size, maxBytes, file), file), stat };
   } catch (e) {
@@ -74,6 +78,20 @@ function decodeUtf8(bytes: Buffer, file: string): string {
       [{ line, col }],
     );
   }
+}
+
+/** What a path that is not a regular file or a directory is, in words. */
+function kindOf(stat: Stats): string {
+  if (stat.isFIFO()) return "a named pipe (FIFO)";
+  if (stat.isCharacterDevice()) return "a character device";
+  if (stat.isBlockDevice()) return "a block device";
+  if (stat.isSocket()) return "a socket";
+  return "of another kind";
+}
+
+function notAFile(file: string, stat: Stats): RulesError {
+  const message = `is ${kindOf(stat)}, not a regular file: rules are read from a regular file or a directory of them`;
+  return new RulesError(file, [{ path: "", message }]);
 }
 
 function cannotRead(file: string, e: unknown): RulesError {
