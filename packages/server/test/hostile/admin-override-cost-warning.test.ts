@@ -51,7 +51,7 @@ describe("writing an override below a rule's cost", () => {
     expect(r.status).toBe(201);
     expect(r.json.key).toBe("heavy=a");
     expect(r.json.warnings).toEqual([
-      "rule d/heavy costs 5 a request, more than this override could ever admit (at most 3): if this key matches that rule, every check of it is denied",
+      "rule d/heavy costs 5 a request, more than this override could ever admit (at most 3): this key matches that rule, so every check of it is denied",
     ]);
     const post = await fetch(`${server.url}/v1/admin/overrides`, {
       method: "POST",
@@ -60,6 +60,15 @@ describe("writing an override below a rule's cost", () => {
     });
     expect(post.status).toBe(201);
     expect(((await post.json()) as { warnings?: string[] }).warnings).toHaveLength(1);
+  });
+
+  it("names only the rules its key matches: a key of another rule of the domain has no warning", async () => {
+    const r = await put("light=b", 3);
+    expect(r.status).toBe(201);
+    expect(r.json).not.toHaveProperty("warnings");
+    // A key no rule matches has none either (its checks are not limited by a rule's cost).
+    const none = await put("other=c", 1);
+    expect(none.json).not.toHaveProperty("warnings");
   });
 
   it("has no warnings when every rule of its domain fits", async () => {
