@@ -1,13 +1,39 @@
 import { createWriteStream } from "node:fs";
 import { finished } from "node:stream/promises";
+import { loadRulesFile } from "../config/load.js";
 import { exportOverrides, ImportChangedError, importOverrides } from "../overrides/jsonl.js";
 import { openOverrideStore } from "../overrides/open.js";
+import type { Override } from "../overrides/types.js";
+import { overrideWarnings } from "../transport/override-warnings.js";
 import { UsageError, positive, str, type Command, type Values } from "./command.js";
 
 function storeUrl(v: Values): string {
   const url = str(v.overrides) ?? process.env.RATEKEEPER_OVERRIDES;
   if (!url) throw new UsageError("--overrides: required (sqlite:./data/overrides.db or postgres://...) [env RATEKEEPER_OVERRIDES]");
   return url;
+}
+
+/** Warnings an import writes at most; then one line says how many there were. */
+const MAX_WARNINGS = 100;
+
+/**
+ * With `--config`: what the admin API warns about each override (transport/override-warnings.ts),
+ * written on stderr as `FILE:LINE: warning: domain/key: ...` (at most {@link MAX_WARNINGS}), never
+ * failing the import; `done()` says how many there were past that. Without: nothing.
+ */
+function importWarnings(configFile: string | undefined, name: string): { onValid?: (line: number, o: Override) => void; done(): void } {
+  if (configFile === undefined) return { done() {} };
+  const rules = loadRulesFile(configFile, { mergeDomains: process.env.MERGE_DOMAIN_CONFIG === "true" });
+  let n = 0;
+  return {
+    onValid(line, o) {
+      for (const w of overrideWarnings(rules, o))
+        if (++n <= MAX_WARNINGS) process.stderr.write(`${name}:${line}: warning: ${o.domain}/${o.key}: ${w}\n`);
+    },
+    done() {
+      if (n > MAX_WARNINGS) process.stderr.write(`overrides import: ${n} warnings (first ${MAX_WARNINGS} shown)\n`);
+    },
+  };
 }
 
 const URL_HELP = "URL  the overrides store: sqlite:./data/overrides.db or postgres://user@host/db [env RATEKEEPER_OVERRIDES]";
@@ -27,9 +53,12 @@ export const OVERRIDES_COMMANDS: Command[] = [
       "dry-run": { type: "boolean" },
       "skip-expired": { type: "boolean" },
       "batch-size": { type: "string" },
+      config: { type: "string", short: "c" },
     },
     flagHelp: {
       overrides: URL_HELP,
+      config:
+        "PATH  the rules (file or directory) the service runs: warn about each override that admits less than one request of what its key costs under them (the admin API's warnings); never fails the import",
       "dry-run": "validate only; write nothing",
       "skip-expired": "skip (and report) lines whose expiresAtMs is already past; without it they are bad lines",
       "batch-size": "N  overrides per transaction [default 10000]",
@@ -40,15 +69,18 @@ export const OVERRIDES_COMMANDS: Command[] = [
       const batchSize = positive(str(v["batch-size"]), "--batch-size");
       const dryRun = v["dry-run"] === true;
       const url = storeUrl(v);
+      const name = file === "-" ? "stdin" : file;
+      // Read before the store is opened: bad rules are a usage error that writes nothing.
+      const warnings = importWarnings(str(v.config), name);
       // A dry run validates only: it opens no store (an SQLite one would be created).
       const store = dryRun ? undefined : await openOverrideStore(url);
       try {
         const started = Date.now();
-        const name = file === "-" ? "stdin" : file;
         const result = await importOverrides(store, file === "-" ? { stream: process.stdin } : { path: file }, {
           batchSize,
           dryRun,
           skipExpired: v["skip-expired"] === true,
+          onValid: warnings.onValid,
           onProgress: (n) => {
             if (n % 100_000 < (batchSize ?? 10_000)) process.stderr.write(`overrides import: ${n} written\n`);
           },
@@ -58,6 +90,7 @@ export const OVERRIDES_COMMANDS: Command[] = [
           return undefined;
         });
         if (result === undefined) return 1;
+        warnings.done();
         if (result.badLines > 0) {
           for (const p of result.problems) process.stderr.write(`${name}:${p.line}: ${p.path}: ${p.message}\n`);
           const more = result.badLines > result.problems.length ? ` (first ${result.problems.length} problems shown)` : "";

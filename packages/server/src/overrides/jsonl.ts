@@ -31,6 +31,8 @@ export interface ImportOptions {
   readonly skipExpired?: boolean;
   /** Called after each batch is written, with the running total. */
   readonly onProgress?: (written: number) => void;
+  /** Called with each valid line's override as the file is validated (a dry run too), with its line number. */
+  readonly onValid?: (line: number, override: Override) => void;
 }
 
 /** What an import did. */
@@ -102,7 +104,8 @@ export async function importOverrides(
   let count = 0;
   for await (const [n, line] of lines(open)) {
     count++;
-    lp.parse(n, line);
+    const o = lp.parse(n, line);
+    if (o !== undefined && o !== SKIP) options.onValid?.(n, o);
   }
   const result = () => ({ lines: count, problems: lp.problems, badLines: lp.badLines, expired: lp.expired, expiredLines: lp.expiredLines });
   if (lp.badLines > 0 || options.dryRun || store === undefined) return { ...result(), written: 0 };

@@ -1,5 +1,5 @@
 /**
- * What the admin API says, beside an override it wrote, about
+ * What the admin API (and `ratekeeper overrides import --config`) says, beside an override it wrote, about
  * how the rules in force will treat it. It warns and never refuses: the rules change on reload.
  */
 import { resolveLimits, type LimitSpec } from "ratekeeper";
