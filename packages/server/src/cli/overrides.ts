@@ -139,12 +139,20 @@ export const OVERRIDES_COMMANDS: Command[] = [
       const store = await openOverrideStore(storeUrl(v), { create: false });
       try {
         const out = file && file !== "-" ? createWriteStream(file) : process.stdout;
-        const n = await exportOverrides(store, out, { domain: str(v.domain) });
+        let skipped = 0;
+        const onSkipped = (o: Override, problem: string): void => {
+          skipped++;
+          process.stderr.write(
+            `overrides export: skipped ${o.domain}/${o.key}: its stored policy is not one the library takes (${problem}); fix or delete that row\n`,
+          );
+        };
+        const n = await exportOverrides(store, out, { domain: str(v.domain), onSkipped });
         if (out !== process.stdout) {
           out.end();
           await finished(out);
         }
-        process.stderr.write(`overrides export: ${n} overrides from ${store.description}\n`);
+        const more = skipped > 0 ? `; ${skipped} unreadable row${skipped === 1 ? "" : "s"} skipped` : "";
+        process.stderr.write(`overrides export: ${n} overrides from ${store.description}${more}\n`);
         return 0;
       } finally {
         await store.close();

@@ -201,11 +201,15 @@ export interface ExportOptions {
   readonly domain?: string | undefined;
   /** Leave out overrides expired at this time (ms since the epoch). @default Date.now() */
   readonly liveAtMs?: number;
+  /** Told of each override left out because import would refuse it, with import's problems as one text. */
+  readonly onSkipped?: (override: Override, problem: string) => void;
 }
 
 /**
  * Writes every live override as JSON lines, in (domain, key) order, page by page (keyset
- * paging, so concurrent writes never make it skip or repeat a row). Returns how many.
+ * paging, so concurrent writes never make it skip or repeat a row). Returns how many. An override
+ * {@link importOverrides} would refuse (a row edited by hand whose stored policy is no policy:
+ * the service ignores it too) is left out and given to `onSkipped`: what is written imports back.
  * @example await exportOverrides(store, process.stdout)
  */
 export async function exportOverrides(store: OverrideStore, out: Writable, options: ExportOptions = {}): Promise<number> {
@@ -215,8 +219,17 @@ export async function exportOverrides(store: OverrideStore, out: Writable, optio
   do {
     const page = await store.list({ domain: options.domain, cursor, limit: 1000, liveAtMs });
     let chunk = "";
-    for (const o of page.items) chunk += `${JSON.stringify(toDocument(o))}\n`;
-    n += page.items.length;
+    for (const o of page.items) {
+      const doc = toDocument(o);
+      // As import reads it back, but for an expiry that may pass before the import.
+      const r = parseOverride(doc, { nowMs: liveAtMs, allowPastExpiry: true });
+      if (!r.ok) {
+        options.onSkipped?.(o, r.issues.map((i) => `${i.path}: ${i.message}`).join("; "));
+        continue;
+      }
+      chunk += `${JSON.stringify(doc)}\n`;
+      n++;
+    }
     if (chunk !== "" && !out.write(chunk)) await once(out, "drain");
     cursor = page.nextCursor;
   } while (cursor !== undefined);
