@@ -122,7 +122,8 @@ function streamDestination(socket: net.Socket, onDropped: (n: number) => void): 
       const held = socket.writableLength;
       if (held > HELD_BYTES && (!reserve.on || held > HELD_BYTES + RESERVED_BYTES)) dropped++;
       else {
-        if (held > HELD_BYTES) countDropped();
+        // Under the reserve, the count first even below the bound (a reader that took part of the hold).
+        if (held > HELD_BYTES || reserve.on) countDropped();
         socket.write(line, written);
       }
       return true;
@@ -177,7 +178,7 @@ function syncDestination(onDropped: (n: number) => void): Destination {
       countDropped();
       reservedBytes += Buffer.byteLength(line);
     } else reservedBytes = 0;
-    if (dropped > 0 && !held) countDropped();
+    if (dropped > 0 && (!held || reserve.on)) countDropped();
     full = !dest.write(line);
     return true;
   };
