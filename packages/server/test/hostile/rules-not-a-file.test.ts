@@ -8,7 +8,7 @@
  * keeps its last good rules.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -84,6 +84,30 @@ describe("a rules path that is not a regular file", () => {
       renameSync(path.join(dir, "good.yaml"), file);
       svc.proc.kill("SIGHUP");
       await until(async () => (await limitOf(svc.base)) === 7, "the next good rules", 300, 100);
+      expect(await svc.stop()).toBe(0);
+    } finally {
+      await svc.stop();
+    }
+  }, 60_000);
+
+  it("a named pipe added to a config directory, then SIGHUP: the reload is refused naming it, the last good rules stay", async () => {
+    const rulesDir = path.join(dir, "live-dir");
+    mkdirSync(rulesDir);
+    writeFileSync(path.join(rulesDir, "a.yaml"), rules(5));
+    const svc = await startServiceProcess(["--config", rulesDir, "--reload-settle", "100"]);
+    try {
+      expect(await limitOf(svc.base)).toBe(5);
+      writeFileSync(path.join(rulesDir, "a.yaml"), rules(7));
+      const pipe = path.join(rulesDir, "b.yaml");
+      renameSync(fifo("b.yaml"), pipe);
+      svc.proc.kill("SIGHUP");
+      const refused = () => svc.lines.find((l) => l.includes("rules reload failed") && l.includes(NOT_A_FILE));
+      await until(() => refused() !== undefined, "the reload refused", 300, 50);
+      expect(refused()).toContain(`${pipe}: is a named pipe (FIFO), ${NOT_A_FILE}`);
+      expect(await limitOf(svc.base), "the change beside the pipe is not applied alone").toBe(5);
+      rmSync(pipe);
+      svc.proc.kill("SIGHUP");
+      await until(async () => (await limitOf(svc.base)) === 7, "the directory's rules once the pipe is gone", 300, 100);
       expect(await svc.stop()).toBe(0);
     } finally {
       await svc.stop();
