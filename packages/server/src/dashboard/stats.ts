@@ -87,6 +87,18 @@ export class DashboardStats implements DecisionObserver {
     }
   }
 
+  /**
+   * A decision counted allowed was given back (its check or batch answered with an error): taken
+   * from the rule's total, and from this second's count; one counted in a second already sampled
+   * stays in that second (a rate never goes below 0).
+   */
+  refunded(domain: string, rule: string): void {
+    const c = this.counters.get(domain)?.get(rule);
+    if (c === undefined || c.allowed === 0) return;
+    c.allowed--;
+    if (c.lastAllowed > c.allowed) c.lastAllowed = c.allowed;
+  }
+
   private last: RuleCounters | undefined;
 
   private countersOf(domain: string, rule: string): RuleCounters {

@@ -7,6 +7,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { DecisionCounts, type DecisionLabels } from "../../src/decision-counts.js";
+import { DashboardStats, TeeObserver } from "../../src/dashboard/stats.js";
 import { DecisionService, Metrics, parseRules } from "../../src/index.js";
 import { captureLog, serveHttp, storeFailingOnCall } from "./failing-parts.js";
 
@@ -83,5 +84,23 @@ describe("the counts behind ratekeeper_decisions_total", () => {
       ["refunded", 1],
       ["ok", 1],
     ]);
+  });
+});
+
+describe("the dashboard's counts of a decision whose charge was given back", () => {
+  it("are not allowed: a batch answered 503 leaves the rule's allowed total and this second's count at 0", async () => {
+    const parts = storeFailingOnCall(2, () => new Error("connection lost"));
+    const stats = new DashboardStats(0);
+    const observer = new TeeObserver(new Metrics(), stats);
+    const service = new DecisionService({ store: parts.store, rules: parseRules(RULES, "r.yaml"), observer, logger: captureLog().logger });
+    const s = await serveHttp(service);
+    close = s.close;
+    const post = async (body: unknown) => (await fetch(`${s.url}/v1/check`, { method: "POST", body: JSON.stringify(body) })).status;
+    expect(await post({ checks: [one("a")] })).toBe(200);
+    stats.tick();
+    expect(await post({ checks: [one("b"), one("c"), one("d")] })).toBe(503);
+    stats.tick();
+    const c = stats.rules()[0];
+    expect([c?.allowed, c?.allowedPerSecond.at(-2), c?.allowedPerSecond.at(-1)]).toEqual([1, 1, 0]);
   });
 });
