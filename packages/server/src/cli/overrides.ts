@@ -13,6 +13,23 @@ function storeUrl(v: Values): string {
   return url;
 }
 
+/** Control characters (C0, DEL, C1) and the Unicode line and paragraph separators. */
+// eslint-disable-next-line no-control-regex -- what is looked for
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
+/**
+ * `domain/key` as named on stderr: as it is, or as JSON when it holds a control character (a key
+ * may hold any character a descriptor value can): a newline must not start a line of its own, a
+ * terminal escape must not reach the terminal.
+ * @example shownOverride({ domain: "d", key: "k=a\n" }) // '"d/k=a\\n"'
+ */
+function shownOverride(o: { domain: string; key: string }): string {
+  const text = `${o.domain}/${o.key}`;
+  if (!UNSAFE.test(text)) return text;
+  // JSON escapes C0 only: DEL, C1 (0x9b is a terminal's CSI) and the separators too.
+  return JSON.stringify(text).replace(/[\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
 /** Warnings an import writes at most; then one line says how many there were. */
 const MAX_WARNINGS = 100;
 
@@ -28,7 +45,7 @@ function importWarnings(configFile: string | undefined, name: string): { onValid
   return {
     onValid(line, o) {
       for (const w of overrideWarnings(rules, o))
-        if (++n <= MAX_WARNINGS) process.stderr.write(`${name}:${line}: warning: ${o.domain}/${o.key}: ${w}\n`);
+        if (++n <= MAX_WARNINGS) process.stderr.write(`${name}:${line}: warning: ${shownOverride(o)}: ${w}\n`);
     },
     done() {
       if (n > MAX_WARNINGS) process.stderr.write(`overrides import: ${n} warnings (first ${MAX_WARNINGS} shown)\n`);
@@ -143,7 +160,7 @@ export const OVERRIDES_COMMANDS: Command[] = [
         const onSkipped = (o: Override, problem: string): void => {
           skipped++;
           process.stderr.write(
-            `overrides export: skipped ${o.domain}/${o.key}: its stored policy is not one the library takes (${problem}); fix or delete that row\n`,
+            `overrides export: skipped ${shownOverride(o)}: its stored policy is not one the library takes (${problem}); fix or delete that row\n`,
           );
         };
         const n = await exportOverrides(store, out, { domain: str(v.domain), onSkipped });
