@@ -6,7 +6,7 @@ import { resolveLimits, type LimitSpec } from "ratekeeper";
 import { matchDescriptor } from "../config/match.js";
 import type { Rules } from "../config/rules.js";
 import type { Override } from "../overrides/types.js";
-import { parseDescriptorKey } from "../service/descriptor-key.js";
+import { boundedKey, descriptorKey, parseDescriptorKey } from "../service/descriptor-key.js";
 
 /**
  * A warning when the override's limits could never admit one request of what its key costs: the
@@ -18,23 +18,35 @@ import { parseDescriptorKey } from "../service/descriptor-key.js";
  * @example overrideWarnings(rules, { domain: "d", key: "k=a", policy: { limits: [{ algorithm: "fixed-window", limit: 3, window: "1m" }] } })
  */
 export function overrideWarnings(rules: Rules, o: Override): string[] {
-  if (typeof o.policy === "string") return [];
+  const entries = parseDescriptorKey(o.key);
+  const m = entries === undefined ? undefined : matchDescriptor(rules, o.domain, entries);
+  const shared = m?.shared && boundedKey(descriptorKey(m.shared));
+  // share_threshold: a descriptor is counted, and its override looked up, under the pattern's key only.
+  const ignored = m?.rule !== undefined && shared !== undefined && shared !== o.key;
+  const out = ignored && m.rule ? [neverApplies(m.rule.id, shared)] : [];
+  if (typeof o.policy === "string") return out;
   let admits: number;
   try {
     admits = Math.min(...resolveLimits(o.policy.limits as LimitSpec[]).map((l) => l.capacity));
   } catch {
-    return [];
+    return out;
   }
   const costly: { what: string; cost: number; when: string }[] = [];
-  const entries = parseDescriptorKey(o.key);
-  const rule = entries === undefined ? undefined : matchDescriptor(rules, o.domain, entries).rule;
+  const rule = ignored ? undefined : m?.rule;
   if (rule !== undefined && rule.cost > admits)
     costly.push({ what: `rule ${rule.id}`, cost: rule.cost, when: "this key matches that rule, so" });
   const np = rules.policies.get(o.domain);
   if (np !== undefined && np.cost > admits)
     costly.push({ what: `policy ${np.name}`, cost: np.cost, when: "if this key is checked with that policy," });
-  return costly.map(
-    (c) =>
-      `${c.what} costs ${c.cost} a request, more than this override could ever admit (at most ${admits}): ${c.when} every check of it is denied`,
+  return out.concat(
+    costly.map(
+      (c) =>
+        `${c.what} costs ${c.cost} a request, more than this override could ever admit (at most ${admits}): ${c.when} every check of it is denied`,
+    ),
   );
+}
+
+/** For a key its rule's share_threshold counts under `shared` (service/decide.ts): its override is never looked up for a descriptor. */
+function neverApplies(ruleId: string, shared: string): string {
+  return `rule ${ruleId} shares one counter among the values matching its pattern (share_threshold): a descriptor of this key is counted, and its override looked up, under ${JSON.stringify(shared)}, so this override never applies to it; write it for that key`;
 }
