@@ -171,6 +171,8 @@ function syncDestination(onDropped: (n: number) => void): Destination {
     if (gone) return true;
     // An empty write tries the held lines again: the new line goes only once they are written.
     if (full && (full = !dest.write(""))) {
+      // An empty write is a retry of the held lines (drain's), not a line: nothing to drop or count.
+      if (line === "") return true;
       if (!reserve.on || reservedBytes > RESERVED_BYTES) {
         dropped++;
         return true;

@@ -118,66 +118,72 @@ describe("the log destination failing for a while (a full disk)", () => {
     expect((JSON.parse(lines.at(-3) as string) as { dropped: number }).dropped).toBe(2000 - kept.length);
   }, 60_000);
 
-  it("at exit, what is held is written if the file can take it within the bounded wait (closeLog)", async () => {
-    const file = path.join(dir, "exit.log");
+  /** The JSON lines of a log file, and their messages. */
+  function logLines(file: string) {
+    const lines = readFileSync(file, "utf8").split("\n").filter(Boolean);
+    return { lines, msgs: lines.map((l) => (JSON.parse(l) as { msg: string }).msg) };
+  }
+
+  /**
+   * Runs a child (one of the *_CHILD sources above, given dist/log.js) under prlimit's file-size
+   * bound, its stdout appended to `name` in the test's directory; when the child says "closing"
+   * on stderr, the disk is freed (the file emptied; the child appends, so it writes at the new
+   * end), at once or `freeAfterMs` later. Returns its exit code, its stderr and the file.
+   */
+  async function runFull(name: string, source: (logJs: string) => string, stdin: "pipe" | "ignore", freeAfterMs = 0) {
+    const file = path.join(dir, name);
     const fd = openSync(file, "a");
     const logJs = path.resolve(import.meta.dirname, "../../dist/log.js");
-    const child = spawn("prlimit", [`--fsize=${LIMIT}`, process.execPath, "--input-type=module", "-e", CLOSING_CHILD(logJs)], {
-      stdio: ["pipe", fd, "pipe"],
+    const child = spawn("prlimit", [`--fsize=${LIMIT}`, process.execPath, "--input-type=module", "-e", source(logJs)], {
+      stdio: [stdin, fd, "pipe"],
     });
     closeSync(fd);
     let stderr = "";
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     child.stderr?.on("data", (c: Buffer) => {
       stderr += c.toString();
-      // The exit waits for the held lines: the disk freed meanwhile.
-      if (stderr.endsWith("closing\n")) truncateSync(file, 0);
+      if (!stderr.endsWith("closing\n")) return;
+      if (freeAfterMs === 0) truncateSync(file, 0);
+      else setTimeout(() => truncateSync(file, 0), freeAfterMs);
     });
-    expect(await exited, stderr).toBe(0);
+    return { code: await exited, stderr, file };
+  }
+
+  it("at exit, what is held is written if the file can take it within the bounded wait (closeLog)", async () => {
+    // The exit waits for the held lines: the disk freed meanwhile.
+    const { code, stderr, file } = await runFull("exit.log", CLOSING_CHILD, "pipe");
+    expect(code, stderr).toBe(0);
     expect(stderr).toBe("full: EFBIG\nclosing\ndone\n");
-    const lines = readFileSync(file, "utf8").split("\n").filter(Boolean);
-    const msgs = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+    const { lines, msgs } = logLines(file);
     expect(msgs.at(-1)).toBe(COUNT);
     expectKept(lines.slice(0, -1), msgs.slice(0, -1));
     expect(lines.length).toBeGreaterThan(1);
   }, 60_000);
 
   it("closeLog waits its bound for a file that stays full even when nothing else keeps the process alive, then returns", async () => {
-    const file = path.join(dir, "waiting.log");
-    const fd = openSync(file, "a");
-    const logJs = path.resolve(import.meta.dirname, "../../dist/log.js");
-    const child = spawn("prlimit", [`--fsize=${LIMIT}`, process.execPath, "--input-type=module", "-e", WAITING_CHILD(logJs)], {
-      stdio: ["ignore", fd, "pipe"],
-    });
-    closeSync(fd);
-    let stderr = "";
-    child.stderr?.on("data", (c: Buffer) => (stderr += c.toString()));
-    const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+    const { code, stderr } = await runFull("waiting.log", WAITING_CHILD, "ignore");
     // Before: exit code 13 (a top-level await never settled) as soon as the wait began.
     expect(code, stderr).toBe(0);
     expect(stderr).toBe("full: EFBIG\ndone\n");
   }, 60_000);
 
   it("a line saying the process stops, logged while the file is full, is kept past the bound and written at exit, after the count", async () => {
-    const file = path.join(dir, "stopping.log");
-    const fd = openSync(file, "a");
-    const logJs = path.resolve(import.meta.dirname, "../../dist/log.js");
-    const child = spawn("prlimit", [`--fsize=${LIMIT}`, process.execPath, "--input-type=module", "-e", STOPPING_CHILD(logJs)], {
-      stdio: ["pipe", fd, "pipe"],
-    });
-    closeSync(fd);
-    let stderr = "";
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    child.stderr?.on("data", (c: Buffer) => {
-      stderr += c.toString();
-      if (stderr.endsWith("closing\n")) truncateSync(file, 0);
-    });
-    expect(await exited, stderr).toBe(0);
+    const { code, stderr, file } = await runFull("stopping.log", STOPPING_CHILD, "pipe");
+    expect(code, stderr).toBe(0);
     expect(stderr).toBe("full: EFBIG\nclosing\ndone\n");
-    const lines = readFileSync(file, "utf8").split("\n").filter(Boolean);
-    const msgs = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+    const { lines, msgs } = logLines(file);
     expect(msgs.slice(-2)).toEqual([COUNT, "stopped"]);
     expectKept(lines.slice(0, -2), msgs.slice(0, -2));
+    expect((JSON.parse(lines.at(-2) as string) as { dropped: number }).dropped).toBe(2000 - (lines.length - 2));
+  }, 60_000);
+
+  it("the exit's retries while the file is still full count no line as dropped: the log still ends with the count, then stopped", async () => {
+    // The disk freed 350 ms into closeLog's wait, after a few of its retries (every 100 ms).
+    const { code, stderr, file } = await runFull("stopping-late.log", STOPPING_CHILD, "pipe", 350);
+    expect(code, stderr).toBe(0);
+    const { lines, msgs } = logLines(file);
+    // Before: each retry was counted as a dropped line, and "log lines dropped" (dropped: 4) came after "stopped".
+    expect(msgs.slice(-2)).toEqual([COUNT, "stopped"]);
     expect((JSON.parse(lines.at(-2) as string) as { dropped: number }).dropped).toBe(2000 - (lines.length - 2));
   }, 60_000);
 });
