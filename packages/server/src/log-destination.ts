@@ -34,6 +34,12 @@ export interface Destination {
    * after `waitMs`, whichever comes first: never holds the exit longer.
    */
   drain(waitMs: number): Promise<void>;
+  /**
+   * Lets go of what it holds of stdout (a pipe's own descriptor and its handle): for a logger that
+   * ends before the process does. Lines written after it are dropped. Never closes descriptors
+   * 0-2 (libuv leaves them open), so the process's own stdout keeps working.
+   */
+  release(): void;
 }
 
 /**
@@ -133,6 +139,11 @@ function streamDestination(socket: net.Socket, onDropped: (n: number) => void): 
       if (gone || socket.destroyed || (socket.writableLength === 0 && dropped === 0)) return Promise.resolve();
       return bounded(waitMs, (done) => waiting.add(done));
     },
+    release() {
+      gone = true;
+      socket.destroy();
+      settle();
+    },
   };
 }
 
@@ -198,6 +209,10 @@ function syncDestination(onDropped: (n: number) => void): Destination {
         };
         retry();
       });
+    },
+    release() {
+      // Written to descriptor 1 itself, which stays the process's: nothing to close.
+      gone = true;
     },
   };
 }

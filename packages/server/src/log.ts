@@ -101,3 +101,16 @@ export function closeLog(logger: Logger, waitMs = 2000): Promise<void> {
 export async function closeLogs(waitMs = 2000): Promise<void> {
   await Promise.all([...OPEN].map((logger) => closeLog(logger, waitMs)));
 }
+
+/**
+ * {@link closeLog}, then lets go of what `logger` holds of stdout (a pipe's own descriptor, its
+ * handle): for a logger that ends before the process, such as the one `startService` (server.ts) makes
+ * for itself, which an application may start and stop many times. Lines logged to it afterwards
+ * are dropped. Any other logger: resolves at once.
+ * @default waitMs 2000
+ * @example await endLog(logger);
+ */
+export async function endLog(logger: Logger, waitMs = 2000): Promise<void> {
+  await closeLog(logger, waitMs);
+  DESTINATIONS.get(logger)?.destination?.release();
+}

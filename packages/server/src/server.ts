@@ -11,7 +11,7 @@ import { rulesState } from "./config/watch.js";
 import { createDashboard, type Dashboard } from "./dashboard/routes.js";
 import { DashboardStats, TeeObserver } from "./dashboard/stats.js";
 import type { StoreHealth } from "./dashboard/state.js";
-import { createLogger, logStopping, type Logger } from "./log.js";
+import { createLogger, endLog, logStopping, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { redisReady } from "./redis-client.js";
 import { describeRedis, parseRedisSettings, type RedisConnection } from "./redis-connection.js";
@@ -103,6 +103,11 @@ export interface ServeOptions {
   dashboard?: boolean | undefined;
   /** How long shutdown waits for in-flight requests before closing them. @default 10000 */
   shutdownTimeoutMs?: number | undefined;
+  /**
+   * Where the service logs. Without it, a JSON logger to stdout made for the service alone and
+   * ended with it: `close()` waits for its held lines (at most 2 s), then lets go of stdout; lines
+   * logged to it after that are dropped.
+   */
   logger?: Logger | undefined;
 }
 
@@ -127,7 +132,19 @@ export interface RunningService {
  */
 export async function startService(options: ServeOptions): Promise<RunningService> {
   checkServeOptions(options);
-  const logger = options.logger ?? createLogger();
+  if (options.logger) return startWith(options, options.logger);
+  // A logger of its own (stdout): ended with the service, or a failed start, else every start and
+  // stop of an application embedding the service kept one more stdout descriptor and handle.
+  const logger = createLogger();
+  const running = await startWith(options, logger).catch(async (e: unknown) => {
+    await endLog(logger);
+    throw e;
+  });
+  let ended: Promise<void> | undefined;
+  return { ...running, close: () => (ended ??= running.close().finally(() => endLog(logger))) };
+}
+
+async function startWith(options: ServeOptions, logger: Logger): Promise<RunningService> {
   const metrics = new Metrics({ nearLimitRatio: options.nearLimitRatio, maxValuedKeys: options.maxDetailedMetricKeys });
   // The verdict `config check` gives: size bound per file, empty rules refused unless allowed.
   const { mergeDomains, maxRulesBytes: maxBytes, allowEmptyRules: allowEmpty } = options;
