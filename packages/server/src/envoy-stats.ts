@@ -96,8 +96,11 @@ export class EnvoyStats {
         registers: [registry],
         collect() {
           for (const c of listed) {
-            if (c[stat] > 0) this.inc(c.labels, c[stat]);
-            c[stat] = 0;
+            // Below 0 (hits refunded after they were handed over): kept, taken from the next ones.
+            if (c[stat] > 0) {
+              this.inc(c.labels, c[stat]);
+              c[stat] = 0;
+            }
           }
         },
       });
@@ -158,6 +161,26 @@ export class EnvoyStats {
         this.lastCounts = c;
       } else c = this.countsFor(stat);
     }
+    const hits = this.add(c, stat.shadow, limit, usedBefore, cost, 1);
+    if ((hits & ~c.seen) !== 0) this.list(c, hits);
+  }
+
+  /**
+   * A {@link hit} (the same arguments) whose charge was given back, its check answered with an
+   * error: taken back from the counts. One handed over at a scrape already is taken from the next
+   * ones (a count below 0 is kept, never handed over: a counter never goes down). Nothing when
+   * its counts were forgotten since (`registry.resetMetrics()`).
+   */
+  refunded(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void {
+    const c = this.pending.get(stat.key) ?? (stat.valued ? this.overflow.get(stat.domain) : undefined);
+    if (c !== undefined && (c.seen & TOTAL) !== 0) this.add(c, stat.shadow, limit, usedBefore, cost, -1);
+  }
+
+  /**
+   * Adds `sign` x the units of a hit to `c`, split as its base limiter splits them; returns the
+   * stats it has units of (bits).
+   */
+  private add(c: Counts, shadowRule: boolean, limit: number, usedBefore: number, cost: number, sign: 1 | -1): number {
     const after = usedBefore + cost;
     // As its base limiter: float32 arithmetic, rounded down.
     const near = Math.floor(Math.fround(Math.fround(limit) * this.nearRatio));
@@ -168,19 +191,17 @@ export class EnvoyStats {
     if (after > limit) {
       over = usedBefore >= limit ? cost : after - limit;
       if (usedBefore < limit) nearly = limit - Math.max(near, usedBefore);
-      if (stat.shadow) shadow = over;
+      if (shadowRule) shadow = over;
     } else {
       if (after > near) nearly = usedBefore >= near ? cost : after - near;
       within = cost;
     }
-    c.total_hits += cost;
-    c.within_limit += within;
-    c.near_limit += nearly;
-    c.over_limit += over;
-    c.shadow_mode += shadow;
-    const hits =
-      (cost > 0 ? TOTAL : 0) | (within > 0 ? WITHIN : 0) | (nearly > 0 ? NEAR : 0) | (over > 0 ? OVER : 0) | (shadow > 0 ? SHADOW : 0);
-    if ((hits & ~c.seen) !== 0) this.list(c, hits);
+    c.total_hits += sign * cost;
+    c.within_limit += sign * within;
+    c.near_limit += sign * nearly;
+    c.over_limit += sign * over;
+    c.shadow_mode += sign * shadow;
+    return (cost > 0 ? TOTAL : 0) | (within > 0 ? WITHIN : 0) | (nearly > 0 ? NEAR : 0) | (over > 0 ? OVER : 0) | (shadow > 0 ? SHADOW : 0);
   }
 
   /** Lists `c` under each stat it has its first hit of (`hits`: the stats of this hit). */

@@ -194,6 +194,10 @@ export class Metrics implements DecisionObserver {
     this.envoy.hit(stat, limit, usedBefore, cost);
   }
 
+  limitRefunded(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void {
+    this.envoy.refunded(stat, limit, usedBefore, cost);
+  }
+
   storeLatency(seconds: number): void {
     this.lastLatency = seconds;
     this.latency.observe(seconds);

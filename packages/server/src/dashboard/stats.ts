@@ -248,4 +248,8 @@ export class TeeObserver implements DecisionObserver {
     this.a.limitHit?.(stat, limit, usedBefore, cost);
     this.b.limitHit?.(stat, limit, usedBefore, cost);
   }
+  limitRefunded(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void {
+    this.a.limitRefunded?.(stat, limit, usedBefore, cost);
+    this.b.limitRefunded?.(stat, limit, usedBefore, cost);
+  }
 }

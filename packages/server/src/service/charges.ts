@@ -8,7 +8,7 @@
  */
 import type { Decision, RateLimiter } from "ratekeeper";
 import type { ServiceLog } from "./config-faults.js";
-import { CheckError, StoreFailure, type DecisionObserver } from "./types.js";
+import { CheckError, StoreFailure, type DecisionObserver, type LimitStatKey } from "./types.js";
 
 /** One charge a check made: `cost` units of `limiter` on `state`, its decision counted `ok` under `label` and `rule`. */
 export interface Charge {
@@ -17,6 +17,8 @@ export interface Charge {
   readonly cost: number;
   readonly label: string;
   readonly rule: string;
+  /** The per-limit stats hit it was counted as (the observer's `limitHit`), when one was. */
+  readonly hit?: { readonly stat: LimitStatKey; readonly limit: number; readonly usedBefore: number } | undefined;
 }
 
 /** Where refunds are reported: a refund that fails to the log, one done to the observer (no longer `ok`). */
@@ -51,7 +53,10 @@ export async function refund(charges: readonly Charge[], cause: unknown, report:
   await Promise.all(
     charges.map((c) =>
       c.limiter.refund(c.state, c.cost).then(
-        () => report.observer?.refunded?.(c.label, c.rule),
+        () => {
+          report.observer?.refunded?.(c.label, c.rule);
+          if (c.hit) report.observer?.limitRefunded?.(c.hit.stat, c.hit.limit, c.hit.usedBefore, c.cost);
+        },
         (err: unknown) => {
           failed++;
           first ??= { err, key: c.state, cost: c.cost };

@@ -325,8 +325,13 @@ export class DecisionService {
     const d = this.timer.run(limiter, state, oversize ? policy.cost : cost, peek || oversize);
     const kind = oversize ? "oversize" : checkOnly ? "check-only" : "charged";
     const done = (x: Decision) => {
-      if (kind === "charged" && check.recording) check.charged(x, { limiter, state, cost, label: a.label, rule: a.ruleId });
-      return this.decided(a, limiter, state, cost, adjusted(x, kind, cost), peek);
+      const d = adjusted(x, kind, cost);
+      if (kind === "charged" && check.recording) {
+        // With the stats hit `decided` counts for it (not peek: charged), to take back on a refund.
+        const hit = a.stat === undefined ? undefined : { stat: a.stat, limit: d.limit, usedBefore: usedBefore(d, cost) };
+        check.charged(x, { limiter, state, cost, label: a.label, rule: a.ruleId, hit });
+      }
+      return this.decided(a, limiter, state, cost, d, peek);
     };
     return d instanceof Promise ? d.then(done) : done(d);
   }

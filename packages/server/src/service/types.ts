@@ -137,6 +137,8 @@ export interface DecisionObserver {
    * its charge refunded (service/charges.ts). It admitted nothing.
    */
   refunded?(domain: string, rule: string): void;
+  /** A {@link limitHit} (the same arguments) whose charge was given back, as {@link refunded}. */
+  limitRefunded?(stat: LimitStatKey, limit: number, usedBefore: number, cost: number): void;
   /** One store call took `seconds`. */
   storeLatency(seconds: number): void;
   /**
