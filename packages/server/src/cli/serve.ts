@@ -2,6 +2,7 @@ import { fileURLToPath } from "node:url";
 import { MAX_TIMER_MS } from "ratekeeper";
 import { HEADER_STYLES, type HeaderStyle } from "ratekeeper/http";
 import { closeLog, createLogger, logStopping, type Logger } from "../log.js";
+import { exitOnUncaught } from "./fatal.js";
 import { OverrideCache } from "../overrides/cache.js";
 import { checkOverridesUrl, openOverrideStore } from "../overrides/open.js";
 import { startService, type RunningService, type ServeOptions, type ServiceOverrides } from "../server.js";
@@ -103,6 +104,7 @@ export const SERVE_COMMAND: Command = {
     const overridesUrl = str(v.overrides) ?? process.env.RATEKEEPER_OVERRIDES;
     if (overridesUrl) checkOverridesUrl(overridesUrl);
     const logger = createLogger(envoy.logLevel);
+    exitOnUncaught(logger, LOG_DRAIN_MS);
     // Listened for from now, not once the service is up: its "listening" line is written
     // synchronously, and a SIGTERM sent on reading it would otherwise meet the default action.
     const signalled = stopSignal();
