@@ -157,11 +157,10 @@ export const OVERRIDES_COMMANDS: Command[] = [
       try {
         const out = file && file !== "-" ? createWriteStream(file) : process.stdout;
         let skipped = 0;
-        const onSkipped = (o: Override, problem: string): void => {
+        const onSkipped = (o: Override, problem: string, policyOnly: boolean): void => {
           skipped++;
-          process.stderr.write(
-            `overrides export: skipped ${shownOverride(o)}: its stored policy is not one the library takes (${problem}); fix or delete that row\n`,
-          );
+          const why = policyOnly ? "its stored policy is not one the library takes" : "import would refuse it";
+          process.stderr.write(`overrides export: skipped ${shownOverride(o)}: ${why} (${problem}); fix or delete that row\n`);
         };
         const n = await exportOverrides(store, out, { domain: str(v.domain), onSkipped });
         if (out !== process.stdout) {

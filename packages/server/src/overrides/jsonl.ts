@@ -201,8 +201,12 @@ export interface ExportOptions {
   readonly domain?: string | undefined;
   /** Leave out overrides expired at this time (ms since the epoch). @default Date.now() */
   readonly liveAtMs?: number;
-  /** Told of each override left out because import would refuse it, with import's problems as one text. */
-  readonly onSkipped?: (override: Override, problem: string) => void;
+  /**
+   * Told of each override left out because import would refuse it, with import's problems as one
+   * text, and whether they are all of its stored policy (`limits` or `policy`; else a key, a note
+   * or an expiry import refuses).
+   */
+  readonly onSkipped?: (override: Override, problem: string, policyOnly: boolean) => void;
 }
 
 /**
@@ -224,7 +228,8 @@ export async function exportOverrides(store: OverrideStore, out: Writable, optio
       // As import reads it back, but for an expiry that may pass before the import.
       const r = parseOverride(doc, { nowMs: liveAtMs, allowPastExpiry: true });
       if (!r.ok) {
-        options.onSkipped?.(o, r.issues.map((i) => `${i.path}: ${i.message}`).join("; "));
+        const policyOnly = r.issues.every((i) => /^(limits|policy)\b/.test(i.path));
+        options.onSkipped?.(o, r.issues.map((i) => `${i.path}: ${i.message}`).join("; "), policyOnly);
         continue;
       }
       chunk += `${JSON.stringify(doc)}\n`;

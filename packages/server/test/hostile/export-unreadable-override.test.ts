@@ -7,6 +7,7 @@
  * its rule), and what it writes imports back as is.
  */
 import { writeFileSync } from "node:fs";
+import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { runMain } from "../cli-in-process.js";
 import { sqliteWithEditedRow, tempDir } from "../overrides-support.js";
@@ -39,5 +40,20 @@ describe("export of a database with a row that is not a policy", () => {
     const back = await runMain(["overrides", "import", file, "--overrides", `sqlite:${tmp.file(`back-${text.length}.db`)}`]);
     expect(back.code, back.stderr).toBe(0);
     expect(back.stdout).toMatch(/1 overrides written/);
+  });
+});
+
+describe("export of a row that fails on another field than its policy", () => {
+  it("names that field, not the policy (a note longer than import takes)", async () => {
+    const db = tmp.file("o-note.db");
+    await sqliteWithEditedRow(db, '{"limits":[{"algorithm":"fixed-window","limit":1,"window":"1m"}]}');
+    const edit = new Database(db);
+    edit.prepare("UPDATE ratekeeper_overrides SET note = ? WHERE key = 'k=a'").run("x".repeat(2000));
+    edit.close();
+    const out = await runMain(["overrides", "export", "--overrides", `sqlite:${db}`]);
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stderr).toMatch(
+      /^overrides export: skipped d\/k=a: import would refuse it \(note: must be at most 1024 characters\); fix or delete that row\n/,
+    );
   });
 });
