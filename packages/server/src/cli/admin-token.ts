@@ -3,7 +3,8 @@
  * the command line is readable by every local user (`ps`, /proc/<pid>/cmdline), so a file
  * (`--admin-token-file`, as Kubernetes mounts a secret) or the environment is preferred.
  */
-import { readFileSync, statSync } from "node:fs";
+import { statSync } from "node:fs";
+import { readSecretFile } from "./read-secret.js";
 import { adminTokenProblem } from "../http-io.js";
 import { UsageError, str, type Values } from "./command.js";
 
@@ -42,17 +43,20 @@ function checked(token: string, source: string): string {
 /** The file's content without surrounding whitespace (a trailing newline from `echo` or an editor). */
 function readTokenFile(file: string): string {
   let mode: number;
-  let text: string;
   try {
     mode = statSync(file).mode;
-    text = readFileSync(file, "utf8");
   } catch (e) {
     throw new UsageError(`--admin-token-file: cannot read ${file} (${(e as Error).message})`);
   }
   // As PostgreSQL does for its key files: other users must not be able to read (or write) it.
+  // Checked before reading: a pipe is read with a bounded wait (read-secret.ts).
   if ((mode & 0o006) !== 0)
     throw new UsageError(
       `--admin-token-file: ${file} is readable by other users (mode ${(mode & 0o777).toString(8)}); chmod 600 it (on a Kubernetes secret volume: defaultMode 0400)`,
     );
-  return text.trim();
+  try {
+    return readSecretFile(file).trim();
+  } catch (e) {
+    throw new UsageError(`--admin-token-file: cannot read ${file} (${(e as Error).message})`);
+  }
 }

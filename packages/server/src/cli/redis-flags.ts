@@ -2,7 +2,7 @@
  * `ratekeeper serve`'s Redis flags and the environment variables envoyproxy/ratelimit reads for the
  * same settings. A flag wins over its variable; a mistake is a UsageError naming the one given.
  */
-import { readFileSync } from "node:fs";
+import { readSecretFile } from "./read-secret.js";
 import { RedisSettingsError, parseRedisSettings, type Given, type RedisConnection, type RedisSettings } from "../redis-connection.js";
 import { UsageError, str, type Flags, type Values } from "./command.js";
 
@@ -62,7 +62,7 @@ export function redisFromCommandLine(v: Values, env: NodeJS.ProcessEnv): RedisCo
     tlsSkipHostnameVerification: pick("redis-tls-skip-hostname-verification", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"),
   };
   try {
-    return parseRedisSettings(settings, (file) => readFileSync(file, "utf8"));
+    return parseRedisSettings(settings, (file) => readSecretFile(file));
   } catch (e) {
     if (e instanceof RedisSettingsError) throw new UsageError(e.message);
     throw e;
