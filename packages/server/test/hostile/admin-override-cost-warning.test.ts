@@ -51,7 +51,7 @@ describe("writing an override below a rule's cost", () => {
     expect(r.status).toBe(201);
     expect(r.json.key).toBe("heavy=a");
     expect(r.json.warnings).toEqual([
-      "rule d/heavy costs 5 a request, more than this override could ever admit (at most 3): this key matches that rule, so every check of it is denied",
+      "rule d/heavy costs 5 a request, more than this override could ever admit (at most 3): this key matches that rule, so every check of it is denied, except a check that sends a limit with the descriptor (Envoy's route config), which the override decides at the client's cost alone",
     ]);
     const post = await fetch(`${server.url}/v1/admin/overrides`, {
       method: "POST",

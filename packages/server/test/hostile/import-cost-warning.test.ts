@@ -52,7 +52,7 @@ describe("overrides import with the rules", () => {
       expect(r.stdout).toMatch(dryRun ? /3 lines valid/ : /3 overrides written/);
       // Beside the progress line ("3 written"), one warning: light=a fits its rule, a block admits nothing by design.
       expect(r.stderr.split("\n").filter((l) => l.includes("warning"))).toEqual([
-        `${file}:1: warning: d/heavy=a: rule d/heavy costs 5 a request, more than this override could ever admit (at most 3): this key matches that rule, so every check of it is denied`,
+        `${file}:1: warning: d/heavy=a: rule d/heavy costs 5 a request, more than this override could ever admit (at most 3): this key matches that rule, so every check of it is denied, except a check that sends a limit with the descriptor (Envoy's route config), which the override decides at the client's cost alone`,
       ]);
     });
   }

@@ -37,7 +37,7 @@ describe("a key with a newline or a terminal escape, named on stderr by the over
     expect(r.code, r.stderr).toBe(0);
     expect([...r.stderr].filter((c) => "\u001b\u009b\u2028".includes(c))).toEqual([]);
     expect(r.stderr.split("\n").filter((l) => l.includes("forged"))).toEqual([
-      `${file}:1: warning: ${SHOWN}: rule d/heavy costs 5 a request, more than this override could ever admit (at most 3): this key matches that rule, so every check of it is denied`,
+      `${file}:1: warning: ${SHOWN}: rule d/heavy costs 5 a request, more than this override could ever admit (at most 3): this key matches that rule, so every check of it is denied, except a check that sends a limit with the descriptor (Envoy's route config), which the override decides at the client's cost alone`,
     ]);
   });
 

@@ -3,7 +3,7 @@
  * rule's wildcard is counted, and its override looked up, under the pattern, `files=files/*`) is
  * never consulted for a concrete value (`files=files/a.pdf`): the service looks up the pattern's
  * key only (service/decide.ts). The admin API's warning (dc6b824) said of such an override, below
- * the rule's cost, that "this key matches that rule, so every check of it is denied": the opposite
+ * the rule's cost, that "this key matches that rule, so every check of it is denied, except a check that sends a limit with the descriptor (Envoy's route config), which the override decides at the client's cost alone": the opposite
  * of what happens (the rule decides, the override is ignored), and an override at or above the
  * cost got no word at all. It now says the override never applies and names the key to write.
  */
@@ -26,7 +26,7 @@ const rules = parseRules(RULES, "rules.yaml");
 const below: Override["policy"] = { limits: [{ algorithm: "fixed-window", limit: 3, window: "1m" }] };
 const above: Override["policy"] = { limits: [{ algorithm: "fixed-window", limit: 50, window: "1m" }] };
 const NEVER =
-  'rule d/files=files/* shares one counter among the values matching its pattern (share_threshold): a descriptor of this key is counted, and its override looked up, under "files=files/*", so this override never applies to it; write it for that key';
+  'rule d/files=files/* shares one counter among the values matching its pattern (share_threshold): a descriptor of this key is counted, and its override looked up, under "files=files/*", so this override never applies to it, except to a check that sends a limit with the descriptor (Envoy\'s route config); write it for that key';
 
 describe("an override of a concrete value under a share_threshold rule", () => {
   it("is said never to apply, naming the pattern's key, whatever its limits (a block too)", () => {
@@ -38,7 +38,7 @@ describe("an override of a concrete value under a share_threshold rule", () => {
 
   it("the pattern's own key keeps the cost warning", () => {
     expect(overrideWarnings(rules, { domain: "d", key: "files=files/*", policy: below })).toEqual([
-      "rule d/files=files/* costs 5 a request, more than this override could ever admit (at most 3): this key matches that rule, so every check of it is denied",
+      "rule d/files=files/* costs 5 a request, more than this override could ever admit (at most 3): this key matches that rule, so every check of it is denied, except a check that sends a limit with the descriptor (Envoy's route config), which the override decides at the client's cost alone",
     ]);
     expect(overrideWarnings(rules, { domain: "d", key: "files=files/*", policy: above })).toEqual([]);
   });
