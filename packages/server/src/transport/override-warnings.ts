@@ -3,7 +3,7 @@
  * how the rules in force will treat it. It warns and never refuses: the rules change on reload.
  */
 import { resolveLimits, type LimitSpec } from "ratekeeper";
-import { matchDescriptor } from "../config/match.js";
+import { matchDescriptor, type DescriptorEntry } from "../config/match.js";
 import type { Rule, Rules } from "../config/rules.js";
 import type { Override } from "../overrides/types.js";
 import { boundedKey, descriptorKey, parseDescriptorKey } from "../service/descriptor-key.js";
@@ -18,7 +18,7 @@ import { boundedKey, descriptorKey, parseDescriptorKey } from "../service/descri
  * @example overrideWarnings(rules, { domain: "d", key: "k=a", policy: { limits: [{ algorithm: "fixed-window", limit: 3, window: "1m" }] } })
  */
 export function overrideWarnings(rules: Rules, o: Override): string[] {
-  const entries = parseDescriptorKey(o.key);
+  const entries = overrideEntries(o.key);
   const m = entries === undefined ? undefined : matchDescriptor(rules, o.domain, entries);
   const shared = m?.shared && boundedKey(descriptorKey(m.shared));
   // share_threshold: a descriptor is counted, and its override looked up, under the pattern's key only.
@@ -70,4 +70,21 @@ function ruleExceptions(rules: Rules, rule: Rule): string {
  */
 function neverApplies(ruleId: string, shared: string): string {
   return `rule ${ruleId} shares one counter among the values matching its pattern (share_threshold): a descriptor of this key is counted, and its override looked up, under ${JSON.stringify(shared)}, so this override never applies to it, except to a check that sends a limit with the descriptor (Envoy's route config); write it for that key`;
+}
+
+/**
+ * The descriptor whose override `key` is: the one the service looks it up for (descriptorKey of it
+ * is `key`). parseDescriptorKey refuses an empty value (`k=`), yet descriptorKey writes a
+ * descriptor with one so, and a rule of that key matches it: its override must be warned about too.
+ */
+function overrideEntries(key: string): DescriptorEntry[] | undefined {
+  const parsed = parseDescriptorKey(key);
+  if (parsed !== undefined || key.startsWith("|")) return parsed;
+  const entries: DescriptorEntry[] = [];
+  for (const part of key.split("|")) {
+    const eq = part.indexOf("=");
+    if (eq <= 0) return undefined;
+    entries.push({ key: part.slice(0, eq), value: part.slice(eq + 1) });
+  }
+  return descriptorKey(entries) === key ? entries : undefined;
 }
