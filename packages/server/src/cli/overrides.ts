@@ -35,19 +35,27 @@ const MAX_WARNINGS = 100;
 
 /**
  * With `--config`: what the admin API warns about each override (transport/override-warnings.ts),
- * written on stderr as `FILE:LINE: warning: domain/key: ...` (at most {@link MAX_WARNINGS}), never
- * failing the import; `done()` says how many there were past that. Without: nothing.
+ * written on stderr as `FILE:LINE: warning: domain/key: ...` (at most {@link MAX_WARNINGS}) by
+ * `done()`, in line order, never failing the import. Only the last line of each (domain, key) is
+ * warned about: it is the one stored (the last line wins), so an earlier line's warning would
+ * describe an override that never exists. Held until the end for that: one map entry per key
+ * that has warnings. Without: nothing.
  */
 function importWarnings(configFile: string | undefined, name: string): { onValid?: (line: number, o: Override) => void; done(): void } {
   if (configFile === undefined) return { done() {} };
   const rules = loadRulesFile(configFile, { mergeDomains: process.env.MERGE_DOMAIN_CONFIG === "true" });
-  let n = 0;
+  const byKey = new Map<string, { line: number; shown: string; warnings: string[] }>();
   return {
     onValid(line, o) {
-      for (const w of overrideWarnings(rules, o))
-        if (++n <= MAX_WARNINGS) process.stderr.write(`${name}:${line}: warning: ${shownOverride(o)}: ${w}\n`);
+      const id = JSON.stringify([o.domain, o.key]);
+      const warnings = overrideWarnings(rules, o);
+      if (warnings.length > 0) byKey.set(id, { line, shown: shownOverride(o), warnings });
+      else byKey.delete(id);
     },
     done() {
+      let n = 0;
+      for (const w of [...byKey.values()].sort((a, b) => a.line - b.line))
+        for (const text of w.warnings) if (++n <= MAX_WARNINGS) process.stderr.write(`${name}:${w.line}: warning: ${w.shown}: ${text}\n`);
       if (n > MAX_WARNINGS) process.stderr.write(`overrides import: ${n} warnings (first ${MAX_WARNINGS} shown)\n`);
     },
   };
