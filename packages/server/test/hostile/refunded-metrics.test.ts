@@ -3,11 +3,16 @@
  * (failed-check-refunds.test.ts), admitted nothing: the client got a 503, and the store holds no
  * charge. `ratekeeper_decisions_total` must not count it as `ok` (admitted); it is counted under
  * `outcome="refunded"`. A refund that fails leaves the charge in the store: that decision stays
- * `ok`. Read through a scrape of the service's metrics.
+ * `ok`. Read through a scrape of the service's metrics. The same for envoyproxy/ratelimit's
+ * per-limit stats (`ratelimit_service_rate_limit_*`): `total_hits` and `within_limit` (and
+ * `near_limit`) do not keep a refunded hit, as envoyproxy/ratelimit counts no hit of a call its
+ * cache failed; one scraped before its refund is taken from the next ones.
  */
+import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { DecisionCounts, type DecisionLabels } from "../../src/decision-counts.js";
 import { DashboardStats, TeeObserver } from "../../src/dashboard/stats.js";
+import { EnvoyStats } from "../../src/envoy-stats.js";
 import { DecisionService, Metrics, parseRules } from "../../src/index.js";
 import { captureLog, serveHttp, storeFailingOnCall } from "./failing-parts.js";
 
@@ -39,7 +44,16 @@ async function setup(n: number, refundsFail = false) {
     const line = text.split("\n").find((l) => l.startsWith("ratekeeper_decisions_total{") && l.includes(`outcome="${outcome}"`));
     return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(" ") + 1));
   };
-  return { ...parts, post, counted };
+  /** envoyproxy/ratelimit's total_hits and within_limit of the rule, from a scrape. */
+  const envoy = async () => [await envoyStat(metrics.registry, "total_hits"), await envoyStat(metrics.registry, "within_limit")];
+  return { ...parts, post, counted, envoy };
+}
+
+/** The value of `ratelimit_service_rate_limit_<stat>` for domain d, key1 k (0 when not listed). */
+async function envoyStat(registry: Registry, name: string): Promise<number> {
+  const text = await registry.metrics();
+  const line = text.split("\n").find((l) => l.startsWith(`ratelimit_service_rate_limit_${name}{domain="d",key1="k"}`));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(" ") + 1));
 }
 
 const one = (v: string) => ({ domain: "d", descriptors: [{ k: v }] });
@@ -49,14 +63,17 @@ describe("metrics of a decision whose charge was given back", () => {
     const t = await setup(2);
     expect(await t.post({ checks: [one("a"), one("b"), one("c")] })).toBe(503);
     expect([await t.counted("ok"), await t.counted("refunded")]).toEqual([0, 2]);
+    expect(await t.envoy()).toEqual([0, 0]);
     expect(await t.post({ checks: [one("a"), one("b"), one("c")] })).toBe(200);
     expect([await t.counted("ok"), await t.counted("refunded")]).toEqual([3, 2]);
+    expect(await t.envoy()).toEqual([3, 3]);
   });
 
   it("a check of several descriptors answered 503: the same", async () => {
     const t = await setup(2);
     expect(await t.post({ domain: "d", descriptors: [{ k: "a" }, { k: "b" }, { k: "c" }] })).toBe(503);
     expect([await t.counted("ok"), await t.counted("refunded")]).toEqual([0, 2]);
+    expect(await t.envoy()).toEqual([0, 0]);
   });
 
   it("a refund that fails leaves the charge in the store: that decision stays ok", async () => {
@@ -64,6 +81,7 @@ describe("metrics of a decision whose charge was given back", () => {
     expect(await t.post({ checks: [one("a"), one("b"), one("c"), one("d")] })).toBe(503);
     expect(t.refunds()).toBe(3);
     expect([await t.counted("ok"), await t.counted("refunded")]).toEqual([3, 0]);
+    expect(await t.envoy()).toEqual([3, 3]);
   });
 });
 
@@ -84,6 +102,31 @@ describe("the counts behind ratekeeper_decisions_total", () => {
       ["refunded", 1],
       ["ok", 1],
     ]);
+  });
+});
+
+describe("EnvoyStats.refunded", () => {
+  const statKey = { key: "d.k", domain: "d", valued: false, shadow: false };
+
+  it("takes a hit back, near_limit too; one scraped before it is taken from the next ones", async () => {
+    const registry = new Registry();
+    const s = new EnvoyStats(registry);
+    s.hit(statKey, 5, 3, 2); // 3 -> 5 of 5: within 2, near 1 (above floor(5 x 0.8) = 4)
+    s.refunded(statKey, 5, 3, 2);
+    const all = async () => [
+      await envoyStat(registry, "total_hits"),
+      await envoyStat(registry, "within_limit"),
+      await envoyStat(registry, "near_limit"),
+    ];
+    expect(await all()).toEqual([0, 0, 0]);
+    s.hit(statKey, 5, 0, 1);
+    expect(await envoyStat(registry, "total_hits")).toBe(1); // scraped
+    s.refunded(statKey, 5, 0, 1);
+    expect(await envoyStat(registry, "total_hits")).toBe(1); // never down
+    s.hit(statKey, 5, 0, 1);
+    expect(await envoyStat(registry, "total_hits")).toBe(1); // the refund took this one
+    s.hit(statKey, 5, 0, 1);
+    expect(await envoyStat(registry, "total_hits")).toBe(2);
   });
 });
 
