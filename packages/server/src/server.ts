@@ -133,8 +133,7 @@ export interface RunningService {
 export async function startService(options: ServeOptions): Promise<RunningService> {
   checkServeOptions(options);
   if (options.logger) return startWith(options, options.logger);
-  // A logger of its own (stdout): ended with the service, or a failed start, else every start and
-  // stop of an application embedding the service kept one more stdout descriptor and handle.
+  // A logger of its own, ended with the service or a failed start: else every start and stop of an embedding application keeps a stdout descriptor.
   const logger = createLogger();
   const running = await startWith(options, logger).catch(async (e: unknown) => {
     await endLog(logger);
@@ -144,6 +143,7 @@ export async function startService(options: ServeOptions): Promise<RunningServic
   return { ...running, close: () => (ended ??= running.close().finally(() => endLog(logger))) };
 }
 
+/** {@link startService} once its logger is chosen: the caller's, or the one it made and ends. */
 async function startWith(options: ServeOptions, logger: Logger): Promise<RunningService> {
   const metrics = new Metrics({ nearLimitRatio: options.nearLimitRatio, maxValuedKeys: options.maxDetailedMetricKeys });
   // The verdict `config check` gives: size bound per file, empty rules refused unless allowed.
