@@ -11,19 +11,36 @@ import { closeLog, logStopping, type Logger } from "../log.js";
  * ("uncaught exception: stopping" or "unhandled rejection: stopping", with `err` and `origin`), its
  * stack written on stderr as Node would, and the process exits 1 once the log is written or
  * `waitMs` has passed: it never carries on in an unknown state. Errors during that wait go to
- * stderr only.
+ * stderr only, while it takes them.
  * @example exitOnUncaught(logger, 2000);
  */
 export function exitOnUncaught(logger: Logger, waitMs: number): void {
   let exiting = false;
+  // A stderr whose reader is gone fails each write with EPIPE, as an 'error' event: unheard, an
+  // uncaught exception of its own, whose report here wrote to stderr again, in a loop that kept
+  // the process busy and alive for good. Heard, stderr is given up, and nothing else changes.
+  process.stderr.on("error", () => (stderrGone = true));
   // One listener for both: with no 'unhandledRejection' listener, Node raises a rejection as an
   // uncaught exception whose origin says so (the default --unhandled-rejections=throw).
   process.on("uncaughtException", (err: unknown, origin: NodeJS.UncaughtExceptionOrigin) => {
     const what = origin === "unhandledRejection" ? "unhandled rejection" : "uncaught exception";
-    process.stderr.write(`ratekeeper: ${what}: ${err instanceof Error ? (err.stack ?? String(err)) : String(err)}\n`);
+    toStderr(`ratekeeper: ${what}: ${err instanceof Error ? (err.stack ?? String(err)) : String(err)}\n`);
     if (exiting) return;
     exiting = true;
     logStopping(logger, () => logger.fatal({ err, origin }, `${what}: stopping`));
     void closeLog(logger, waitMs).finally(() => process.exit(1));
   });
+}
+
+let stderrGone = false;
+
+/** Writes to stderr unless it has failed (its reader gone): never a write that fails again. */
+function toStderr(text: string): void {
+  if (stderrGone) return;
+  try {
+    process.stderr.write(text);
+  } catch {
+    // A synchronous failure (a closed descriptor): nothing to report it to.
+    stderrGone = true;
+  }
 }

@@ -33,9 +33,11 @@ interface Fatal {
   err: { message: string; stack: string };
 }
 
-async function crash(mode: "throw" | "reject"): Promise<{ code: number | null; lines: string[]; json: Fatal[] }> {
+async function crash(mode: "throw" | "reject", stderrGone = false): Promise<{ code: number | null; lines: string[]; json: Fatal[] }> {
   const svc = await startServiceProcess([], { NODE_OPTIONS: `--require ${FAULT}`, FAULT: mode });
   const exited = new Promise<number | null>((resolve) => svc.proc.once("exit", resolve));
+  // Its reader gone (a supervisor that closed it): each write to stderr fails with EPIPE.
+  if (stderrGone) svc.proc.stderr?.destroy();
   svc.proc.kill("SIGUSR2");
   const code = await exited;
   const json = svc.lines.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Fatal);
@@ -43,6 +45,12 @@ async function crash(mode: "throw" | "reject"): Promise<{ code: number | null; l
 }
 
 describe("an error nothing catches while the service runs", () => {
+  it("with stderr gone (EPIPE on the stack's write): still the fatal line, and the exit", async () => {
+    const r = await crash("throw", true);
+    expect(r.code).toBe(1);
+    expect(r.json.at(-1)?.msg).toBe("uncaught exception: stopping");
+  }, 30_000);
+
   it("a thrown error: one fatal JSON line naming it, the stack on stderr too, exit 1", async () => {
     const r = await crash("throw");
     expect(r.code).toBe(1);
